@@ -1,0 +1,34 @@
+"""fleetform validate BLUEPRINT...: every error and warning, then a summary line."""
+
+from __future__ import annotations
+
+import sys
+
+from ..findings import report_json, report_text
+from ..pipeline import check
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("validate", help="check blueprints: all errors and warnings, then a summary",
+                       description="Check blueprints against the schema and fleetform's rules. "
+                                   "Exit 0 when no error was found (warnings allowed), 1 otherwise.")
+    p.add_argument("blueprints", nargs="+", metavar="BLUEPRINT", help="blueprint YAML files")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from ..cli import UsageError
+
+    findings = []
+    ok = True
+    for path in args.blueprints:
+        try:
+            result = check(path, display=path)
+        except OSError as err:
+            raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+        findings.extend(result.findings)
+        ok = ok and result.ok
+    report = report_json if args.format == "json" else report_text
+    sys.stdout.write(report(findings, len(args.blueprints)))
+    return 0 if ok else 1

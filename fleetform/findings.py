@@ -1,0 +1,113 @@
+"""Findings: every problem fleetform reports, as data, and the reporters that print them.
+
+A finding knows its file, position, JSON path, message, hint and rule id. Stages produce
+findings; only the reporters at the edge of the CLI turn them into text or JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from enum import Enum
+from typing import Iterable, Sequence
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    file: str
+    line: int
+    column: int
+    severity: Severity
+    path: str
+    message: str
+    rule: str
+    hint: str = ""
+
+    def sort_key(self) -> tuple:
+        return (self.file, self.line, self.column, self.path, self.rule, self.message)
+
+    def to_text(self) -> str:
+        text = self.message if not self.hint else f"{self.message}; {self.hint}"
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.file}:{self.line}:{self.column}: {self.severity}: {where}{text} [{self.rule}]"
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["severity"] = self.severity.value
+        return data
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def format_path(parts: Sequence[str | int]) -> str:
+    """Render a path of keys and indexes as `fleets[0].scheduler.partitions[1].name`."""
+    out: list[str] = []
+    for part in parts:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        elif _IDENT.match(part):
+            out.append(f".{part}" if out else part)
+        else:
+            out.append(f"[{json.dumps(part)}]")
+    return "".join(out)
+
+
+def describe(value: object) -> str:
+    """How a value reads in a message: `a string '6'`, `a list`, `nothing`."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        return f"a string {value!r}" if len(value) <= 60 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def summary_line(findings: Sequence[Finding], files: int) -> str:
+    errors = sum(1 for f in findings if f.severity is Severity.ERROR)
+    warnings = len(findings) - errors
+    what = "blueprint" if files == 1 else "blueprints"
+    if not findings:
+        return f"{files} {what} valid: no errors, no warnings"
+    e = f"{errors} error{'s' if errors != 1 else ''}"
+    w = f"{warnings} warning{'s' if warnings != 1 else ''}"
+    verdict = "invalid" if errors else "valid"
+    return f"{files} {what} checked, {verdict}: {e}, {w}"
+
+
+def report_text(findings: Iterable[Finding], files: int) -> str:
+    items = sorted(findings, key=Finding.sort_key)
+    lines = [f.to_text() for f in items]
+    lines.append(summary_line(items, files))
+    return "\n".join(lines) + "\n"
+
+
+def report_json(findings: Iterable[Finding], files: int) -> str:
+    items = sorted(findings, key=Finding.sort_key)
+    errors = sum(1 for f in items if f.severity is Severity.ERROR)
+    data = {
+        "findings": [f.to_dict() for f in items],
+        "summary": {
+            "files": files,
+            "errors": errors,
+            "warnings": len(items) - errors,
+            "valid": errors == 0,
+        },
+    }
+    return json.dumps(data, indent=2) + "\n"

@@ -1,0 +1,254 @@
+"""The model: one typed, immutable, resolved Blueprint, the only input of every later stage.
+
+`resolve` builds it from schema-valid data: defaults applied, catalog facts attached. Every
+object keeps the path it was written at, so rules can point findings at the right line.
+Rules then check it; render, plan and the Pulumi program receive it only when no rule failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
+from .catalog import Gpu, InstanceType
+
+Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
+
+BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+"""Bytes one parameter takes in memory, by precision."""
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """A count of nodes or replicas: fixed (min == max, `elastic` False) or a {min, max} range."""
+
+    min: int
+    max: int
+    elastic: bool
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    name: str
+    type: Literal["fsx-lustre", "s3"]
+    path: Path
+    capacity_gib: int | None = None
+    throughput_mb_per_tib: int | None = None
+    mount_path: str | None = None
+    import_path: str | None = None
+    versioning: bool = True
+    noncurrent_expiry_days: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    name: str
+    default: bool
+    max_time: str | int | None
+    nodes: str | None
+    priority_tier: int | None
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    name: str
+    nodes: str
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    nodes_per_switch: int | None
+    switches: tuple[Switch, ...]
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmScheduler:
+    cluster_name: str | None
+    slurm_version: str | None
+    controller_instance_type: str | None
+    controller_host: str | None
+    partitions: tuple[Partition, ...]
+    topology: Topology | None
+    path: Path
+    type: Literal["slurm"] = "slurm"
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesScheduler:
+    version: str
+    namespace: str
+    autoscaler: Literal["keda", "hpa", "none"]
+    path: Path
+    type: Literal["kubernetes"] = "kubernetes"
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")
+        return int(major), int(minor)
+
+
+@dataclass(frozen=True, slots=True)
+class Interconnect:
+    fabric: Literal["efa", "infiniband", "roce", "tcp"]
+    hcas: tuple[str, ...]
+    socket_ifname: str | None
+    gid_index: int | None
+    traffic_class: int | None
+    path: Path
+    declared: bool  # written in the blueprint (else derived from the instance type)
+
+
+@dataclass(frozen=True, slots=True)
+class Nccl:
+    debug: str | None
+    env: Mapping[str, str]
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    model_params_billion: float
+    precision: str
+    optimizer: str | None
+    tokens_billion: float | None
+    mfu: float | None
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    every_minutes: int
+    location: str | None
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSharing:
+    strategy: Literal["none", "time-slicing", "mps", "mig"]
+    profile: str | None
+    replicas: int | None
+    mig_strategy: Literal["single", "mixed"]
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Autoscale:
+    metric: str
+    target_per_replica: float
+    scale_down_window_s: int
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    peak_qps: float
+    qps_per_gpu: float
+    latency_s: float | None
+    redundancy: int
+    burst_headroom: float
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    name: str
+    image: str
+    model: str
+    model_params_billion: float
+    precision: str
+    tensor_parallel: int
+    max_model_len: int | None
+    gpu_memory_utilization: float
+    port: int
+    replicas: Size
+    autoscale: Autoscale | None
+    slo: Slo | None
+    hf_token_secret: str | None
+    path: Path
+
+    @property
+    def weights_gb(self) -> float:
+        """Weights in decimal GB: parameters x bytes per parameter of the precision."""
+        return self.model_params_billion * BYTES_PER_PARAM[self.precision]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShape:
+    """What one node has: from the instance catalog (aws) or the blueprint's hardware (onprem)."""
+
+    gpu: Gpu
+    gpu_count: int
+    vcpus: int
+    memory_gib: int
+    sockets: int | None = None
+    cores_per_socket: int | None = None
+    threads_per_core: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    name: str
+    role: Literal["training", "inference"]
+    path: Path
+    instance_type: str | None
+    instance: InstanceType | None  # None on-prem, or when the type is not in the catalog
+    shape: NodeShape | None  # None when unknown (a rule reports why)
+    nodes: Size | None
+    hosts: str | None
+    capacity_type: Literal["on-demand", "spot", "reservation", "capacity-block"]
+    reservation_id: str | None
+    placement: Literal["cluster", "spread", "none"]
+    storage: tuple[str, ...]
+    scheduler: SlurmScheduler | KubernetesScheduler | None
+    interconnect: Interconnect | None
+    nccl: Nccl | None
+    workload: Workload | None
+    checkpoint: Checkpoint | None
+    gpu_sharing: GpuSharing
+    models: tuple[Model, ...]
+
+    @property
+    def training(self) -> bool:
+        return self.role == "training"
+
+
+@dataclass(frozen=True, slots=True)
+class Waiver:
+    rule: str
+    fleet: str | None
+    reason: str
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    cidr: str | None
+    vpc_id: str | None
+    subnet_id: str | None
+    ssh_ingress_cidrs: tuple[str, ...]
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Blueprint:
+    name: str
+    version: str
+    description: str
+    labels: Mapping[str, str]
+    cloud: Literal["aws", "onprem"]
+    region: str | None
+    availability_zone: str | None
+    site: str | None
+    network: Network
+    storage: tuple[Storage, ...]
+    fleets: tuple[Fleet, ...]
+    waivers: tuple[Waiver, ...]
+    file: str
+    sha256: str
+
+    def storage_named(self, name: str) -> Storage | None:
+        return next((s for s in self.storage if s.name == name), None)

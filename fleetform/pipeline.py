@@ -1,0 +1,40 @@
+"""The validation pipeline: load -> schema -> resolve -> rules, stopping at the first stage that fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import schema
+from .catalog import load_catalog
+from .findings import Finding, Severity
+from .loader import Document, LoadError, load
+from .model import Blueprint
+from .resolve import resolve
+from .rules import run as run_rules
+
+
+@dataclass(frozen=True)
+class Result:
+    findings: list[Finding]
+    model: Blueprint | None  # set only when no finding is an error
+    document: Document | None
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity is Severity.ERROR for f in self.findings)
+
+
+def check(path: str | Path, display: str | None = None) -> Result:
+    """Validate one blueprint file. OSError (missing, unreadable file) propagates to the caller."""
+    try:
+        doc = load(path, display)
+    except LoadError as err:
+        return Result(err.findings, None, None)
+    findings = schema.check(doc)
+    if findings:  # rules need schema-valid data; fix the structure first
+        return Result(findings, None, doc)
+    blueprint = resolve(doc, load_catalog())
+    findings = sorted(run_rules(blueprint, doc), key=Finding.sort_key)
+    ok = not any(f.severity is Severity.ERROR for f in findings)
+    return Result(findings, blueprint if ok else None, doc)

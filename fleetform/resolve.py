@@ -1,0 +1,190 @@
+"""Resolve: schema-valid blueprint data -> the typed model, defaults applied, catalog facts attached.
+
+Nothing here judges the blueprint: what is missing or inconsistent stays visible in the model
+(an unknown instance type leaves `instance` None) for the rules to report with a position.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import re
+
+from .catalog import Catalog
+from .loader import Document
+from .model import (
+    Autoscale, Blueprint, Checkpoint, Fleet, GpuSharing, Interconnect, KubernetesScheduler, Model,
+    Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch, Topology,
+    Waiver, Workload,
+)
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default
+DEFAULT_PORT = 8000  # vLLM's OpenAI server default
+DEFAULT_SCALE_DOWN_WINDOW_S = 300  # the HPA's default scale-down stabilization
+
+
+_HOST_ITEM = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?[^,\[]*")
+
+
+def host_count(expression: str) -> int:
+    """Number of hosts in a schema-valid Slurm hostlist expression, counted without expanding it
+    (so `gpu[0-999999999]` costs nothing). A range written high-low counts as empty."""
+    total = 0
+    for match in _HOST_ITEM.finditer(expression):
+        if not match.group(0):
+            continue
+        ranges = match.group(2)
+        if ranges is None:
+            total += 1
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            total += max(0, int(high or low) - int(low) + 1)
+    return total
+
+
+def _size(value: Any, path: tuple) -> Size | None:
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return Size(value, value, False, path)
+    return Size(value["min"], value["max"], True, path)
+
+
+def _storage(item: dict, path: tuple) -> Storage:
+    return Storage(
+        name=item["name"], type=item["type"], path=path,
+        capacity_gib=item.get("capacity_gib"), throughput_mb_per_tib=item.get("throughput_mb_per_tib"),
+        mount_path=item.get("mount_path"), import_path=item.get("import_path"),
+        versioning=item.get("versioning", True), noncurrent_expiry_days=item.get("noncurrent_expiry_days"),
+    )
+
+
+def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesScheduler | None:
+    if data is None:
+        return None
+    if data["type"] == "kubernetes":
+        return KubernetesScheduler(data["version"], data.get("namespace", "default"),
+                                   data.get("autoscaler", "keda"), path)
+    parts = tuple(
+        Partition(p["name"], p.get("default", False), p.get("max_time"), p.get("nodes"), p.get("priority_tier"),
+                  path + ("partitions", i))
+        for i, p in enumerate(data.get("partitions", ()))
+    )
+    topo = data.get("topology")
+    topology = None
+    if topo is not None:
+        tpath = path + ("topology",)
+        switches = tuple(Switch(s["name"], s["nodes"], tpath + ("switches", i))
+                         for i, s in enumerate(topo.get("switches", ())))
+        topology = Topology(topo.get("nodes_per_switch"), switches, tpath)
+    controller = data.get("controller", {})
+    return SlurmScheduler(data.get("cluster_name"), data.get("slurm_version"), controller.get("instance_type"),
+                          controller.get("host"), parts, topology, path)
+
+
+def _model(item: dict, path: tuple) -> Model:
+    auto = item.get("autoscale")
+    slo = item.get("slo")
+    return Model(
+        name=item["name"], image=item["image"], model=item["model"],
+        model_params_billion=item["model_params_billion"], precision=item["precision"],
+        tensor_parallel=item["tensor_parallel"], max_model_len=item.get("max_model_len"),
+        gpu_memory_utilization=item.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        port=item.get("port", DEFAULT_PORT),
+        replicas=_size(item.get("replicas", 1), path + ("replicas",)),
+        autoscale=None if auto is None else Autoscale(
+            auto["metric"], auto["target_per_replica"],
+            auto.get("scale_down_window_s", DEFAULT_SCALE_DOWN_WINDOW_S), path + ("autoscale",)),
+        slo=None if slo is None else Slo(
+            slo["peak_qps"], slo["qps_per_gpu"], slo.get("latency_s"), slo.get("redundancy", 0),
+            slo.get("burst_headroom", 0.0), path + ("slo",)),
+        hf_token_secret=item.get("hf_token_secret"),
+        path=path,
+    )
+
+
+def _shape(item: dict, catalog: Catalog, cloud: str) -> NodeShape | None:
+    hardware = item.get("hardware")
+    if hardware is not None:
+        gpu = catalog.gpus[hardware["gpu"]]
+        s, c, t = hardware["sockets"], hardware["cores_per_socket"], hardware["threads_per_core"]
+        return NodeShape(gpu, hardware["gpu_count"], s * c * t, hardware["memory_gib"], s, c, t)
+    instance = catalog.instance(item.get("instance_type", "")) if cloud == "aws" else None
+    if instance is None:
+        return None
+    return NodeShape(instance.gpu, instance.gpu_count, instance.vcpus, instance.mem_gib)
+
+
+def _interconnect(item: dict, path: tuple, shape_efa: bool, cloud: str) -> Interconnect | None:
+    data = item.get("interconnect")
+    if data is not None:
+        return Interconnect(data["fabric"], tuple(data.get("hcas", ())), data.get("socket_ifname"),
+                            data.get("gid_index"), data.get("traffic_class"), path + ("interconnect",), True)
+    if cloud == "aws":
+        return Interconnect("efa" if shape_efa else "tcp", (), None, None, None, path, False)
+    return None
+
+
+def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
+    role = item["role"]
+    instance = catalog.instance(item.get("instance_type", "")) if cloud == "aws" else None
+    nodes = _size(item.get("nodes"), path + ("nodes",))
+    if nodes is None and item.get("hosts"):
+        count = host_count(item["hosts"])
+        nodes = Size(count, count, False, path + ("hosts",))
+    capacity = item.get("capacity", {"type": "on-demand"})
+    sharing = item.get("gpu_sharing", {"strategy": "none"})
+    nccl = item.get("nccl")
+    workload = item.get("workload")
+    checkpoint = item.get("checkpoint")
+    return Fleet(
+        name=item["name"], role=role, path=path,
+        instance_type=item.get("instance_type"), instance=instance,
+        shape=_shape(item, catalog, cloud), nodes=nodes, hosts=item.get("hosts"),
+        capacity_type=capacity["type"], reservation_id=capacity.get("reservation_id"),
+        placement=item.get("placement", "cluster" if role == "training" else "none"),
+        storage=tuple(item.get("storage", ())),
+        scheduler=_scheduler(item.get("scheduler"), path + ("scheduler",)),
+        interconnect=_interconnect(item, path, bool(instance and instance.has_efa), cloud),
+        nccl=None if nccl is None else Nccl(
+            nccl.get("debug"),
+            MappingProxyType({k: _env_text(v) for k, v in (nccl.get("env") or {}).items()}),
+            path + ("nccl",)),
+        workload=None if workload is None else Workload(
+            workload["model_params_billion"], workload["precision"], workload.get("optimizer"),
+            workload.get("tokens_billion"), workload.get("mfu"), path + ("workload",)),
+        checkpoint=None if checkpoint is None else Checkpoint(
+            checkpoint["every_minutes"], checkpoint.get("path"), path + ("checkpoint",)),
+        gpu_sharing=GpuSharing(sharing["strategy"], sharing.get("profile"), sharing.get("replicas"),
+                               sharing.get("mig_strategy", "single"), path + ("gpu_sharing",)),
+        models=tuple(_model(m, path + ("models", i)) for i, m in enumerate(item.get("models", ()))),
+    )
+
+
+def _env_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def resolve(doc: Document, catalog: Catalog) -> Blueprint:
+    """Build the model of a schema-valid document."""
+    data = doc.data
+    meta, provider = data["metadata"], data["provider"]
+    cloud = provider["cloud"]
+    net = provider.get("network", {})
+    return Blueprint(
+        name=meta["name"], version=meta["version"], description=meta.get("description", ""),
+        labels=MappingProxyType(dict(meta.get("labels", {}))),
+        cloud=cloud, region=provider.get("region"), availability_zone=provider.get("availability_zone"),
+        site=provider.get("site"),
+        network=Network(net.get("cidr"), net.get("vpc_id"), net.get("subnet_id"),
+                        tuple(net.get("ssh_ingress_cidrs", ())), ("provider", "network")),
+        storage=tuple(_storage(s, ("storage", i)) for i, s in enumerate(data.get("storage", ()))),
+        fleets=tuple(_fleet(f, ("fleets", i), catalog, cloud) for i, f in enumerate(data["fleets"])),
+        waivers=tuple(Waiver(w["rule"], w.get("fleet"), w["reason"], ("waivers", i))
+                      for i, w in enumerate(data.get("waivers", ()))),
+        file=doc.file, sha256=doc.sha256,
+    )

@@ -1,0 +1,150 @@
+"""Semantic rules: small named checks over the model, each with an id, a severity and a summary.
+
+A rule is a function `check(blueprint, report)` registered with `@rule(...)`; it calls
+`report(path, message, hint)` once per problem. The engine runs every rule, applies the
+blueprint's waivers (warnings only) and turns what is left into positioned findings.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from ..findings import Finding, Severity
+from ..loader import Document
+from ..model import Blueprint, Path
+
+Check = Callable[[Blueprint, "Reporter"], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    severity: Severity
+    summary: str
+    stage: str  # load | schema | rules: where in the pipeline it is checked
+    check: Check | None = None
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def _register(r: Rule) -> None:
+    if r.id in REGISTRY:
+        raise RuntimeError(f"rule id {r.id!r} registered twice")
+    REGISTRY[r.id] = r
+
+
+def rule(id: str, severity: str, summary: str) -> Callable[[Check], Check]:
+    """Register a semantic rule."""
+
+    def decorate(fn: Check) -> Check:
+        _register(Rule(id, Severity(severity), summary, "rules", fn))
+        return fn
+
+    return decorate
+
+
+# Checks made by the loader and the schema stage, listed so `fleetform rules` shows every id.
+for _id, _summary, _stage in [
+    ("yaml", "the file is well-formed YAML with plain scalars, mappings and lists", "load"),
+    ("yaml-encoding", "the file is UTF-8 text without control characters", "load"),
+    ("yaml-size", "the file, its nesting and its alias expansion stay within bounds", "load"),
+    ("yaml-duplicate-key", "no mapping repeats a key", "load"),
+    ("yaml-documents", "the file holds one YAML document", "load"),
+    ("blueprint-empty", "the file is not empty", "load"),
+    ("blueprint-type", "the document is a mapping", "load"),
+    ("api-version", "apiVersion is fleetform/v1 and kind is Blueprint", "load"),
+    ("schema", "structure, types, enums and patterns match the JSON Schema", "schema"),
+]:
+    _register(Rule(_id, Severity.ERROR, _summary, _stage))
+
+WAIVER_INVALID = "waiver-invalid"
+WAIVER_UNUSED = "waiver-unused"
+_register(Rule(WAIVER_INVALID, Severity.ERROR,
+               "a waiver names a known warning-level rule and an existing fleet", "rules"))
+_register(Rule(WAIVER_UNUSED, Severity.WARNING, "every waiver silences at least one finding", "rules"))
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    rule: Rule
+    path: Path
+    message: str
+    hint: str
+    key: bool
+
+
+class Reporter:
+    """What a rule calls to report a problem."""
+
+    def __init__(self) -> None:
+        self.issues: list[Issue] = []
+        self.current: Rule | None = None
+
+    def __call__(self, path: Path, message: str, hint: str = "", key: bool = False) -> None:
+        assert self.current is not None
+        self.issues.append(Issue(self.current, tuple(path), message, hint, key))
+
+
+def did_you_mean(word: str, choices, what: str = "") -> str:
+    """A hint: `did you mean 'x'?`, else the list of choices."""
+    choices = sorted(str(c) for c in choices)
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if match:
+        return f"did you mean '{match[0]}'?"
+    if not choices:
+        return ""
+    shown = ", ".join(choices[:12]) + (", ..." if len(choices) > 12 else "")
+    return f"{what or 'choices'}: {shown}"
+
+
+def _fleet_of(bp: Blueprint, path: Path) -> str | None:
+    if len(path) >= 2 and path[0] == "fleets" and isinstance(path[1], int) and path[1] < len(bp.fleets):
+        return bp.fleets[path[1]].name
+    return None
+
+
+def run(bp: Blueprint, doc: Document) -> list[Finding]:
+    """Run every semantic rule; apply waivers; return positioned findings."""
+    from . import checks  # noqa: F401  (registers the rules)
+
+    reporter = Reporter()
+    for r in REGISTRY.values():
+        if r.check is not None:
+            reporter.current = r
+            r.check(bp, reporter)
+    issues = list(reporter.issues)
+    waived: set[int] = set()
+    fleets = {f.name for f in bp.fleets}
+    reporter.current = REGISTRY[WAIVER_INVALID]
+    for w in bp.waivers:
+        target = REGISTRY.get(w.rule)
+        if target is None:
+            reporter(w.path + ("rule",), f"no rule is named '{w.rule}'", did_you_mean(w.rule, REGISTRY, "rules"))
+            continue
+        if target.severity is Severity.ERROR:
+            reporter(w.path + ("rule",), f"'{w.rule}' is an error-level rule and cannot be waived",
+                     "fix the blueprint instead; only warnings can be waived")
+            continue
+        if w.fleet is not None and w.fleet not in fleets:
+            reporter(w.path + ("fleet",), f"no fleet is named '{w.fleet}'", did_you_mean(w.fleet, fleets, "fleets"))
+            continue
+        matched = [i for i, issue in enumerate(issues)
+                   if issue.rule.id == w.rule and (w.fleet is None or _fleet_of(bp, issue.path) == w.fleet)]
+        if matched:
+            waived.update(matched)
+        else:
+            reporter.current = REGISTRY[WAIVER_UNUSED]
+            reporter(w.path, f"the waiver of '{w.rule}' matches no finding",
+                     "remove it, so a future warning is not silenced unseen")
+            reporter.current = REGISTRY[WAIVER_INVALID]
+    return [doc.finding(i.path, i.message, i.rule.id, i.hint, i.rule.severity, key=i.key)
+            for n, i in enumerate(reporter.issues) if n not in waived]
+
+
+def all_rules() -> Iterator[Rule]:
+    from . import checks  # noqa: F401
+
+    yield from REGISTRY.values()

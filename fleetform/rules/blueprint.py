@@ -1,0 +1,96 @@
+"""Rules over the blueprint as a whole: names, references, provider and network."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+
+from ..model import Blueprint
+from . import Reporter, did_you_mean, rule
+
+
+def _duplicates(report: Reporter, items, what: str, where: str) -> None:
+    counts = Counter(item.name for item in items)
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        if counts[item.name] > 1:
+            if item.name in first:
+                report(item.path + ("name",), f"{what} name '{item.name}' is used more than once{where}",
+                       f"{what} names must be unique; the first is {what} #{first[item.name] + 1}")
+            else:
+                first[item.name] = index
+
+
+@rule("unique-names", "error", "fleets, storage, models, partitions and switches have unique names")
+def unique_names(bp: Blueprint, report: Reporter) -> None:
+    _duplicates(report, bp.storage, "storage", "")
+    _duplicates(report, bp.fleets, "fleet", "")
+    for fleet in bp.fleets:
+        _duplicates(report, fleet.models, "model", f" in fleet '{fleet.name}'")
+        scheduler = fleet.scheduler
+        if scheduler is not None and scheduler.type == "slurm":
+            _duplicates(report, scheduler.partitions, "partition", f" in fleet '{fleet.name}'")
+            if scheduler.topology is not None:
+                _duplicates(report, scheduler.topology.switches, "switch", f" in fleet '{fleet.name}'")
+
+
+@rule("storage-ref", "error", "every storage a fleet attaches is declared under storage")
+def storage_ref(bp: Blueprint, report: Reporter) -> None:
+    names = [s.name for s in bp.storage]
+    for fleet in bp.fleets:
+        for index, name in enumerate(fleet.storage):
+            if name not in names:
+                hint = did_you_mean(name, names, "declared storage") if names else "declare it under `storage:`"
+                report(fleet.path + ("storage", index), f"fleet '{fleet.name}' attaches storage '{name}', "
+                       "which is not declared", hint)
+
+
+@rule("provider-fields", "error", "AWS blueprints name a region and zone that agree; on-prem ones describe no cloud")
+def provider_fields(bp: Blueprint, report: Reporter) -> None:
+    if bp.cloud == "aws":
+        if bp.availability_zone and bp.region and not bp.availability_zone.startswith(bp.region):
+            report(("provider", "availability_zone"),
+                   f"availability zone '{bp.availability_zone}' is not in region '{bp.region}'",
+                   f"use a zone of {bp.region}, e.g. {bp.region}a")
+        if bp.site is not None:
+            report(("provider", "site"), "site applies to on-prem blueprints", "remove it for cloud: aws")
+        return
+    for field in ("region", "availability_zone"):
+        if getattr(bp, field) is not None:
+            report(("provider", field), f"{field} applies to cloud: aws", "remove it for an on-prem blueprint")
+    if bp.network.cidr or bp.network.vpc_id or bp.network.subnet_id or bp.network.ssh_ingress_cidrs:
+        report(("provider", "network"), "network describes an AWS VPC; fleetform does not manage on-prem networks",
+               "remove provider.network; describe each fleet's fabric under interconnect")
+
+
+@rule("network", "error", "an AWS network is either a new VPC (cidr /16 to /28) or an existing vpc_id with subnet_id")
+def network(bp: Blueprint, report: Reporter) -> None:
+    if bp.cloud != "aws":
+        return
+    net = bp.network
+    existing = net.vpc_id is not None or net.subnet_id is not None
+    if net.cidr and existing:
+        report(net.path, "network gives both cidr (a new VPC) and an existing vpc_id/subnet_id",
+               "keep cidr to create a VPC, or vpc_id and subnet_id to use one")
+    elif existing and (net.vpc_id is None or net.subnet_id is None):
+        missing = "subnet_id" if net.subnet_id is None else "vpc_id"
+        report(net.path, f"an existing network needs both vpc_id and subnet_id; {missing} is missing",
+               f"add {missing}")
+    elif not net.cidr and not existing:
+        report(net.path, "no network: give cidr for a new VPC, or vpc_id and subnet_id",
+               "e.g. `network: {cidr: 10.40.0.0/16}`")
+    if net.cidr:
+        address = ipaddress.ip_network(net.cidr, strict=False)
+        if not 16 <= address.prefixlen <= 28:
+            report(net.path + ("cidr",), f"a VPC CIDR block is /16 to /28, not /{address.prefixlen}",
+                   "AWS accepts VPC sizes from /16 to /28")
+        elif str(address) != net.cidr:
+            report(net.path + ("cidr",), f"'{net.cidr}' has host bits set", f"write the network address: {address}")
+
+
+@rule("ssh-open", "warning", "SSH ingress from the whole internet (0.0.0.0/0) is deliberate")
+def ssh_open(bp: Blueprint, report: Reporter) -> None:
+    for index, cidr in enumerate(bp.network.ssh_ingress_cidrs):
+        if ipaddress.ip_network(cidr, strict=False).prefixlen == 0:
+            report(bp.network.path + ("ssh_ingress_cidrs", index), "SSH is open to the whole internet",
+                   "reach the nodes through SSM, or list your own networks' CIDRs")

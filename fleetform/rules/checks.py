@@ -1,0 +1,3 @@
+"""Imports every rule module so their rules register, in the order `fleetform rules` lists them."""
+
+from . import blueprint, fleets, inference, storage, slurm  # noqa: F401

@@ -1,0 +1,167 @@
+"""Rules over each fleet: nodes, instance types, capacity, placement and role."""
+
+from __future__ import annotations
+
+from ..catalog import load_catalog
+from ..model import Blueprint, Fleet, Size
+from . import Reporter, did_you_mean, rule
+
+MAX_NODES = 100_000
+"""Largest fleet fleetform renders (Slurm's own limit is far above any GPU cluster)."""
+
+
+@rule("instance-type", "error", "an AWS fleet names a GPU instance type in fleetform's catalog")
+def instance_type(bp: Blueprint, report: Reporter) -> None:
+    if bp.cloud != "aws":
+        return
+    catalog = load_catalog()
+    for fleet in bp.fleets:
+        if fleet.instance_type is None:
+            report(fleet.path, f"fleet '{fleet.name}' names no instance_type",
+                   "add e.g. `instance_type: p5.48xlarge`; `fleetform catalog` lists the choices")
+        elif fleet.instance is None:
+            report(fleet.path + ("instance_type",), f"'{fleet.instance_type}' is not a GPU instance type in the catalog",
+                   did_you_mean(fleet.instance_type, catalog.instances, "see `fleetform catalog`; known"))
+
+
+@rule("onprem-nodes", "error", "an on-prem fleet lists its hosts and hardware, and no cloud-only fields")
+def onprem_nodes(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        shape_given = fleet.shape is not None and fleet.instance is None
+        if bp.cloud == "aws":
+            if fleet.hosts is not None:
+                report(fleet.path + ("hosts",), "hosts name existing on-prem machines; AWS nodes are created",
+                       "remove hosts, or set provider.cloud: onprem")
+            if shape_given:
+                report(fleet.path + ("hardware",), "hardware describes on-prem nodes; AWS nodes take it from instance_type",
+                       "remove hardware")
+            continue
+        if fleet.instance_type is not None:
+            report(fleet.path + ("instance_type",), "instance_type applies to cloud: aws",
+                   "describe on-prem nodes with hardware: {gpu, gpu_count, sockets, ...}")
+        if fleet.hosts is None:
+            report(fleet.path, f"on-prem fleet '{fleet.name}' lists no hosts", "add e.g. `hosts: dgx-[01-06]`")
+        if fleet.shape is None:
+            report(fleet.path, f"on-prem fleet '{fleet.name}' has no hardware",
+                   "add hardware: {gpu: H100-80GB, gpu_count: 8, sockets: 2, cores_per_socket: 56, "
+                   "threads_per_core: 2, memory_gib: 2048}")
+        if fleet.capacity_type != "on-demand" or fleet.reservation_id is not None:
+            report(fleet.path + ("capacity",), "capacity applies to cloud: aws", "remove capacity")
+
+
+def _check_size(report: Reporter, size: Size, what: str) -> None:
+    if size.elastic and size.min > size.max:
+        report(size.path + ("min",), f"{what} min {size.min} is above max {size.max}", "make min <= max")
+
+
+@rule("size-range", "error", "node and replica counts have min <= max, and on-prem counts match the hosts")
+def size_range(bp: Blueprint, report: Reporter) -> None:
+    from ..resolve import host_count
+
+    for fleet in bp.fleets:
+        if fleet.nodes is None:
+            if bp.cloud == "aws":
+                report(fleet.path, f"fleet '{fleet.name}' does not say how many nodes it has",
+                       "add `nodes: N`, or `nodes: {min: N, max: M}` for an elastic fleet")
+        else:
+            _check_size(report, fleet.nodes, "nodes")
+            if fleet.nodes.max > MAX_NODES:
+                report(fleet.nodes.path, f"{fleet.nodes.max:,} nodes is more than the {MAX_NODES:,} fleetform renders",
+                       "split the fleet")
+        if fleet.hosts is not None and fleet.nodes is not None and fleet.nodes.path[-1] == "nodes":
+            hosts = host_count(fleet.hosts)
+            if hosts != fleet.nodes.max or fleet.nodes.elastic:
+                report(fleet.nodes.path, f"nodes says {fleet.nodes.max} but hosts '{fleet.hosts}' names {hosts}",
+                       "on-prem fleets are fixed: drop nodes, or make it match the hosts")
+        for model in fleet.models:
+            _check_size(report, model.replicas, "replicas")
+
+
+@rule("efa-multinode", "warning", "multi-node training runs over EFA or InfiniBand, not plain TCP")
+def efa_multinode(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        if not fleet.training or fleet.nodes is None or fleet.nodes.max < 2 or fleet.interconnect is None:
+            continue
+        if fleet.interconnect.fabric == "tcp":
+            if fleet.instance is not None and not fleet.instance.has_efa:
+                report(fleet.path + ("instance_type",),
+                       f"{fleet.nodes.max}-node training on {fleet.instance.name}, which has no EFA: "
+                       "all-reduce between nodes runs over TCP",
+                       "choose an instance with EFA (p5, p4d, g6e.8xlarge and up; see `fleetform catalog`)")
+            else:
+                report(fleet.interconnect.path, f"{fleet.nodes.max}-node training over plain TCP",
+                       "use fabric efa, infiniband or roce where the nodes have it")
+
+
+@rule("spot-training", "warning", "training on spot capacity checkpoints often enough to survive interruptions")
+def spot_training(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        if fleet.training and fleet.capacity_type == "spot":
+            detail = (f"each reclaim loses up to {fleet.checkpoint.every_minutes} min of work since the last checkpoint"
+                      if fleet.checkpoint else "and this fleet writes no checkpoints, so a reclaim loses the whole run")
+            report(fleet.path + ("capacity", "type"),
+                   f"spot instances can be reclaimed at two minutes' notice; {detail}",
+                   "checkpoint to durable storage often (checkpoint.every_minutes), or use on-demand, "
+                   "a reservation or a Capacity Block")
+
+
+@rule("reservation-id", "error", "reservation and capacity-block capacity name their reservation id; others do not")
+def reservation_id(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        needs = fleet.capacity_type in ("reservation", "capacity-block")
+        if needs and fleet.reservation_id is None:
+            report(fleet.path + ("capacity",), f"capacity type {fleet.capacity_type} needs reservation_id",
+                   "add `reservation_id: cr-...`, the id EC2 gave the reservation")
+        elif not needs and fleet.reservation_id is not None:
+            report(fleet.path + ("capacity", "reservation_id"),
+                   f"reservation_id does nothing with capacity type {fleet.capacity_type}",
+                   "remove it, or set type: reservation or capacity-block")
+
+
+@rule("placement-zone", "error", "cluster placement and EFA keep every node in one availability zone")
+def placement_zone(bp: Blueprint, report: Reporter) -> None:
+    if bp.cloud != "aws" or bp.availability_zone is not None:
+        return
+    for fleet in bp.fleets:
+        if fleet.placement == "cluster":
+            report(("provider",), f"fleet '{fleet.name}' uses cluster placement, which needs one availability zone",
+                   f"add provider.availability_zone, e.g. {bp.region}a")
+            return
+
+
+def _scheduler_hint(fleet: Fleet) -> str:
+    if fleet.training:
+        return "add scheduler: {type: slurm, partitions: [{name: gpu, default: true}]}"
+    return 'add scheduler: {type: kubernetes, version: "1.33", namespace: ..., autoscaler: keda}'
+
+
+@rule("role-scheduler", "error", "training fleets are scheduled by Slurm, inference fleets by Kubernetes")
+def role_scheduler(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        want = "slurm" if fleet.training else "kubernetes"
+        if fleet.scheduler is None:
+            report(fleet.path, f"{fleet.role} fleet '{fleet.name}' has no scheduler", _scheduler_hint(fleet))
+        elif fleet.scheduler.type != want:
+            report(fleet.scheduler.path + ("type",),
+                   f"a {fleet.role} fleet is scheduled by {want}, not {fleet.scheduler.type}",
+                   "split training and serving into separate fleets")
+
+
+@rule("role-fields", "error", "each fleet uses only the sections of its role")
+def role_fields(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        if fleet.training:
+            if fleet.models:
+                report(fleet.path + ("models",), "models are served by inference fleets",
+                       "move them to a fleet with role: inference")
+            if fleet.gpu_sharing.strategy != "none":
+                report(fleet.gpu_sharing.path, "GPU sharing applies to inference fleets",
+                       "training takes whole GPUs; remove gpu_sharing")
+        else:
+            for field in ("workload", "checkpoint", "nccl"):
+                section = getattr(fleet, field)
+                if section is not None:
+                    report(section.path, f"{field} applies to training fleets", f"remove {field}")
+            if not fleet.models:
+                report(fleet.path, f"inference fleet '{fleet.name}' serves no models",
+                       "add models: [{name, image, model, model_params_billion, precision, tensor_parallel}]")

@@ -1,0 +1,1 @@
+"""Providers: catalog data and, for clouds, the Pulumi components that build their resources."""

@@ -1,0 +1,1 @@
+"""AWS: the GPU instance and GPU catalog (instances.json, gpus.yaml) and the Pulumi components."""
