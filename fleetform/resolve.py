@@ -11,7 +11,7 @@ from typing import Any
 
 import re
 
-from .catalog import Catalog
+from .catalog import Catalog, InstanceType
 from .loader import Document
 from .model import (
     Autoscale, Blueprint, Checkpoint, Fleet, GpuSharing, Interconnect, KubernetesScheduler, Model,
@@ -117,13 +117,15 @@ def _shape(item: dict, catalog: Catalog, cloud: str) -> NodeShape | None:
     return NodeShape(instance.gpu, instance.gpu_count, instance.vcpus, instance.mem_gib)
 
 
-def _interconnect(item: dict, path: tuple, shape_efa: bool, cloud: str) -> Interconnect | None:
+def _interconnect(item: dict, path: tuple, instance: InstanceType | None) -> Interconnect | None:
+    """The declared fabric, or on AWS the instance's: EFA where it has it, else TCP.
+    None when it cannot be known (on-prem without one declared, an instance type not in the catalog)."""
     data = item.get("interconnect")
     if data is not None:
         return Interconnect(data["fabric"], tuple(data.get("hcas", ())), data.get("socket_ifname"),
                             data.get("gid_index"), data.get("traffic_class"), path + ("interconnect",), True)
-    if cloud == "aws":
-        return Interconnect("efa" if shape_efa else "tcp", (), None, None, None, path, False)
+    if instance is not None:
+        return Interconnect("efa" if instance.has_efa else "tcp", (), None, None, None, path, False)
     return None
 
 
@@ -147,7 +149,7 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
         placement=item.get("placement", "cluster" if role == "training" else "none"),
         storage=tuple(item.get("storage", ())),
         scheduler=_scheduler(item.get("scheduler"), path + ("scheduler",)),
-        interconnect=_interconnect(item, path, bool(instance and instance.has_efa), cloud),
+        interconnect=_interconnect(item, path, instance),
         nccl=None if nccl is None else Nccl(
             nccl.get("debug"),
             MappingProxyType({k: _env_text(v) for k, v in (nccl.get("env") or {}).items()}),

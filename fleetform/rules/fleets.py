@@ -165,3 +165,28 @@ def role_fields(bp: Blueprint, report: Reporter) -> None:
             if not fleet.models:
                 report(fleet.path, f"inference fleet '{fleet.name}' serves no models",
                        "add models: [{name, image, model, model_params_billion, precision, tensor_parallel}]")
+
+
+@rule("interconnect", "error", "the fabric exists where the fleet runs: EFA on AWS instances that have it, InfiniBand or RoCE on-prem")
+def interconnect(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        net = fleet.interconnect
+        if net is None:
+            if bp.cloud == "onprem" and fleet.training:
+                report(fleet.path, f"on-prem training fleet '{fleet.name}' declares no interconnect",
+                       "add interconnect: {fabric: infiniband, hcas: [mlx5_0, ...], socket_ifname: eth0}")
+            continue
+        if not net.declared:
+            continue
+        path = net.path + ("fabric",)
+        if bp.cloud == "aws" and net.fabric in ("infiniband", "roce"):
+            report(path, f"AWS instances have no {net.fabric}", "use fabric efa (or tcp); EFA carries NCCL on AWS")
+        elif bp.cloud == "aws" and net.fabric == "efa" and fleet.instance is not None and not fleet.instance.has_efa:
+            report(path, f"{fleet.instance.name} has no EFA interface", "choose an instance with EFA, or fabric tcp")
+        elif bp.cloud == "onprem" and net.fabric == "efa":
+            report(path, "EFA exists only on AWS", "use infiniband, roce or tcp")
+        if net.hcas and net.fabric not in ("infiniband", "roce"):
+            report(net.path + ("hcas",), f"hcas name RDMA devices; fabric {net.fabric} uses none", "remove hcas")
+        for field in ("gid_index", "traffic_class"):
+            if getattr(net, field) is not None and net.fabric != "roce":
+                report(net.path + (field,), f"{field} applies to fabric roce", f"remove {field}")

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
+
+
+def run_cli(*args: str, cwd: Path | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Run the real `fleetform` CLI in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "fleetform", *args], cwd=cwd or ROOT, input=input,
+                          capture_output=True, text=input is None, timeout=120)
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a blueprint text to a file and return its path."""
+
+    def _write(text: str | bytes, name: str = "bp.yaml") -> Path:
+        path = tmp_path / name
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+        return path
+
+    return _write

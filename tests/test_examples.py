@@ -1,0 +1,47 @@
+"""Every example blueprint validates with no findings, and resolves to the model later stages use."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES
+from fleetform.pipeline import check
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_validates_clean(path):
+    result = check(path)
+    assert [f.to_text() for f in result.findings] == []
+    assert result.model is not None
+
+
+def test_examples_cover_the_issue():
+    names = {p.name for p in EXAMPLES}
+    assert {"reference.yaml", "onprem-ib.yaml", "inference-l4.yaml"} <= names
+
+
+def test_reference_model_is_resolved():
+    model = check(next(p for p in EXAMPLES if p.name == "reference.yaml")).model
+    train, serve, small = model.fleets
+    assert (train.shape.gpu.name, train.shape.gpu_count, train.nodes.max) == ("H100-80GB", 8, 6)
+    assert train.interconnect.fabric == "efa" and train.placement == "cluster"
+    assert serve.nodes.elastic and (serve.nodes.min, serve.nodes.max) == (1, 10)
+    assert serve.models[0].replicas.min == 2 and serve.models[0].autoscale.target_per_replica == 5
+    assert small.gpu_sharing.profile == "3g.40gb" and small.shape.gpu.name == "A100-80GB"
+    assert model.storage_named("checkpoints").versioning is True
+
+
+def test_onprem_example_is_six_nodes_under_three_switches():
+    model = check(next(p for p in EXAMPLES if p.name == "onprem-ib.yaml")).model
+    (train,) = model.fleets
+    assert model.cloud == "onprem" and train.nodes.max == 6
+    assert train.scheduler.topology.nodes_per_switch * 3 == train.nodes.max
+    assert train.interconnect.fabric == "infiniband"
+    assert train.shape.vcpus == 224
+
+
+def test_l4_example_time_slices():
+    model = check(next(p for p in EXAMPLES if p.name == "inference-l4.yaml")).model
+    (chat,) = model.fleets
+    assert chat.shape.gpu.name == "L4"
+    assert chat.gpu_sharing.strategy == "time-slicing" and chat.gpu_sharing.replicas == 2
