@@ -24,8 +24,12 @@ from .findings import Finding, Severity, describe, format_path
 
 try:  # libyaml's parser is ~10x faster; the pure-Python one gives the same events.
     from yaml.cyaml import CParser as _Parser
+
+    _LIBYAML = True
 except ImportError:  # pragma: no cover - depends on how PyYAML was built
     from yaml import Loader as _Parser  # type: ignore[assignment]
+
+    _LIBYAML = False
 
 MAX_BYTES = 4 * 1024 * 1024
 """Largest blueprint accepted. The reference is 5 KiB; 200 models take about 150 KiB."""
@@ -250,6 +254,8 @@ class _Builder:
             if isinstance(event, yaml.ScalarEvent):
                 key = event.value
                 is_merge = key == "<<" and event.implicit[0]
+                if event.anchor:
+                    self.anchors[event.anchor] = (key, 1)
             elif isinstance(event, yaml.AliasEvent):
                 value, _ = self.anchors.get(event.anchor, (None, 0))
                 if event.anchor not in self.anchors or isinstance(value, (dict, list)):
@@ -297,7 +303,7 @@ class _Builder:
 def _too_big(file: str, size: int) -> LoadError:
     return LoadError([Finding(file, 1, 1, Severity.ERROR, "",
                               f"the file is {size:,} bytes, more than the {MAX_BYTES:,} a blueprint may have",
-                              "yaml-size", "split the fleets across blueprints, or use bases")])
+                              "yaml-size", "split the fleets across several blueprints")])
 
 
 def parse(raw: bytes, file: str) -> Document:
@@ -332,8 +338,12 @@ def parse(raw: bytes, file: str) -> Document:
             "check the indentation and quoting on this line and the one before"
         raise fail(line, column, f"YAML syntax error: {problem}", "yaml", hint) from None
     except yaml.reader.ReaderError as err:
-        line, column = _line_col(text, err.position)
-        raise fail(line, column, f"the file holds a character YAML does not allow ({err.reason})",
+        # libyaml reports a byte offset into the UTF-8 text, the pure-Python reader a character index
+        prefix = text.encode("utf-8")[: err.position].decode("utf-8", "replace") if _LIBYAML else text[: err.position]
+        line, column = _line_col(prefix, len(prefix))
+        bad = text[len(prefix)] if len(prefix) < len(text) else ""
+        name = f"U+{ord(bad):04X}" if bad else "a character"
+        raise fail(line, column, f"the file holds {name}, which YAML does not allow ({err.reason})",
                    "yaml-encoding", "remove control characters; keep the blueprint plain UTF-8 text") from None
     except yaml.YAMLError as err:  # any other parser complaint still becomes a finding
         raise fail(1, 1, f"YAML error: {err}", "yaml") from None

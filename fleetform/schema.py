@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
+import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Iterable, Iterator
@@ -37,14 +39,47 @@ def _validator() -> Draft202012Validator:
     return Draft202012Validator(schema())
 
 
+def _scalars(data: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any, bool]]:
+    """Every scalar of the data with its path; keys too (flag True)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield path + (key,), key, True
+            yield from _scalars(value, path + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _scalars(value, path + (index,))
+    else:
+        yield path, data, False
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def _plain_values(doc: Document) -> Iterator[Finding]:
+    """What JSON Schema patterns cannot catch: no value of a blueprint spans lines or holds control
+    characters (Python's `$` matches before a final newline), and every number is finite."""
+    for path, value, is_key in _scalars(doc.data):
+        if isinstance(value, str) and _CONTROL.search(value):
+            char = _CONTROL.search(value).group()
+            what = {"\n": "a line break", "\r": "a carriage return", "\x00": "a NUL character"}.get(
+                char, f"the control character U+{ord(char):04X}")
+            hint = "every blueprint value is one line of text; remove it"
+            if char in "\n\r":
+                hint += " (a `|` or `>` block scalar adds a final line break: use a plain or quoted scalar)"
+            yield _finding(doc, path, f"{'the key' if is_key else 'the value'} holds {what}", hint, key=is_key)
+        elif isinstance(value, float) and not math.isfinite(value):
+            yield _finding(doc, path, f"{value} is not a finite number", "write a number")
+
+
 def check(doc: Document) -> list[Finding]:
     """All schema findings of a document, deduplicated, in file order."""
     seen: set[tuple] = set()
-    out: list[Finding] = []
+    out: list[Finding] = list(_plain_values(doc))
+    flagged = {f.path for f in out}  # a value with a line break needs no second finding for its pattern
     for err in _validator().iter_errors(doc.data):
         for finding in _translate(err, doc):
             key = (finding.line, finding.column, finding.path, finding.message)
-            if key not in seen:
+            if key not in seen and finding.path not in flagged:
                 seen.add(key)
                 out.append(finding)
     return sorted(out, key=Finding.sort_key)
@@ -72,7 +107,7 @@ def _resolve(sub: Any) -> dict:
 
 def _field_help(sub: Any) -> str:
     sub = _resolve(sub)
-    text = _lower(sub.get("description", ""))
+    text = _lower(sub.get("description", "")).rstrip(".")
     examples = sub.get("examples")
     if examples:
         text = f"{text.rstrip('.')}; e.g. {examples[0]}" if text else f"e.g. {examples[0]}"
@@ -81,7 +116,8 @@ def _field_help(sub: Any) -> str:
 
 def _lower(text: str) -> str:
     """Lower-case the first letter of a sentence used inside another one (not of an acronym)."""
-    return text[0].lower() + text[1:] if len(text) > 1 and text[1].islower() else text
+    first = text.split(" ", 1)[0]
+    return text[0].lower() + text[1:] if text and (len(first) == 1 or first[1:].islower()) else text
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str | None:
@@ -143,7 +179,8 @@ def _translate(err: ValidationError, doc: Document) -> Iterator[Finding]:
     elif v in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         words = {"minimum": "below the minimum of", "exclusiveMinimum": "not above",
                  "maximum": "above the maximum of", "exclusiveMaximum": "not below"}[v]
-        yield _finding(doc, path, f"{instance} is {words} {value}", _field_help(err.schema))
+        fallback = {"minimum": f"use {value} or more", "maximum": f"use {value} or less"}.get(v, "")
+        yield _finding(doc, path, f"{instance} is {words} {value}", _field_help(err.schema) or fallback)
     elif v in ("minItems", "maxItems"):
         word = "at least" if v == "minItems" else "at most"
         yield _finding(doc, path, f"needs {word} {value} item{'s' if value != 1 else ''}, has {len(instance)}",
@@ -218,7 +255,10 @@ def _best_match(err: ValidationError, doc: Document) -> Iterator[Finding]:
             if t and _types(t) not in kinds:
                 kinds.append(_types(t))
         message = f"expected {' or '.join(kinds) or 'another kind of value'}, got {describe(err.instance)}"
-        yield _finding(doc, path, message, _field_help(err.schema))
+        hint = _field_help(err.schema)
+        if isinstance(err.instance, str) and err.instance.strip().isdigit() and _TYPE_NAMES["integer"] in kinds:
+            hint = f"write the number without quotes: {err.instance.strip()}"
+        yield _finding(doc, path, message, hint)
         return
     if len(plausible) > 1:
         subs_all = [s for subs in plausible.values() for s in subs]

@@ -37,7 +37,7 @@ def test_broken_blueprint_lists_every_finding_then_summary(write):
         f"{path}:8:20: error: fleets[0].instance_type: 'p5.48xlarg' is not a GPU instance type in the catalog; "
         "did you mean 'p5.48xlarge'? [instance-type]",
         f"{path}:10:22: warning: fleets[0].capacity.type: spot instances can be reclaimed at two minutes' notice; "
-        "and this fleet writes no checkpoints, so a reclaim loses the whole run; checkpoint to durable storage often "
+        "this fleet writes no checkpoints, so a reclaim loses all progress; checkpoint to durable storage often "
         "(checkpoint.every_minutes), or use on-demand, a reservation or a Capacity Block [spot-training]",
         "1 blueprint checked, invalid: 1 error, 1 warning",
     ]

@@ -137,8 +137,14 @@ def run(bp: Blueprint, doc: Document) -> list[Finding]:
             waived.update(matched)
         else:
             reporter.current = REGISTRY[WAIVER_UNUSED]
-            reporter(w.path, f"the waiver of '{w.rule}' matches no finding",
-                     "remove it, so a future warning is not silenced unseen")
+            elsewhere = w.fleet is not None and any(i.rule.id == w.rule for i in issues)
+            if elsewhere:
+                reporter(w.path + ("fleet",), f"the waiver of '{w.rule}' is scoped to fleet '{w.fleet}', "
+                         "where it matches no finding; the findings it would silence are elsewhere",
+                         "drop `fleet:` to waive it for the whole blueprint, or name the fleet it fires on")
+            else:
+                reporter(w.path, f"the waiver of '{w.rule}' matches no finding",
+                         "remove it, so a future warning is not silenced unseen")
             reporter.current = REGISTRY[WAIVER_INVALID]
     return [doc.finding(i.path, i.message, i.rule.id, i.hint, i.rule.severity, key=i.key)
             for n, i in enumerate(reporter.issues) if n not in waived]

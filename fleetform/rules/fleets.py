@@ -68,7 +68,10 @@ def size_range(bp: Blueprint, report: Reporter) -> None:
             if fleet.nodes.max > MAX_NODES:
                 report(fleet.nodes.path, f"{fleet.nodes.max:,} nodes is more than the {MAX_NODES:,} fleetform renders",
                        "split the fleet")
-        if fleet.hosts is not None and fleet.nodes is not None and fleet.nodes.path[-1] == "nodes":
+        if fleet.hosts is not None and host_count(fleet.hosts) == 0:
+            report(fleet.path + ("hosts",), f"hosts '{fleet.hosts}' names no host",
+                   "write ranges low to high, e.g. dgx-[01-06]")
+        elif fleet.hosts is not None and fleet.nodes is not None and fleet.nodes.path[-1] == "nodes":
             hosts = host_count(fleet.hosts)
             if hosts != fleet.nodes.max or fleet.nodes.elastic:
                 report(fleet.nodes.path, f"nodes says {fleet.nodes.max} but hosts '{fleet.hosts}' names {hosts}",
@@ -96,9 +99,9 @@ def efa_multinode(bp: Blueprint, report: Reporter) -> None:
 @rule("spot-training", "warning", "training on spot capacity checkpoints often enough to survive interruptions")
 def spot_training(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
-        if fleet.training and fleet.capacity_type == "spot":
+        if bp.cloud == "aws" and fleet.training and fleet.capacity_type == "spot":
             detail = (f"each reclaim loses up to {fleet.checkpoint.every_minutes} min of work since the last checkpoint"
-                      if fleet.checkpoint else "and this fleet writes no checkpoints, so a reclaim loses the whole run")
+                      if fleet.checkpoint else "this fleet writes no checkpoints, so a reclaim loses all progress")
             report(fleet.path + ("capacity", "type"),
                    f"spot instances can be reclaimed at two minutes' notice; {detail}",
                    "checkpoint to durable storage often (checkpoint.every_minutes), or use on-demand, "

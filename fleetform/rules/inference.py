@@ -32,6 +32,10 @@ def _devices(fleet: Fleet) -> tuple[int, float, str] | None:
     return shape.gpu_count, shape.gpu.memory_gb, shape.gpu.name
 
 
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _inference(bp: Blueprint):
     return [f for f in bp.fleets if not f.training]
 
@@ -101,12 +105,14 @@ def autoscaler_reach(bp: Blueprint, report: Reporter) -> None:
         if devices is None or fleet.nodes is None or not fleet.models:
             continue
         per_node, _, device = devices
+        if any(per_node % m.tensor_parallel for m in fleet.models):
+            continue  # tensor-parallel reports the model that does not fit a node
         wanted = sum(m.replicas.max * m.tensor_parallel for m in fleet.models)
         have = fleet.nodes.max * per_node
         if wanted > have:
             detail = " + ".join(f"{m.replicas.max} x {m.tensor_parallel}" for m in fleet.models)
             report(fleet.nodes.path,
-                   f"at most {fleet.nodes.max} nodes x {per_node} = {have} devices ({device}), "
+                   f"at most {_count(fleet.nodes.max, 'node')} x {per_node} = {have} devices ({device}), "
                    f"but the models' maximum replicas need {detail} = {wanted}",
                    f"raise nodes.max to {math.ceil(wanted / per_node)} or lower replicas.max")
 

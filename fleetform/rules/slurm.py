@@ -36,7 +36,8 @@ def slurm_topology(bp: Blueprint, report: Reporter) -> None:
             report(topology.path, "topology is empty", "add nodes_per_switch: N, or switches")
         elif fleet.nodes is not None and topology.nodes_per_switch and topology.nodes_per_switch > fleet.nodes.max:
             report(topology.path + ("nodes_per_switch",),
-                   f"{topology.nodes_per_switch} nodes per switch, but the fleet has at most {fleet.nodes.max}",
+                   f"{topology.nodes_per_switch} nodes per switch, but the fleet has at most "
+                   f"{fleet.nodes.max} node{'s' if fleet.nodes.max != 1 else ''}",
                    "one switch holds the whole fleet: drop the topology, or lower nodes_per_switch")
 
 

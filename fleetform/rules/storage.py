@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import posixpath
+
 from ..model import Blueprint
 from . import Reporter, rule
 
@@ -28,6 +30,11 @@ def storage_cloud(bp: Blueprint, report: Reporter) -> None:
                "but the blueprint is on-prem", "mount on-prem file systems outside fleetform; remove it")
 
 
+def _under(path: str, mount: str) -> bool:
+    path, mount = posixpath.normpath(path), posixpath.normpath(mount)
+    return path == mount or path.startswith(mount.rstrip("/") + "/")
+
+
 @rule("checkpoint-location", "warning", "training checkpoints go to attached storage")
 def checkpoint_location(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
@@ -40,7 +47,7 @@ def checkpoint_location(bp: Blueprint, report: Reporter) -> None:
             if not any(s is not None and s.type == "s3" for s in attached):
                 report(ckpt.path + ("path",), f"checkpoints go to {ckpt.location}, but fleet '{fleet.name}' "
                        "attaches no S3 bucket", "attach the checkpoint bucket in the fleet's storage list")
-        elif not any(ckpt.location == m or ckpt.location.startswith(m.rstrip("/") + "/") for m in mounts):
+        elif not any(_under(ckpt.location, m) for m in mounts):
             where = ", ".join(mounts) if mounts else "no file system"
             report(ckpt.path + ("path",), f"checkpoint path {ckpt.location} is not on an attached file system "
                    f"(mounted: {where})", "a node's local disk is lost with the node; write under a shared mount")
