@@ -9,6 +9,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
 
+AWS_TRAINING_HEAD = """apiVersion: fleetform/v1
+kind: Blueprint
+metadata: {name: a, version: 1.0.0}
+provider: {cloud: aws, region: us-east-1, availability_zone: us-east-1a, network: {cidr: 10.0.0.0/16}}
+fleets:
+  - name: train
+    role: training
+"""
+"""The start of a small AWS blueprint whose one training fleet a test completes."""
+
 
 def run_cli(*args: str, cwd: Path | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
     """Run the real `fleetform` CLI in a subprocess."""

@@ -6,17 +6,10 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT, run_cli
+from conftest import AWS_TRAINING_HEAD, ROOT, run_cli
 
 REF = "blueprints/reference.yaml"
-BROKEN = """apiVersion: fleetform/v1
-kind: Blueprint
-metadata: {name: a, version: 1.0.0}
-provider: {cloud: aws, region: us-east-1, availability_zone: us-east-1a, network: {cidr: 10.0.0.0/16}}
-fleets:
-  - name: train
-    role: training
-    instance_type: p5.48xlarg
+BROKEN = AWS_TRAINING_HEAD + """    instance_type: p5.48xlarg
     nodes: 4
     capacity: {type: spot}
     scheduler: {type: slurm}

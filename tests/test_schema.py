@@ -7,7 +7,7 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from conftest import ROOT, run_cli
+from conftest import AWS_TRAINING_HEAD, ROOT, run_cli
 from fleetform.loader import parse
 from fleetform.schema import check, schema
 
@@ -66,14 +66,7 @@ def test_shared_reference_validates_unchanged():
     assert check(parse(shared.read_bytes(), "reference")) == []
 
 
-BASE = """apiVersion: fleetform/v1
-kind: Blueprint
-metadata: {name: a, version: 1.0.0}
-provider: {cloud: aws, region: us-east-1, availability_zone: us-east-1a, network: {cidr: 10.0.0.0/16}}
-fleets:
-  - name: train
-    role: training
-    instance_type: p5.48xlarge
+BASE = AWS_TRAINING_HEAD + """    instance_type: p5.48xlarge
 """
 
 
