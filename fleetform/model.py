@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
+from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
 
@@ -73,6 +74,7 @@ class SlurmScheduler:
     controller_host: str | None
     partitions: tuple[Partition, ...]
     topology: Topology | None
+    auth: Literal["munge", "slurm"]
     path: Path
     type: Literal["slurm"] = "slurm"
 
@@ -100,6 +102,15 @@ class Interconnect:
     traffic_class: int | None
     path: Path
     declared: bool  # written in the blueprint (else derived from the instance type)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvVar:
+    """One line of a rendered environment file, with the comment that says why it is there."""
+
+    name: str
+    value: str
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +221,8 @@ class Fleet:
     checkpoint: Checkpoint | None
     gpu_sharing: GpuSharing
     models: tuple[Model, ...]
+    slurm: SlurmConfig | None = None  # training fleets scheduled by Slurm, when their shape is known
+    nccl_env: tuple[EnvVar, ...] = ()  # training fleets: what nccl.env sets, each with its reason
 
     @property
     def training(self) -> bool:

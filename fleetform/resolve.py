@@ -6,11 +6,12 @@ Nothing here judges the blueprint: what is missing or inconsistent stays visible
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-import re
-
+from . import nccl, slurm
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .model import (
@@ -81,7 +82,7 @@ def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesSch
         topology = Topology(topo.get("nodes_per_switch"), switches, tpath)
     controller = data.get("controller", {})
     return SlurmScheduler(data.get("cluster_name"), data.get("slurm_version"), controller.get("instance_type"),
-                          controller.get("host"), parts, topology, path)
+                          controller.get("host"), parts, topology, data.get("auth", "munge"), path)
 
 
 def _model(item: dict, path: tuple) -> Model:
@@ -114,7 +115,8 @@ def _shape(item: dict, catalog: Catalog, cloud: str) -> NodeShape | None:
     instance = catalog.instance(item.get("instance_type", "")) if cloud == "aws" else None
     if instance is None:
         return None
-    return NodeShape(instance.gpu, instance.gpu_count, instance.vcpus, instance.mem_gib)
+    sockets, cores, threads = slurm.cpu_layout(instance.name, instance.vcpus)
+    return NodeShape(instance.gpu, instance.gpu_count, instance.vcpus, instance.mem_gib, sockets, cores, threads)
 
 
 def _interconnect(item: dict, path: tuple, instance: InstanceType | None) -> Interconnect | None:
@@ -171,6 +173,13 @@ def _env_text(value: Any) -> str:
     return str(value)
 
 
+def _derive(fleet: Fleet, blueprint_name: str, region: str | None, cloud: str) -> Fleet:
+    """Attach what the render stage prints for a fleet: its Slurm config and NCCL environment."""
+    if not fleet.training:
+        return fleet
+    return replace(fleet, slurm=slurm.build(fleet, blueprint_name, region, cloud), nccl_env=nccl.environment(fleet))
+
+
 def resolve(doc: Document, catalog: Catalog) -> Blueprint:
     """Build the model of a schema-valid document."""
     data = doc.data
@@ -185,7 +194,8 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         network=Network(net.get("cidr"), net.get("vpc_id"), net.get("subnet_id"),
                         tuple(net.get("ssh_ingress_cidrs", ())), ("provider", "network")),
         storage=tuple(_storage(s, ("storage", i)) for i, s in enumerate(data.get("storage", ()))),
-        fleets=tuple(_fleet(f, ("fleets", i), catalog, cloud) for i, f in enumerate(data["fleets"])),
+        fleets=tuple(_derive(_fleet(f, ("fleets", i), catalog, cloud), meta["name"], provider.get("region"), cloud)
+                     for i, f in enumerate(data["fleets"])),
         waivers=tuple(Waiver(w["rule"], w.get("fleet"), w["reason"], ("waivers", i))
                       for i, w in enumerate(data.get("waivers", ()))),
         file=doc.file, sha256=doc.sha256,

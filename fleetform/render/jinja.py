@@ -1,0 +1,51 @@
+"""The one Jinja environment of fleetform: strict, and suspicious of what it prints.
+
+StrictUndefined turns a misspelt name into an error instead of an empty string. As a second line
+of defence behind the schema, every printed value is refused if it holds a line break, a NUL or
+template delimiters: a value can never add a line to a rendered config file.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from functools import lru_cache
+
+import jinja2
+
+_UNSAFE = re.compile(r"[\n\r\x00]|\{\{|\}\}|\{%|%\}|\{#|#\}")
+
+
+class RenderError(Exception):
+    """A value could not be rendered safely (a bug: the schema and rules should have caught it)."""
+
+
+def _finalize(value):
+    if isinstance(value, str) and _UNSAFE.search(value):
+        raise RenderError(f"refusing to render {value!r}: it holds a line break, a NUL or template delimiters")
+    return value
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_templates()),
+        undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["sh"] = lambda value: shlex.quote(str(value))
+    return env
+
+
+def _templates() -> str:
+    from importlib import resources
+
+    return str(resources.files("fleetform.templates"))
+
+
+def render(template: str, **context) -> bytes:
+    return environment().get_template(template).render(**context).encode("utf-8")

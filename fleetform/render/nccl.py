@@ -1,0 +1,14 @@
+"""<fleet>/nccl.env: the NCCL environment of a training fleet, one commented variable at a time."""
+
+from __future__ import annotations
+
+from ..model import Blueprint, Fleet
+from ..nccl import fabric_note
+from .jinja import render
+
+
+def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
+    if not fleet.training:
+        return {}
+    return {f"{fleet.name}/nccl.env": render("nccl/nccl.env.j2", fleet=fleet.name, blueprint=bp.name,
+                                             version=bp.version, note=fabric_note(fleet), env=fleet.nccl_env)}

@@ -1,0 +1,231 @@
+"""The Slurm configuration of a training fleet, as data: every value slurm.conf, gres.conf,
+cgroup.conf and topology.conf print, computed here so the templates compute nothing.
+
+Node names are hostlist ranges (`train-[001-006]`): a config's size grows with node groups and
+switches, not with nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import hostlist
+
+SLURM_VERSIONS = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11")
+"""Slurm releases fleetform renders for (YY.MM)."""
+
+DEFAULT_SLURM_VERSION = "23.11"
+MEMORY_SHARE = 0.95
+"""RealMemory is 95% of the node's memory; the rest is the OS's (AWS ParallelCluster's default)."""
+
+STATIC_WEIGHT, CLOUD_WEIGHT = 1, 100
+"""Slurm picks lower weights first: running static nodes before powered-down cloud nodes."""
+
+RESUME_TIMEOUT_S = 1800  # a GPU instance boots, pulls its image and mounts FSx within 30 minutes
+SUSPEND_TIME_S = 600  # an idle cloud node is stopped after 10 minutes
+SUSPEND_TIMEOUT_S = 300
+PROGRAM_DIR = "/opt/fleetform/slurm"
+
+FEATURES_SINCE = {"auth/slurm": "23.11"}
+"""Features that need a newer Slurm than the oldest fleetform renders for."""
+REMOVED_IN = {"CgroupAutomount": "24.05"}
+"""Keys removed from Slurm's config files in a release: not written for that release or later."""
+
+
+def version_key(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLine:
+    names: str  # hostlist expression
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    real_memory_mib: int
+    gres: str  # gpu:<type>:<count>
+    features: str  # comma-separated
+    weight: int
+    state: str | None  # CLOUD for nodes above an elastic fleet's minimum
+
+
+@dataclass(frozen=True, slots=True)
+class GresLine:
+    names: str
+    type: str
+    file: str  # /dev/nvidia[0-7]
+    devices: int  # how many device files `file` names
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLine:
+    name: str
+    nodes: str
+    default: bool
+    max_time: str
+    priority_tier: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchLine:
+    name: str
+    nodes: str | None
+    switches: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PowerSaving:
+    resume_program: str
+    suspend_program: str
+    resume_fail_program: str
+    resume_timeout_s: int
+    suspend_time_s: int
+    suspend_timeout_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ec2Target:
+    """What the resume and suspend programs need to start and stop this fleet's instances."""
+
+    region: str
+    launch_template: str
+    fleet_tag: str  # value of the fleetform:fleet tag on the fleet's instances
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmConfig:
+    cluster_name: str
+    controller_host: str
+    version: str
+    auth_type: str
+    cred_type: str
+    gres_types: tuple[str, ...]
+    nodes: tuple[NodeLine, ...]
+    gres: tuple[GresLine, ...]
+    partitions: tuple[PartitionLine, ...]
+    switches: tuple[SwitchLine, ...]
+    power: PowerSaving | None
+    ec2: Ec2Target | None
+    cgroup_automount: bool  # written only for releases that still have CgroupAutomount
+
+    @property
+    def topology_plugin(self) -> str | None:
+        return "topology/tree" if self.switches else None
+
+    @property
+    def all_nodes(self) -> str:
+        return hostlist.collect_hostlist(
+            [n for line in self.nodes for n in hostlist.expand_hostlist(line.names)])
+
+
+def node_names(prefix: str, first: int, last: int, width: int) -> str:
+    """`train-[001-006]` for nodes first..last (1-based), as a hostlist expression."""
+    if first == last:
+        return f"{prefix}-{first:0{width}d}"
+    return f"{prefix}-[{first:0{width}d}-{last:0{width}d}]"
+
+
+def name_width(count: int) -> int:
+    return max(3, len(str(count)))
+
+
+def cpu_layout(instance_name: str, vcpus: int) -> tuple[int, int, int]:
+    """(sockets, cores per socket, threads per core) of an AWS GPU instance.
+
+    EC2 reports DefaultCores = vCPUs / 2 and DefaultThreadsPerCore = 2 for every GPU instance in
+    the catalog. The whole-host sizes (.48xlarge, and p4d/p4de.24xlarge) are dual-socket hosts
+    (p5: 2 x AMD EPYC 7R13, p4d: 2 x Xeon 8275CL); smaller sizes are a slice of one socket.
+    """
+    family = instance_name.split(".")[0]
+    sockets = 2 if instance_name.endswith(".48xlarge") or family in ("p4d", "p4de") else 1
+    threads = 2
+    return sockets, vcpus // (threads * sockets), threads
+
+
+def gpu_type(gpu_family: str) -> str:
+    return gpu_family.lower()
+
+
+def _partition_time(value: str | int | None) -> str:
+    if value is None:
+        return "UNLIMITED"
+    return str(value)
+
+
+def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmConfig | None:
+    """The Slurm config of a training fleet; None when the fleet is not (or not yet) one Slurm can
+    describe: not scheduled by Slurm, or its node shape or size unknown (rules report why)."""
+    scheduler, shape, size = fleet.scheduler, fleet.shape, fleet.nodes
+    if scheduler is None or scheduler.type != "slurm" or shape is None or size is None or size.max < 1:
+        return None
+    if shape.sockets is None or shape.cores_per_socket is None or shape.threads_per_core is None:
+        return None
+    type_ = gpu_type(shape.gpu.family)
+    fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
+    features = ",".join(x for x in (fleet.instance_type, type_, fabric) if x)
+    cpus = shape.sockets * shape.cores_per_socket * shape.threads_per_core
+    memory = int(shape.memory_gib * 1024 * MEMORY_SHARE)
+
+    def node_line(names: str, state: str | None) -> NodeLine:
+        return NodeLine(names, cpus, shape.sockets, shape.cores_per_socket, shape.threads_per_core, memory,
+                        f"gpu:{type_}:{shape.gpu_count}", features,
+                        CLOUD_WEIGHT if state == "CLOUD" else STATIC_WEIGHT, state)
+
+    if fleet.hosts is not None:
+        groups = [(hostlist.collect_hostlist(hostlist.expand_hostlist(fleet.hosts)), None)]
+    else:
+        width = name_width(size.max)
+        static = size.min if size.elastic else size.max
+        groups = []
+        if static:
+            groups.append((node_names(fleet.name, 1, static, width), None))
+        if size.max > static:
+            groups.append((node_names(fleet.name, static + 1, size.max, width), "CLOUD"))
+    nodes = tuple(node_line(names, state) for names, state in groups)
+    devices = shape.gpu_count
+    file = "/dev/nvidia0" if devices == 1 else f"/dev/nvidia[0-{devices - 1}]"
+    gres = tuple(GresLine(line.names, type_, file, devices) for line in nodes)
+    every = [n for line in nodes for n in hostlist.expand_hostlist(line.names)]
+    everyone = hostlist.collect_hostlist(every)
+
+    declared = scheduler.partitions or ()
+    partitions = tuple(
+        PartitionLine(p.name, hostlist.collect_hostlist(hostlist.expand_hostlist(p.nodes)) if p.nodes else everyone,
+                      p.default or len(declared) == 1, _partition_time(p.max_time), p.priority_tier)
+        for p in declared
+    ) or (PartitionLine(fleet.name.replace("-", "_"), everyone, True, "UNLIMITED", None),)
+
+    switches: tuple[SwitchLine, ...] = ()
+    topology = scheduler.topology
+    if topology is not None and topology.nodes_per_switch:
+        step = topology.nodes_per_switch
+        chunks = [every[i:i + step] for i in range(0, len(every), step)]
+        width = max(2, len(str(len(chunks))))
+        leaves = [SwitchLine(f"leaf{i + 1:0{width}d}", hostlist.collect_hostlist(chunk), None)
+                  for i, chunk in enumerate(chunks)]
+        switches = tuple(leaves)
+        if len(leaves) > 1:
+            switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
+    elif topology is not None and topology.switches:
+        leaves = [SwitchLine(s.name, hostlist.collect_hostlist(hostlist.expand_hostlist(s.nodes)), None)
+                  for s in topology.switches]
+        switches = tuple(leaves)
+        if len(leaves) > 1:
+            switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
+
+    elastic = any(line.state == "CLOUD" for line in nodes)
+    power = PowerSaving(f"{PROGRAM_DIR}/resume", f"{PROGRAM_DIR}/suspend", f"{PROGRAM_DIR}/resume-fail",
+                        RESUME_TIMEOUT_S, SUSPEND_TIME_S, SUSPEND_TIMEOUT_S) if elastic else None
+    ec2 = Ec2Target(region or "", f"{blueprint_name}-{fleet.name}", fleet.name) if elastic and cloud == "aws" else None
+    version = scheduler.slurm_version or DEFAULT_SLURM_VERSION
+    auth = scheduler.auth
+    controller = scheduler.controller_host or f"{fleet.name}-controller"
+    return SlurmConfig(
+        cluster_name=scheduler.cluster_name or fleet.name.replace("-", "_"),
+        controller_host=controller, version=version,
+        auth_type=f"auth/{auth}", cred_type=f"cred/{auth}", gres_types=("gpu",),
+        nodes=nodes, gres=gres, partitions=partitions, switches=switches, power=power, ec2=ec2,
+        cgroup_automount=version_key(version) < version_key(REMOVED_IN["CgroupAutomount"]),
+    )
