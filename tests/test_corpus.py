@@ -216,9 +216,11 @@ def test_hostile_input_is_rejected_fast_and_small(name, generated_dir, tmp_path)
 
 
 def test_corpus_covers_every_rule():
-    """A new rule needs a broken example here; cases marked as bugs do not count."""
+    """A new rule needs a broken example here; cases marked as bugs do not count. Rules of stage
+    `config` check what fleetform derived, which no blueprint can break: tests/test_slurm_rules.py
+    breaks crafted configs for each of them instead."""
     covered = {rule for case in CASES if not case.bug for _, rule, _, _ in case.expected}
-    missing = sorted({r.id for r in all_rules()} - covered)
+    missing = sorted({r.id for r in all_rules() if r.stage != "config"} - covered)
     assert not missing, f"no corpus case for: {', '.join(missing)}"
 
 

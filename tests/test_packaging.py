@@ -30,7 +30,8 @@ def test_wheel_has_only_the_fleetform_package_at_top_level(wheel):
     top = {n.split("/")[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"fleetform"}
     for data in ("fleetform/blueprints/fleetform-v1.schema.json", "fleetform/blueprints/reference.yaml",
-                 "fleetform/providers/aws/instances.json", "fleetform/providers/aws/gpus.yaml"):
+                 "fleetform/providers/aws/instances.json", "fleetform/providers/aws/gpus.yaml",
+                 "fleetform/providers/nccl-variables.tsv", "fleetform/templates/slurm/slurm.conf.j2"):
         assert data in names
 
 
@@ -47,7 +48,11 @@ def test_installed_wheel_validates_from_anywhere(wheel, tmp_path):
     assert where.stdout.startswith(str(target))
     result = subprocess.run([sys.executable, "-m", "fleetform", "validate", "bp.yaml"], cwd=work, env=env,
                             capture_output=True, text=True)
-    assert (result.returncode, result.stdout) == (0, "1 blueprint valid: no errors, no warnings\n")
+    assert (result.returncode, result.stdout) == (0, "1 blueprint valid: no errors, no warnings\n"), result.stderr
+    rendered = subprocess.run([sys.executable, "-m", "fleetform", "render", "bp.yaml", "-o", "out"], cwd=work, env=env,
+                              capture_output=True, text=True)
+    assert rendered.returncode == 0, rendered.stderr
+    assert (work / "out/train/slurm/slurm.conf").read_text().startswith("# slurm.conf of training fleet train")
     schema = subprocess.run([sys.executable, "-m", "fleetform", "schema"], cwd=work, env=env, capture_output=True,
                             text=True)
     assert schema.returncode == 0 and '"fleetform/v1"' in schema.stdout

@@ -23,7 +23,7 @@ class Rule:
     id: str
     severity: Severity
     summary: str
-    stage: str  # load | schema | rules: where in the pipeline it is checked
+    stage: str  # load | schema | rules | config: where in the pipeline it is checked
     check: Check | None = None
 
 
@@ -36,11 +36,13 @@ def _register(r: Rule) -> None:
     REGISTRY[r.id] = r
 
 
-def rule(id: str, severity: str, summary: str) -> Callable[[Check], Check]:
-    """Register a semantic rule."""
+def rule(id: str, severity: str, summary: str, stage: str = "rules") -> Callable[[Check], Check]:
+    """Register a semantic rule. Stage `config` marks a check of what fleetform derived from the
+    blueprint (the Slurm config): a guard against fleetform's own mistakes that a blueprint alone
+    cannot trigger, tested on crafted configs."""
 
     def decorate(fn: Check) -> Check:
-        _register(Rule(id, Severity(severity), summary, "rules", fn))
+        _register(Rule(id, Severity(severity), summary, stage, fn))
         return fn
 
     return decorate

@@ -18,9 +18,15 @@ def default_partition(bp: Blueprint, report: Reporter) -> None:
         if len(parts) > 1 and not defaults:
             report(fleet.scheduler.path + ("partitions",), "no partition is the default",
                    f"mark one with `default: true`, e.g. '{parts[0].name}'")
-        for extra in defaults[1:]:
-            report(extra.path + ("default",), f"partition '{extra.name}' is a second default "
-                   f"(after '{defaults[0].name}'); slurmctld would silently pick one", "keep one default partition")
+        elif len(defaults) > 1:
+            for extra in defaults[1:]:
+                report(extra.path + ("default",), f"partition '{extra.name}' is a second default "
+                       f"(after '{defaults[0].name}'); slurmctld would silently pick one", "keep one default partition")
+        elif fleet.slurm is not None:  # the blueprint is right: the derived slurm.conf must be too
+            rendered = [p.name for p in fleet.slurm.partitions if p.default]
+            if len(rendered) != 1:
+                report(fleet.scheduler.path, f"the rendered slurm.conf has {len(rendered)} default partitions "
+                       f"({', '.join(rendered) or 'none'})", "exactly one partition must be the default")
 
 
 @rule("slurm-topology", "error", "a Slurm topology gives nodes_per_switch or explicit switches, not both")
@@ -55,3 +61,123 @@ def slurm_controller(bp: Blueprint, report: Reporter) -> None:
         elif scheduler.controller_host is not None:
             report(scheduler.path + ("controller", "host"), "AWS fleets get a controller instance fleetform creates",
                    "remove host; set controller.instance_type")
+
+
+@rule("slurm-version", "error", "the target Slurm release is one fleetform renders for and has the features asked for")
+def slurm_version(bp: Blueprint, report: Reporter) -> None:
+    from ..slurm import FEATURES_SINCE, SLURM_VERSIONS, version_key
+
+    for fleet in _slurm_fleets(bp):
+        scheduler = fleet.scheduler
+        version = scheduler.slurm_version
+        if version is not None and ".".join(version.split(".")[:2]) not in SLURM_VERSIONS:
+            report(scheduler.path + ("slurm_version",), f"fleetform does not render for Slurm {version}",
+                   f"use one of {', '.join(SLURM_VERSIONS)}")
+            continue
+        config = fleet.slurm
+        if config is None:
+            continue
+        since = FEATURES_SINCE.get(config.auth_type)
+        if since and version_key(config.version) < version_key(since):
+            report(scheduler.path + ("auth",), f"{config.auth_type} needs Slurm {since} or later; the target is "
+                   f"{config.version}", f"use auth: munge, or slurm_version: \"{since}\" or later")
+
+
+@rule("slurm-partition-nodes", "error", "a partition lists only nodes of its fleet")
+def slurm_partition_nodes(bp: Blueprint, report: Reporter) -> None:
+    import hostlist
+
+    for fleet in _slurm_fleets(bp):
+        if fleet.slurm is None:
+            continue
+        nodes = set(hostlist.expand_hostlist(fleet.slurm.all_nodes))
+        for partition in fleet.scheduler.partitions:
+            if partition.nodes is None:
+                continue
+            unknown = [n for n in hostlist.expand_hostlist(partition.nodes) if n not in nodes]
+            if unknown:
+                report(partition.path + ("nodes",), f"partition '{partition.name}' lists "
+                       f"{hostlist.collect_hostlist(unknown)}, not nodes of fleet '{fleet.name}' "
+                       f"({fleet.slurm.all_nodes})", "list nodes of the fleet, or leave nodes out for all of them")
+
+
+# What slurmctld accepts silently: these check the Slurm config fleetform derived for a fleet.
+
+def _configs(bp: Blueprint):
+    for fleet in _slurm_fleets(bp):
+        if fleet.slurm is not None:
+            yield fleet, fleet.slurm
+
+
+@rule("slurm-gres-types", "error", "GresTypes declares every GRES a node line uses", stage="config")
+def slurm_gres_types(bp: Blueprint, report: Reporter) -> None:
+    for fleet, config in _configs(bp):
+        for node in config.nodes:
+            name = node.gres.split(":")[0]
+            if name not in config.gres_types:
+                report(fleet.scheduler.path, f"nodes {node.names} use Gres={node.gres}, but GresTypes does not "
+                       f"declare '{name}'", "slurmctld would start and never schedule the GPUs; this is a "
+                       "fleetform bug, please report it")
+
+
+def _gres_count(node) -> tuple[str, int]:
+    _, type_, count = node.gres.split(":")
+    return type_, int(count)
+
+
+@rule("slurm-gres-devices", "error", "gres.conf names as many GPU devices as the node's Gres count, with the same type", stage="config")
+def slurm_gres_devices(bp: Blueprint, report: Reporter) -> None:
+    import hostlist
+
+    for fleet, config in _configs(bp):
+        for node in config.nodes:
+            type_, count = _gres_count(node)
+            names = set(hostlist.expand_hostlist(node.names))
+            lines = [g for g in config.gres if names & set(hostlist.expand_hostlist(g.names))]
+            if not lines:
+                report(fleet.scheduler.path, f"gres.conf has no line for nodes {node.names}",
+                       "every node with Gres needs its device files in gres.conf")
+            for line in lines:
+                if line.devices != count:
+                    report(fleet.scheduler.path, f"gres.conf gives {line.names} {line.devices} GPU device files "
+                           f"({line.file}) but slurm.conf says Gres=gpu:{type_}:{count}",
+                           "slurmd would register fewer GPUs than jobs are promised")
+                if line.type != type_:
+                    report(fleet.scheduler.path, f"gres.conf types the GPUs of {line.names} '{line.type}' but "
+                           f"slurm.conf says '{type_}'", "jobs asking for --gres=gpu:<type> would never start")
+
+
+@rule("slurm-cpus", "error", "a node's CPUs equal Sockets x CoresPerSocket x ThreadsPerCore", stage="config")
+def slurm_cpus(bp: Blueprint, report: Reporter) -> None:
+    for fleet, config in _configs(bp):
+        for node in config.nodes:
+            product = node.sockets * node.cores_per_socket * node.threads_per_core
+            if node.cpus != product:
+                report(fleet.scheduler.path, f"nodes {node.names} have CPUs={node.cpus} but "
+                       f"{node.sockets} x {node.cores_per_socket} x {node.threads_per_core} = {product}",
+                       "slurmctld accepts it and then schedules cores that do not exist")
+
+
+@rule("slurm-topology-cover", "error", "topology.conf places every node under exactly one leaf switch", stage="config")
+def slurm_topology_cover(bp: Blueprint, report: Reporter) -> None:
+    import hostlist
+    from collections import Counter
+
+    for fleet, config in _configs(bp):
+        if not config.switches:
+            continue
+        nodes = hostlist.expand_hostlist(config.all_nodes)
+        seen = Counter(n for s in config.switches if s.nodes for n in hostlist.expand_hostlist(s.nodes))
+        path = fleet.scheduler.topology.path if fleet.scheduler.topology else fleet.scheduler.path
+        missing = [n for n in nodes if n not in seen]
+        twice = [n for n, k in seen.items() if k > 1]
+        unknown = [n for n in seen if n not in set(nodes)]
+        if missing:
+            report(path, f"no switch holds {hostlist.collect_hostlist(missing)}",
+                   "jobs on those nodes get no topology-aware placement; list them under a switch")
+        if twice:
+            report(path, f"{hostlist.collect_hostlist(twice)} sit under more than one switch",
+                   "a node hangs off one leaf switch; list it once")
+        if unknown:
+            report(path, f"switches list {hostlist.collect_hostlist(unknown)}, which are not nodes of the fleet",
+                   f"the fleet's nodes are {config.all_nodes}")
