@@ -24,7 +24,7 @@ STATIC_WEIGHT, CLOUD_WEIGHT = 1, 100
 RESUME_TIMEOUT_S = 1800  # a GPU instance boots, pulls its image and mounts FSx within 30 minutes
 SUSPEND_TIME_S = 600  # an idle cloud node is stopped after 10 minutes
 SUSPEND_TIMEOUT_S = 300
-PROGRAM_DIR = "/opt/fleetform/slurm"
+PROGRAM_DIR = "/opt/fleetform/slurm/bin"  # where the node image installs <fleet>/slurm/bin/
 
 FEATURES_SINCE = {"auth/slurm": "23.11"}
 """Features that need a newer Slurm than the oldest fleetform renders for."""
@@ -109,15 +109,11 @@ class SlurmConfig:
     power: PowerSaving | None
     ec2: Ec2Target | None
     cgroup_automount: bool  # written only for releases that still have CgroupAutomount
+    all_nodes: str  # every node of the fleet, as one hostlist expression
 
     @property
     def topology_plugin(self) -> str | None:
         return "topology/tree" if self.switches else None
-
-    @property
-    def all_nodes(self) -> str:
-        return hostlist.collect_hostlist(
-            [n for line in self.nodes for n in hostlist.expand_hostlist(line.names)])
 
 
 def node_names(prefix: str, first: int, last: int, width: int) -> str:
@@ -173,22 +169,30 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
                         f"gpu:{type_}:{shape.gpu_count}", features,
                         CLOUD_WEIGHT if state == "CLOUD" else STATIC_WEIGHT, state)
 
+    width = name_width(size.max)
     if fleet.hosts is not None:
-        groups = [(hostlist.collect_hostlist(hostlist.expand_hostlist(fleet.hosts)), None)]
+        every = hostlist.expand_hostlist(fleet.hosts)
+        everyone = hostlist.collect_hostlist(every)
+        groups = [(everyone, None)]
+
+        def leaf_nodes(first: int, last: int) -> str:  # 0-based, inclusive
+            return hostlist.collect_hostlist(every[first:last + 1])
     else:
-        width = name_width(size.max)
+        everyone = node_names(fleet.name, 1, size.max, width)
         static = size.min if size.elastic else size.max
         groups = []
         if static:
             groups.append((node_names(fleet.name, 1, static, width), None))
         if size.max > static:
             groups.append((node_names(fleet.name, static + 1, size.max, width), "CLOUD"))
+
+        def leaf_nodes(first: int, last: int) -> str:  # 0-based, inclusive; names are computed, not collected
+            return node_names(fleet.name, first + 1, last + 1, width)
     nodes = tuple(node_line(names, state) for names, state in groups)
+    total = len(every) if fleet.hosts is not None else size.max
     devices = shape.gpu_count
     file = "/dev/nvidia0" if devices == 1 else f"/dev/nvidia[0-{devices - 1}]"
     gres = tuple(GresLine(line.names, type_, file, devices) for line in nodes)
-    every = [n for line in nodes for n in hostlist.expand_hostlist(line.names)]
-    everyone = hostlist.collect_hostlist(every)
 
     declared = scheduler.partitions or ()
     partitions = tuple(
@@ -201,10 +205,10 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
     topology = scheduler.topology
     if topology is not None and topology.nodes_per_switch:
         step = topology.nodes_per_switch
-        chunks = [every[i:i + step] for i in range(0, len(every), step)]
-        width = max(2, len(str(len(chunks))))
-        leaves = [SwitchLine(f"leaf{i + 1:0{width}d}", hostlist.collect_hostlist(chunk), None)
-                  for i, chunk in enumerate(chunks)]
+        starts = range(0, total, step)
+        digits = max(2, len(str(len(starts))))
+        leaves = [SwitchLine(f"leaf{i + 1:0{digits}d}", leaf_nodes(start, min(start + step, total) - 1), None)
+                  for i, start in enumerate(starts)]
         switches = tuple(leaves)
         if len(leaves) > 1:
             switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
@@ -228,4 +232,5 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         auth_type=f"auth/{auth}", cred_type=f"cred/{auth}", gres_types=("gpu",),
         nodes=nodes, gres=gres, partitions=partitions, switches=switches, power=power, ec2=ec2,
         cgroup_automount=version_key(version) < version_key(REMOVED_IN["CgroupAutomount"]),
+        all_nodes=everyone,
     )

@@ -171,7 +171,8 @@ def slurm_topology_cover(bp: Blueprint, report: Reporter) -> None:
         path = fleet.scheduler.topology.path if fleet.scheduler.topology else fleet.scheduler.path
         missing = [n for n in nodes if n not in seen]
         twice = [n for n, k in seen.items() if k > 1]
-        unknown = [n for n in seen if n not in set(nodes)]
+        known = set(nodes)
+        unknown = [n for n in seen if n not in known]
         if missing:
             report(path, f"no switch holds {hostlist.collect_hostlist(missing)}",
                    "jobs on those nodes get no topology-aware placement; list them under a switch")

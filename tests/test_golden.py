@@ -1,0 +1,45 @@
+"""Golden files: the rendered output of every example (and of a few variants) is kept in
+tests/golden/<name>/ and reviewed like a pull request when it changes.
+
+Regenerate after an intended change with `FLEETFORM_UPDATE_GOLDEN=1 python -m pytest tests/test_golden.py`,
+then read the diff (`git diff tests/golden`) as a reviewer would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from conftest import EXAMPLES, ROOT
+from fleetform.pipeline import check
+from fleetform.render import render
+from fleetform.render.output import compare, write
+from variants import VARIANTS
+
+GOLDEN = ROOT / "tests/golden"
+GOLDEN_VARIANTS = ("elastic", "partitions", "onprem-roce-switches", "onprem-tcp")
+
+CASES = [pytest.param(p, id=p.stem) for p in EXAMPLES] + [pytest.param(name, id=name) for name in GOLDEN_VARIANTS]
+
+
+@pytest.mark.parametrize("source", CASES)
+def test_render_matches_golden(source, tmp_path):
+    if isinstance(source, str):
+        name = source
+        source = tmp_path / f"{name}.yaml"
+        source.write_text(VARIANTS[name])
+    else:
+        name = source.stem
+    result = check(source)
+    assert result.model is not None, [f.to_text() for f in result.findings]
+    files = render(result.model)
+    golden = GOLDEN / name
+    if os.environ.get("FLEETFORM_UPDATE_GOLDEN"):
+        shutil.rmtree(golden, ignore_errors=True)
+        write(files, golden)
+    drift = compare(files, golden)
+    assert drift.clean, (f"rendered output of {name} differs from tests/golden/{name}: stale {drift.stale}, "
+                         f"missing {drift.missing}, extra {drift.extra}; if intended, regenerate "
+                         "(FLEETFORM_UPDATE_GOLDEN=1) and review the diff")

@@ -1,0 +1,125 @@
+"""`fleetform render`: deterministic, atomic, --check, manifest, and a Jinja environment that
+refuses what it must."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import jinja2
+import pytest
+
+from conftest import ROOT, run_cli
+from fleetform.pipeline import check
+from fleetform.render import render
+from fleetform.render import output
+from fleetform.render.jinja import RenderError, environment
+
+REF = ROOT / "blueprints/reference.yaml"
+
+
+def test_render_writes_the_layout_of_the_design(tmp_path):
+    result = run_cli("render", str(REF), cwd=tmp_path)
+    assert result.returncode == 0 and result.stdout == "rendered 6 files to rendered/llm-70b/\n"
+    files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
+                   for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
+    assert files == ["manifest.json", "train/nccl.env", "train/slurm/cgroup.conf", "train/slurm/gres.conf",
+                     "train/slurm/slurm.conf", "train/slurm/topology.conf"]
+
+
+def test_manifest_records_blueprint_tool_and_every_file(tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("render", str(REF), "-o", str(out)).returncode == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["blueprint"] == {"name": "llm-70b", "version": "1.0.0",
+                                     "sha256": hashlib.sha256(REF.read_bytes()).hexdigest()}
+    assert manifest["tool"]["name"] == "fleetform" and manifest["bases"] == []
+    for path, digest in manifest["files"].items():
+        assert hashlib.sha256((out / path).read_bytes()).hexdigest() == digest
+    assert len(manifest["files"]) == 5
+
+
+def test_output_is_byte_identical_whatever_the_cwd_locale_and_time_zone(tmp_path):
+    digests = set()
+    for i, env in enumerate([{"TZ": "UTC", "LC_ALL": "C"}, {"TZ": "Asia/Kolkata", "LC_ALL": "C.UTF-8"}]):
+        cwd = tmp_path / f"cwd{i}"
+        cwd.mkdir()
+        subprocess.run([sys.executable, "-m", "fleetform", "render", str(REF), "-o", "out"], cwd=cwd, check=True,
+                       env={**os.environ, **env}, capture_output=True)
+        digests.add(tuple(sorted((p.relative_to(cwd).as_posix(), hashlib.sha256(p.read_bytes()).hexdigest())
+                                 for p in (cwd / "out").rglob("*") if p.is_file())))
+    assert len(digests) == 1
+
+
+def test_check_lists_stale_missing_and_extra_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("render", str(REF), "-o", str(out)).returncode == 0
+    assert run_cli("render", str(REF), "-o", str(out), "--check").returncode == 0
+    (out / "train/nccl.env").write_text("NCCL_DEBUG=INFO\n")
+    (out / "train/slurm/gres.conf").unlink()
+    (out / "notes.txt").write_text("mine\n")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    result = run_cli("render", str(REF), "-o", str(out), "--check")
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[:3] == [f"stale: {out}/train/nccl.env", f"missing: {out}/train/slurm/gres.conf",
+                                              f"extra: {out}/notes.txt"]
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_check_of_a_folder_that_does_not_exist(tmp_path):
+    result = run_cli("render", str(REF), "-o", str(tmp_path / "none"), "--check")
+    assert result.returncode == 1 and result.stdout.count("missing: ") == 6
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_failed_render_leaves_the_previous_output_whole(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    files = render(check(REF).model)
+    output.write(files, out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    calls = []
+
+    def failing_write(self, data):
+        calls.append(self)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return original(self, data)
+
+    original = type(out).write_bytes
+    monkeypatch.setattr(type(out), "write_bytes", failing_write)
+    changed = dict(files, **{"train/nccl.env": b"NCCL_DEBUG=INFO\n"})
+    with pytest.raises(OSError):
+        output.write(changed, out)
+    monkeypatch.undo()
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder left behind
+
+
+def test_a_bad_blueprint_renders_nothing(write, tmp_path):
+    bad = write(REF.read_text().replace("instance_type: p5.48xlarge\n    nodes: 6", "instance_type: p5.48xlarg\n    nodes: 6"))
+    result = run_cli("render", str(bad), "-o", str(tmp_path / "out"))
+    assert result.returncode == 1 and "instance-type" in result.stdout and "Traceback" not in result.stderr
+    assert result.stdout.splitlines()[-1] == "nothing rendered: fix the errors above"
+    assert not (tmp_path / "out").exists()
+
+
+def test_values_that_could_inject_lines_are_refused():
+    model = check(REF).model
+    fleet = model.fleets[0]
+    hostile = replace(model, fleets=(replace(fleet, slurm=replace(fleet.slurm, cluster_name="x\nAuthType=auth/none")),)
+                      + model.fleets[1:])
+    with pytest.raises(RenderError, match="line break"):
+        render(hostile)
+    templated = replace(model, fleets=(replace(fleet, slurm=replace(fleet.slurm, cluster_name="{{ 7*7 }}")),)
+                        + model.fleets[1:])
+    with pytest.raises(RenderError, match="template delimiters"):
+        render(templated)
+
+
+def test_a_misspelt_template_variable_is_an_error_not_an_empty_string():
+    with pytest.raises(jinja2.UndefinedError):
+        environment().from_string("ClusterName={{ c.clustr_name }}").render(c={})

@@ -1,0 +1,86 @@
+"""The mistakes slurmctld lets through: each crafted config below starts under the real slurmctld,
+and fleetform's rule for it fires. The configs are the reference's, broken in one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pytest
+
+import slurmctld
+from conftest import ROOT
+from fleetform.pipeline import check
+from fleetform.render import render
+from fleetform.render.output import write
+from fleetform.rules import run
+from variants import VARIANTS
+
+REFERENCE = ROOT / "blueprints/reference.yaml"
+
+
+def _model():
+    result = check(REFERENCE)
+    return result.model, result.document
+
+
+def _with_slurm(model, **changes):
+    fleet = model.fleets[0]
+    return replace(model, fleets=(replace(fleet, slurm=replace(fleet.slurm, **changes)),) + model.fleets[1:])
+
+
+def _node(model, **changes):
+    (node,) = model.fleets[0].slurm.nodes
+    return (replace(node, **changes),)
+
+
+def _crafted():
+    model, _ = _model()
+    cfg = model.fleets[0].slurm
+    (gres,) = cfg.gres
+    leaves = [s for s in cfg.switches if s.nodes]
+    return {
+        "slurm-gres-types": _with_slurm(model, gres_types=()),
+        "slurm-gres-devices": _with_slurm(model, gres=(replace(gres, file="/dev/nvidia[0-3]", devices=4),)),
+        "slurm-gres-devices-type": _with_slurm(model, gres=(replace(gres, type="a100"),)),
+        "slurm-cpus": _with_slurm(model, nodes=_node(model, cpus=96)),
+        "default-partition": _with_slurm(model, partitions=cfg.partitions + (replace(cfg.partitions[0], name="other"),)),
+        "slurm-topology-cover": _with_slurm(model, switches=tuple(leaves[:2]) + (replace(leaves[2], nodes="train-[004-006]"),)
+                                            + tuple(s for s in cfg.switches if not s.nodes)),
+    }
+
+
+CASES = {
+    "slurm-gres-types": "GresTypes does not declare 'gpu'",
+    "slurm-gres-devices": "4 GPU device files",
+    "slurm-gres-devices-type": "types the GPUs of train-[001-006] 'a100'",
+    "slurm-cpus": "CPUs=96 but 2 x 48 x 2 = 192",
+    "default-partition": "2 default partitions",
+    "slurm-topology-cover": "train-004 sit under more than one switch",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rule_fires_on_a_config_slurmctld_accepts(case, tmp_path):
+    model = _crafted()[case]
+    _, document = _model()
+    rule_id = case.removesuffix("-type")
+    findings = [f for f in run(model, document) if f.rule == rule_id]
+    assert [CASES[case] in f.message for f in findings] == [True], [f.to_text() for f in findings]
+    # the finding points at the fleet's scheduler (line 52 of blueprints/reference.yaml), or its topology (61)
+    assert findings[0].line == (61 if case == "slurm-topology-cover" else 52)
+    if not slurmctld.available():
+        if os.environ.get("CI"):
+            pytest.fail("slurmctld is not installed")
+        pytest.skip("slurmctld is not installed here")
+    write(render(model), tmp_path / "out")
+    outcome = slurmctld.check(tmp_path / "out/train/slurm")
+    assert outcome.ok, "\n".join(slurmctld.problems(outcome))
+
+
+def test_the_reference_and_variants_pass_every_slurm_rule(tmp_path):
+    for text in [REFERENCE.read_text(), *VARIANTS.values()]:
+        source = tmp_path / "bp.yaml"
+        source.write_text(text)
+        result = check(source)
+        assert not [f for f in result.findings if f.rule.startswith("slurm-") or f.rule == "default-partition"]

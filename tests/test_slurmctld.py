@@ -1,0 +1,71 @@
+"""Every rendered Slurm folder, of every example and of generated variants, is started by the real
+slurmctld (Debian's slurm-wlm) and must reach `Running as primary controller`.
+
+In CI (CI set), a missing slurmctld fails these tests: .ci/run installs it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import slurmctld
+from conftest import EXAMPLES
+from fleetform.pipeline import check
+from fleetform.render import render
+from fleetform.render.output import write
+from variants import VARIANTS
+
+
+@pytest.fixture(autouse=True)
+def need_slurmctld():
+    if not slurmctld.available():
+        if os.environ.get("CI"):
+            pytest.fail(f"slurmctld is not installed ({slurmctld.SLURMCTLD}); .ci/run installs Debian's slurmctld")
+        pytest.skip("slurmctld is not installed here (apt-get install slurmctld); CI fails instead of skipping")
+
+
+def _render(path: Path, out: Path) -> list[Path]:
+    result = check(path)
+    assert result.model is not None, [f.to_text() for f in result.findings]
+    write(render(result.model), out)
+    return sorted(p.parent for p in out.glob("*/slurm/slurm.conf"))
+
+
+def _assert_starts(folder: Path) -> None:
+    outcome = slurmctld.check(folder)
+    assert outcome.ok, "slurmctld refused the rendered config:\n" + "\n".join(slurmctld.problems(outcome)[-10:])
+
+
+SLURM_EXAMPLES = [p for p in EXAMPLES if "slurm" in p.read_text()]
+
+
+@pytest.mark.parametrize("path", SLURM_EXAMPLES, ids=lambda p: p.name)
+def test_example_slurm_folders_start(path, tmp_path):
+    folders = _render(path, tmp_path / "out")
+    assert folders
+    for folder in folders:
+        _assert_starts(folder)
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_variant_slurm_folders_start(name, tmp_path):
+    source = tmp_path / f"{name}.yaml"
+    source.write_text(VARIANTS[name])
+    (folder,) = _render(source, tmp_path / "out")
+    _assert_starts(folder)
+
+
+def test_slurmctld_rejects_what_it_should(tmp_path):
+    """The check has teeth: a partition naming an unknown node and an unknown plugin fail it."""
+    (folder,) = _render(next(p for p in EXAMPLES if p.name == "reference.yaml"), tmp_path / "out")
+    conf = folder / "slurm.conf"
+    original = conf.read_text()
+    conf.write_text(original.replace("PartitionName=gpu Nodes=train-[001-006]", "PartitionName=gpu Nodes=train-[001-009]"))
+    bad_nodes = slurmctld.check(folder)
+    conf.write_text(original.replace("select/cons_tres", "select/none_such"))
+    bad_plugin = slurmctld.check(folder)
+    assert not bad_nodes.ok and any("Invalid node names in partition" in p for p in slurmctld.problems(bad_nodes))
+    assert not bad_plugin.ok and any("select/none_such" in p for p in slurmctld.problems(bad_plugin))
