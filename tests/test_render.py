@@ -123,3 +123,27 @@ def test_values_that_could_inject_lines_are_refused():
 def test_a_misspelt_template_variable_is_an_error_not_an_empty_string():
     with pytest.raises(jinja2.UndefinedError):
         environment().from_string("ClusterName={{ c.clustr_name }}").render(c={})
+
+
+def test_keys_a_newer_slurm_removed_are_not_written_for_it(tmp_path):
+    from variants import VARIANTS
+
+    def cgroup(text):
+        source = tmp_path / "bp.yaml"
+        source.write_text(text)
+        return render(check(source).model)["train/slurm/cgroup.conf"].decode()
+
+    assert "CgroupAutomount=yes" in cgroup(VARIANTS["partitions"])  # default target 23.11
+    assert "CgroupAutomount" not in cgroup(VARIANTS["p4d-slurm-2405"])  # removed in 24.05
+
+
+def test_slurm_conf_stays_small_at_10000_nodes(tmp_path):
+    from variants import VARIANTS
+
+    source = tmp_path / "bp.yaml"
+    source.write_text(VARIANTS["10000-nodes"])
+    files = render(check(source).model)
+    conf = files["train/slurm/slurm.conf"].decode()
+    assert len(conf.splitlines()) < 60
+    assert "NodeName=train-[00001-10000] " in conf
+    assert files["train/slurm/topology.conf"].decode().count("SwitchName=leaf") == 313
