@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
+from .k8s import KubeFleet
 from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
@@ -84,6 +85,7 @@ class KubernetesScheduler:
     version: str
     namespace: str
     autoscaler: Literal["keda", "hpa", "none"]
+    prometheus_url: str | None
     path: Path
     type: Literal["kubernetes"] = "kubernetes"
 
@@ -223,6 +225,7 @@ class Fleet:
     models: tuple[Model, ...]
     slurm: SlurmConfig | None = None  # training fleets scheduled by Slurm, when their shape is known
     nccl_env: tuple[EnvVar, ...] = ()  # training fleets: what nccl.env sets, each with its reason
+    kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
 
     @property
     def training(self) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import nccl, slurm
+from . import k8s, nccl, slurm
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .model import (
@@ -67,7 +67,7 @@ def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesSch
         return None
     if data["type"] == "kubernetes":
         return KubernetesScheduler(data["version"], data.get("namespace", "default"),
-                                   data.get("autoscaler", "keda"), path)
+                                   data.get("autoscaler", "keda"), data.get("prometheus_url"), path)
     parts = tuple(
         Partition(p["name"], p.get("default", False), p.get("max_time"), p.get("nodes"), p.get("priority_tier"),
                   path + ("partitions", i))
@@ -173,11 +173,13 @@ def _env_text(value: Any) -> str:
     return str(value)
 
 
-def _derive(fleet: Fleet, blueprint_name: str, region: str | None, cloud: str) -> Fleet:
-    """Attach what the render stage prints for a fleet: its Slurm config and NCCL environment."""
+def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
+    """Attach what the render stage prints for a fleet: its Slurm config and NCCL environment, or
+    its Kubernetes objects."""
+    name = meta["name"]
     if not fleet.training:
-        return fleet
-    return replace(fleet, slurm=slurm.build(fleet, blueprint_name, region, cloud), nccl_env=nccl.environment(fleet))
+        return replace(fleet, kube=k8s.build(fleet, name, meta.get("labels", {})))
+    return replace(fleet, slurm=slurm.build(fleet, name, region, cloud), nccl_env=nccl.environment(fleet))
 
 
 def resolve(doc: Document, catalog: Catalog) -> Blueprint:
@@ -194,7 +196,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         network=Network(net.get("cidr"), net.get("vpc_id"), net.get("subnet_id"),
                         tuple(net.get("ssh_ingress_cidrs", ())), ("provider", "network")),
         storage=tuple(_storage(s, ("storage", i)) for i, s in enumerate(data.get("storage", ()))),
-        fleets=tuple(_derive(_fleet(f, ("fleets", i), catalog, cloud), meta["name"], provider.get("region"), cloud)
+        fleets=tuple(_derive(_fleet(f, ("fleets", i), catalog, cloud), meta, provider.get("region"), cloud)
                      for i, f in enumerate(data["fleets"])),
         waivers=tuple(Waiver(w["rule"], w.get("fleet"), w["reason"], ("waivers", i))
                       for i, w in enumerate(data.get("waivers", ()))),

@@ -12,7 +12,7 @@ import json
 
 from .. import __version__
 from ..model import Blueprint
-from . import nccl, slurm
+from . import k8s, nccl, slurm
 
 
 def render(bp: Blueprint, bases: tuple[dict, ...] = ()) -> dict[str, bytes]:
@@ -21,6 +21,7 @@ def render(bp: Blueprint, bases: tuple[dict, ...] = ()) -> dict[str, bytes]:
     for fleet in bp.fleets:
         files.update(slurm.files(bp, fleet))
         files.update(nccl.files(bp, fleet))
+        files.update(k8s.files(bp, fleet))
     files["manifest.json"] = manifest(bp, files, bases)
     return dict(sorted(files.items()))
 

@@ -7,6 +7,7 @@ template delimiters: a value can never add a line to a rendered config file.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from functools import lru_cache
@@ -38,6 +39,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["sh"] = lambda value: shlex.quote(str(value))
+    env.filters["q"] = lambda value: json.dumps(str(value))  # a JSON string is a valid double-quoted YAML scalar
     return env
 
 

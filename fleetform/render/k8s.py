@@ -1,0 +1,42 @@
+"""<fleet>/k8s/: the Kubernetes objects of an inference fleet, one file each, and the
+kustomization that lists them; <fleet>/gpu-operator-values.yaml for the GPU Operator's chart."""
+
+from __future__ import annotations
+
+from ..k8s import HPA_METRIC
+from ..model import Blueprint, Fleet
+from .jinja import render
+
+
+def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
+    kube = fleet.kube
+    if kube is None:
+        return {}
+    labels = (("app.kubernetes.io/part-of", bp.name), ("app.kubernetes.io/managed-by", "fleetform"),
+              ("fleetform.dev/fleet", fleet.name)) + tuple(sorted(bp.labels.items()))
+    common = {"fleet": fleet.name, "k": kube, "labels": labels}
+    objects: dict[str, bytes] = {
+        "namespace.yaml": render("k8s/namespace.yaml.j2", **common),
+        "priorityclass.yaml": render("k8s/priorityclass.yaml.j2", **common),
+    }
+    for server in kube.servers:
+        one = {"s": server, "a": server.autoscaling, "hpa_metric": HPA_METRIC}
+        objects[f"{server.name}-deployment.yaml"] = render("k8s/deployment.yaml.j2", **one)
+        objects[f"{server.name}-service.yaml"] = render("k8s/service.yaml.j2", **one)
+        objects[f"{server.name}-pdb.yaml"] = render("k8s/pdb.yaml.j2", **one)
+        objects[f"{server.name}-servicemonitor.yaml"] = render("k8s/servicemonitor.yaml.j2", **one)
+        if server.autoscaling is not None:
+            kind = server.autoscaling.kind
+            template = "k8s/scaledobject.yaml.j2" if kind == "keda" else "k8s/hpa.yaml.j2"
+            objects[f"{server.name}-{'scaledobject' if kind == 'keda' else 'hpa'}.yaml"] = render(template, **one)
+    if kube.device_plugin is not None:
+        objects["device-plugin-config.yaml"] = render("k8s/device-plugin-config.yaml.j2", d=kube.device_plugin, **common)
+    if kube.mig is not None:
+        objects["mig-parted-config.yaml"] = render("k8s/mig-parted-config.yaml.j2", m=kube.mig, **common)
+    objects["dcgm-servicemonitor.yaml"] = render("k8s/dcgm-servicemonitor.yaml.j2", **common)
+    out = {f"{fleet.name}/k8s/{name}": data for name, data in objects.items()}
+    out[f"{fleet.name}/k8s/kustomization.yaml"] = render("k8s/kustomization.yaml.j2", fleet=fleet.name,
+                                                         resources=sorted(objects))
+    out[f"{fleet.name}/gpu-operator-values.yaml"] = render("k8s/gpu-operator-values.yaml.j2", d=kube.device_plugin,
+                                                           m=kube.mig, **common)
+    return out
