@@ -64,3 +64,52 @@ VARIANTS: dict[str, str] = {
           - {name: sw2, nodes: "gpu[05-08]"}"""),
     "onprem-tcp": onprem("tcp", "node[1-3]", "{fabric: tcp, socket_ifname: eno1}"),
 }
+
+
+INFERENCE = """apiVersion: fleetform/v1
+kind: Blueprint
+metadata: {{name: {name}, version: 1.0.0, labels: {{team: serving}}}}
+provider: {{cloud: aws, region: us-east-1, availability_zone: us-east-1a, network: {{cidr: 10.0.0.0/16}}}}
+fleets:
+  - name: serve
+    role: inference
+    instance_type: {instance}
+    nodes: {{min: 1, max: {nodes}}}
+    scheduler: {{type: kubernetes, version: "{version}", namespace: serve, autoscaler: {autoscaler}}}
+{sharing}    models:
+{models}"""
+
+MODEL = """      - name: {name}
+        image: vllm/vllm-openai:v0.11.0
+        model: org/{name}
+        model_params_billion: {params}
+        precision: bf16
+        tensor_parallel: {tp}
+        max_model_len: 4096
+        replicas: {replicas}
+{autoscale}"""
+
+
+def inference(name: str, *, instance: str = "p5.48xlarge", nodes: int = 4, version: str = "1.33",
+              autoscaler: str = "keda", sharing: str = "", models: int = 1, params: int = 8, tp: int = 1) -> str:
+    autoscaled = autoscaler != "none"
+    body = "".join(MODEL.format(
+        name=f"model-{i}", params=params, tp=tp,
+        replicas="{min: 1, max: 2}" if autoscaled else "2",
+        autoscale="        autoscale: {metric: queue_depth, target_per_replica: 3}\n" if autoscaled else "")
+        for i in range(models))
+    return INFERENCE.format(name=name, instance=instance, nodes=nodes, version=version, autoscaler=autoscaler,
+                            sharing=f"    gpu_sharing: {sharing}\n" if sharing else "", models=body)
+
+
+INFERENCE_VARIANTS: dict[str, str] = {
+    "hpa-three-models": inference("hpa", autoscaler="hpa", models=3),
+    "fixed-replicas": inference("fixed", autoscaler="none", models=2),
+    "tp8-k8s-125": inference("big", params=70, tp=8, nodes=2, version="1.25"),
+    "time-slicing-k8s-137": inference("ts", instance="g6e.12xlarge", sharing="{strategy: time-slicing, replicas: 2}",
+                                      version="1.37", models=2),
+    "mps": inference("mps", instance="g6.12xlarge", sharing="{strategy: mps, replicas: 2}", autoscaler="hpa", params=3),
+    "mig-single": inference("migs", instance="p5.48xlarge", sharing="{strategy: mig, profile: 1g.20gb}", models=4),
+    "mig-mixed": inference("migm", instance="p4de.24xlarge",
+                           sharing="{strategy: mig, profile: 2g.20gb, mig_strategy: mixed}", models=2),
+}
