@@ -74,6 +74,8 @@ class Server:
     tolerations: tuple[Toleration, ...]
     probes: tuple[Probe, ...]
     service_type: str
+    max_surge: int  # 0 unless the blueprint asks: a rollout then needs no spare GPU
+    max_unavailable: int
     replicas: int | None  # None when an autoscaler owns the count
     autoscaling: Autoscaling | None
     hf_token_secret: str | None
@@ -180,6 +182,7 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
                     Probe("readiness", "/health", PROBE_PERIOD_S, 3, 1),
                     Probe("liveness", "/health", 15, 4, 5)),
             service_type="ClusterIP",
+            max_surge=model.max_surge, max_unavailable=0 if model.max_surge else 1,
             replicas=None if autoscaling else model.replicas.min,
             autoscaling=autoscaling, hf_token_secret=model.hf_token_secret, priority_class=priority_class,
         ))

@@ -178,6 +178,7 @@ class Model:
     gpu_memory_utilization: float
     port: int
     replicas: Size
+    max_surge: int
     autoscale: Autoscale | None
     slo: Slo | None
     hf_token_secret: str | None

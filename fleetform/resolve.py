@@ -95,6 +95,7 @@ def _model(item: dict, path: tuple) -> Model:
         gpu_memory_utilization=item.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
         port=item.get("port", DEFAULT_PORT),
         replicas=_size(item.get("replicas", 1), path + ("replicas",)),
+        max_surge=item.get("max_surge", 0),
         autoscale=None if auto is None else Autoscale(
             auto["metric"], auto["target_per_replica"],
             auto.get("scale_down_window_s", DEFAULT_SCALE_DOWN_WINDOW_S), path + ("autoscale",)),

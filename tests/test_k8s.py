@@ -126,6 +126,14 @@ def test_deployment_settings(tmp_path):
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
 
 
+def test_a_rollout_uses_spare_gpus_only_when_the_blueprint_says_so(tmp_path):
+    text = (ROOT / "blueprints/reference.yaml").read_text().replace(
+        "        replicas: {min: 2, max: 20}\n", "        replicas: {min: 2, max: 20}\n        max_surge: 2\n")
+    _, files = _rendered(text, tmp_path)
+    spec = yaml.safe_load(files["serve/k8s/llama-70b-deployment.yaml"])["spec"]
+    assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 2, "maxUnavailable": 0}
+
+
 def test_gpu_sharing_configs(tmp_path):
     model, files = _rendered(ROOT / "blueprints/reference.yaml", tmp_path)
     mig = yaml.safe_load(yaml.safe_load(files["small-models/k8s/mig-parted-config.yaml"])["data"]["config.yaml"])
