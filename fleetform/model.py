@@ -224,6 +224,7 @@ class Fleet:
     checkpoint: Checkpoint | None
     gpu_sharing: GpuSharing
     models: tuple[Model, ...]
+    renamed_from: tuple[str, ...] = ()  # earlier names: the cloud resources keep them as aliases
     slurm: SlurmConfig | None = None  # training fleets scheduled by Slurm, when their shape is known
     nccl_env: tuple[EnvVar, ...] = ()  # training fleets: what nccl.env sets, each with its reason
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known

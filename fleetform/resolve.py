@@ -165,6 +165,7 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
         gpu_sharing=GpuSharing(sharing["strategy"], sharing.get("profile"), sharing.get("replicas"),
                                sharing.get("mig_strategy", "single"), path + ("gpu_sharing",)),
         models=tuple(_model(m, path + ("models", i)) for i, m in enumerate(item.get("models", ()))),
+        renamed_from=tuple(item.get("renamed_from", ())),
     )
 
 

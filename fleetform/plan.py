@@ -1,0 +1,92 @@
+"""The offline resource plan: the real Pulumi program of providers/aws run under Pulumi's mocks,
+recording every resource it registers as {type, name, parent, inputs}.
+
+No Pulumi CLI, provider plugin or credential is needed. The mocks answer each resource with its
+inputs plus the computed outputs later resources depend on (id, arn, name, ...), so no dependency
+edge vanishes. The record is deterministic: sorted, and inputs normalized (numbers that are whole
+become ints, secrets and unknowns get stable placeholders).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+from .model import Blueprint
+
+_LOCK = threading.Lock()  # the Pulumi runtime settings are process-global
+
+
+def _normalize(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _normalize(v) for k, v in sorted(value.items())}
+    if isinstance(value, (list, tuple)):
+        return [_normalize(v) for v in value]
+    return value
+
+
+def _quiet_loop_teardown() -> None:
+    """Pulumi's mock monitor opens an asyncio loop per worker thread and never closes them; when the
+    interpreter exits, collecting one can fail on its already-closed self-pipe. That is noise at
+    exit, not a problem of the plan: keep it out of the user's terminal."""
+    default = sys.unraisablehook
+
+    def hook(unraisable):
+        if isinstance(unraisable.exc_value, ValueError) and "Invalid file descriptor" in str(unraisable.exc_value):
+            return
+        default(unraisable)
+
+    sys.unraisablehook = hook
+
+
+def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
+    """Run the Pulumi program for a blueprint under mocks; return its resources, sorted."""
+    import pulumi
+    from pulumi.runtime import mocks as pulumi_mocks
+
+    from .providers.aws.program import build
+
+    registered: list[dict] = []
+    names: dict[str, str] = {}
+    stacks: set[str] = set()
+
+    class Monitor(pulumi_mocks.MockMonitor):
+        def RegisterResource(self, request):  # noqa: N802 (Pulumi's name)
+            response = super().RegisterResource(request)
+            names[response.urn] = request.name
+            if request.type == "pulumi:pulumi:Stack":
+                stacks.add(response.urn)
+            else:
+                inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
+                parent = None if request.parent in stacks else names.get(request.parent)
+                registered.append({"type": request.type, "name": request.name, "parent": parent,
+                                   "inputs": _normalize(inputs)})
+            return response
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            outputs = dict(args.inputs)
+            short = args.name.replace("/", "-")
+            outputs.setdefault("name", short)
+            outputs.setdefault("arn", f"arn:aws:mock:::{args.typ.split(':')[-1].lower()}/{short}")
+            outputs.setdefault("bucket", f"{short}-bucket" if "bucketPrefix" in args.inputs else short)
+            outputs.setdefault("latestVersion", 1)
+            return [f"{short}-id", outputs]
+
+        def call(self, args: pulumi.runtime.MockCallArgs):
+            return {}
+
+    _quiet_loop_teardown()
+    with _LOCK:
+        mocks = Mocks()
+        pulumi.runtime.set_mocks(mocks, project="fleetform", stack="plan", preview=False, monitor=Monitor(mocks))
+
+        @pulumi.runtime.test
+        def program():
+            build(bp, files)
+
+        program()
+    return sorted(registered, key=lambda r: (r["type"], r["name"]))
