@@ -62,8 +62,11 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
             else:
                 inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
                 parent = None if request.parent in stacks else names.get(request.parent)
-                registered.append({"type": request.type, "name": request.name, "parent": parent,
-                                   "inputs": _normalize(inputs)})
+                entry = {"type": request.type, "name": request.name, "parent": parent, "inputs": _normalize(inputs)}
+                aliases = sorted(a.name for a in request.aliasSpecs if a.name)
+                if aliases:  # a renamed fleet's component keeps its old name; children inherit the alias
+                    entry["aliases"] = aliases
+                registered.append(entry)
             return response
 
     class Mocks(pulumi.runtime.Mocks):

@@ -136,6 +136,17 @@ def test_reservation_targets_its_id(tmp_path):
     assert "instanceMarketOptions" not in template
 
 
+def test_a_renamed_fleet_keeps_its_resources_through_an_alias(tmp_path):
+    text = VARIANTS["partitions"].replace("  - name: train\n    role: training\n",
+                                          "  - name: pretrain\n    role: training\n    renamed_from: [train]\n")
+    text = text.replace('nodes: "train-[001-002]"', 'nodes: "pretrain-[001-002]"')
+    _, resources = _plan(text, tmp_path)
+    (component,) = [r for r in resources if r["type"] == "fleetform:aws:TrainingFleet"]
+    assert component["name"] == "pretrain" and component["aliases"] == ["train"]
+    # every child is named after its component, so the engine carries the alias over to each of them
+    assert all(r["name"].startswith("pretrain-") for r in resources if r["parent"] == "pretrain")
+
+
 def test_resource_count_does_not_grow_with_nodes(tmp_path):
     counts = {}
     for nodes in (10, 1000, 10000):
