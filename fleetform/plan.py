@@ -63,7 +63,7 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
                 inputs = pulumi.runtime.rpc.deserialize_properties(request.object)
                 parent = None if request.parent in stacks else names.get(request.parent)
                 entry = {"type": request.type, "name": request.name, "parent": parent, "inputs": _normalize(inputs)}
-                aliases = sorted(a.name for a in request.aliasSpecs if a.name)
+                aliases = sorted(a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name)
                 if aliases:  # a renamed fleet's component keeps its old name; children inherit the alias
                     entry["aliases"] = aliases
                 registered.append(entry)
