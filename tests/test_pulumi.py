@@ -79,6 +79,23 @@ def test_tags_on_every_taggable_resource(tmp_path):
         assert tags["fleetform:manifest-sha256"] == digest and tags["team"] == "ml-platform", r["name"]
 
 
+def test_no_resource_that_takes_tags_goes_without(tmp_path):
+    import importlib
+    import inspect
+
+    _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
+    untagged = []
+    for r in resources:
+        if r["type"].startswith("fleetform:"):
+            continue
+        module, cls = r["type"].split(":")[1].split("/")[0], r["type"].split(":")[2]
+        resource_class = getattr(importlib.import_module(f"pulumi_aws.{module}"), cls)
+        takes_tags = "tags" in inspect.signature(resource_class._internal_init).parameters
+        if takes_tags and "tags" not in r["inputs"]:
+            untagged.append(r["name"])
+    assert untagged == []
+
+
 def test_rendered_files_are_uploaded_byte_for_byte(tmp_path):
     model, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
     files = render(model)
