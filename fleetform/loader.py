@@ -62,19 +62,22 @@ class Document:
     file: str
     data: Any
     sha256: str
-    values: dict[Path_, tuple[int, int]] = field(default_factory=dict)
-    keys: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    values: dict[Path_, tuple] = field(default_factory=dict)  # (line, col), or (line, col, file) from a base
+    keys: dict[Path_, tuple] = field(default_factory=dict)
+    bases: tuple[dict, ...] = ()  # the versioned bases merged in: name, version, sha256, file
 
-    def locate(self, path: Path_, key: bool = False) -> tuple[int, int]:
-        """Line and column of the value (or key) at path, or of its nearest written ancestor."""
+    def locate(self, path: Path_, key: bool = False) -> tuple[str, int, int]:
+        """File, line and column of the value (or key) at path, or of its nearest written ancestor."""
         parts = tuple(path)
+        position = None
         if key and parts in self.keys:
-            return self.keys[parts]
-        while parts:
-            if parts in self.values:
-                return self.values[parts]
+            position = self.keys[parts]
+        while position is None and parts:
+            position = self.values.get(parts)
             parts = parts[:-1]
-        return self.values.get((), (1, 1))
+        if position is None:
+            position = self.values.get((), (1, 1))
+        return (position[2] if len(position) > 2 else self.file), position[0], position[1]
 
     def finding(
         self,
@@ -85,8 +88,8 @@ class Document:
         severity: Severity = Severity.ERROR,
         key: bool = False,
     ) -> Finding:
-        line, column = self.locate(path, key=key)
-        return Finding(self.file, line, column, severity, format_path(path), message, rule, hint)
+        file, line, column = self.locate(path, key=key)
+        return Finding(file, line, column, severity, format_path(path), message, rule, hint)
 
 
 class LoadError(Exception):

@@ -267,6 +267,7 @@ class Blueprint:
     waivers: tuple[Waiver, ...]
     file: str
     sha256: str
+    bases: tuple[Mapping[str, str], ...] = ()  # versioned bases merged in: name, version, sha256
 
     def storage_named(self, name: str) -> Storage | None:
         return next((s for s in self.storage if s.name == name), None)

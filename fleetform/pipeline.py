@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import schema
+from . import bases, schema
 from .catalog import load_catalog
 from .findings import Finding, Severity
 from .loader import Document, LoadError, load
@@ -28,7 +28,7 @@ class Result:
 def check(path: str | Path, display: str | None = None) -> Result:
     """Validate one blueprint file. OSError (missing, unreadable file) propagates to the caller."""
     try:
-        doc = load(path, display)
+        doc = bases.resolve(load(path, display))
     except LoadError as err:
         return Result(err.findings, None, None)
     findings = schema.check(doc)

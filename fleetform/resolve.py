@@ -203,4 +203,5 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         waivers=tuple(Waiver(w["rule"], w.get("fleet"), w["reason"], ("waivers", i))
                       for i, w in enumerate(data.get("waivers", ()))),
         file=doc.file, sha256=doc.sha256,
+        bases=tuple(MappingProxyType(dict(b)) for b in doc.bases),
     )

@@ -18,11 +18,11 @@ HEAD = "apiVersion: fleetform/v1\nkind: Blueprint\n"
 
 def test_positions_of_values_and_keys():
     doc = parse((HEAD + "fleets:\n  - name: train\n    nodes: {min: 1, max: 4}\n").encode(), "t.yaml")
-    assert doc.locate(("fleets", 0, "name")) == (4, 11)
-    assert doc.locate(("fleets", 0, "name"), key=True) == (4, 5)
-    assert doc.locate(("fleets", 0, "nodes", "max")) == (5, 26)
+    assert doc.locate(("fleets", 0, "name")) == ("t.yaml", 4, 11)
+    assert doc.locate(("fleets", 0, "name"), key=True) == ("t.yaml", 4, 5)
+    assert doc.locate(("fleets", 0, "nodes", "max")) == ("t.yaml", 5, 26)
     # a path that was not written falls back to its nearest written ancestor
-    assert doc.locate(("fleets", 0, "placement")) == (4, 5)
+    assert doc.locate(("fleets", 0, "placement")) == ("t.yaml", 4, 5)
 
 
 def test_yaml_12_core_scalars_stay_text():

@@ -15,21 +15,21 @@ from ..model import Blueprint
 from . import k8s, nccl, slurm
 
 
-def render(bp: Blueprint, bases: tuple[dict, ...] = ()) -> dict[str, bytes]:
+def render(bp: Blueprint) -> dict[str, bytes]:
     """All rendered files of a blueprint, by relative path, manifest.json included."""
     files: dict[str, bytes] = {}
     for fleet in bp.fleets:
         files.update(slurm.files(bp, fleet))
         files.update(nccl.files(bp, fleet))
         files.update(k8s.files(bp, fleet))
-    files["manifest.json"] = manifest(bp, files, bases)
+    files["manifest.json"] = manifest(bp, files)
     return dict(sorted(files.items()))
 
 
-def manifest(bp: Blueprint, files: dict[str, bytes], bases: tuple[dict, ...] = ()) -> bytes:
+def manifest(bp: Blueprint, files: dict[str, bytes]) -> bytes:
     data = {
         "blueprint": {"name": bp.name, "version": bp.version, "sha256": bp.sha256},
-        "bases": list(bases),
+        "bases": [dict(b) for b in bp.bases],
         "tool": {"name": "fleetform", "version": __version__},
         "files": {path: hashlib.sha256(content).hexdigest() for path, content in sorted(files.items())},
     }

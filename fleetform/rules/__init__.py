@@ -58,6 +58,7 @@ for _id, _summary, _stage in [
     ("blueprint-empty", "the file is not empty", "load"),
     ("blueprint-type", "the document is a mapping", "load"),
     ("api-version", "apiVersion is fleetform/v1 and kind is Blueprint", "load"),
+    ("extends", "a base is pinned to an existing exact version, and bases do not extend each other in a cycle", "load"),
     ("schema", "structure, types, enums and patterns match the JSON Schema", "schema"),
 ]:
     _register(Rule(_id, Severity.ERROR, _summary, _stage))

@@ -1,0 +1,165 @@
+"""Versioned bases: `extends: {name: BASE, version: X.Y.Z}` merges bases/BASE/X.Y.Z.yaml under a
+blueprint, before the schema sees it.
+
+- The pin is exact: no ranges, no "latest". An unknown version lists the versions there are.
+- The blueprint overrides its base by deep merge: mappings merge key by key, lists of named items
+  (fleets, storage, models, partitions...) merge item by item by name, other values are replaced.
+- Bases may extend bases; a cycle is an error.
+- Every value keeps the file and line it was written at, so a finding in inherited content points
+  into the base file.
+
+Bases are looked up in the `bases/` folder beside the blueprint, then in the bases fleetform ships.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .findings import Finding, Severity, format_path
+from .loader import Document, LoadError, load
+
+RULE = "extends"
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _roots(doc_file: str) -> list[Path]:
+    roots = [Path(doc_file).resolve().parent / "bases"]
+    packaged = Path(str(resources.files("fleetform.blueprints"))) / "bases"
+    if packaged.resolve() not in [r.resolve() for r in roots]:
+        roots.append(packaged)
+    return roots
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def _error(doc: Document, path: tuple, message: str, hint: str = "") -> LoadError:
+    file, line, column = doc.locate(path)
+    return LoadError([Finding(file, line, column, Severity.ERROR, format_path(path), message, RULE, hint)])
+
+
+def _find(doc: Document, name: str, version: str, roots: list[Path]) -> Path:
+    for root in roots:
+        candidate = root / name / f"{version}.yaml"
+        if candidate.is_file():
+            return candidate
+    versions = sorted({p.stem for root in roots for p in (root / name).glob("*.yaml") if _SEMVER.match(p.stem)},
+                      key=_version_key)
+    if versions:
+        raise _error(doc, ("extends", "version"), f"base '{name}' has no version {version}",
+                     f"available: {', '.join(versions)}")
+    names = sorted({p.name for root in roots if root.is_dir() for p in root.iterdir() if p.is_dir()})
+    guess = difflib.get_close_matches(name, names, n=1)
+    hint = (f"did you mean '{guess[0]}'? " if guess else "") + (f"available bases: {', '.join(names)}" if names else
+                                                                 "put bases in bases/<name>/<version>.yaml beside "
+                                                                 "the blueprint")
+    raise _error(doc, ("extends", "name"), f"no base is named '{name}'", hint)
+
+
+def _with_file(doc: Document) -> tuple[dict, dict]:
+    """The document's positions, each tagged with the file it was written in."""
+    tag = lambda pos: pos if len(pos) > 2 else (pos[0], pos[1], doc.file)  # noqa: E731
+    return ({p: tag(v) for p, v in doc.values.items()}, {p: tag(v) for p, v in doc.keys.items()})
+
+
+def _named(items: Any) -> bool:
+    return isinstance(items, list) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
+
+
+class _Merge:
+    def __init__(self, base: Document, child: Document):
+        self.bvalues, self.bkeys = _with_file(base)
+        self.cvalues, self.ckeys = _with_file(child)
+        self.values: dict = {}
+        self.keys: dict = {}
+
+    def _copy(self, source_values: dict, source_keys: dict, src: tuple, dst: tuple) -> None:
+        n = len(src)
+        for table, target in ((source_values, self.values), (source_keys, self.keys)):
+            for path, pos in table.items():
+                if path[:n] == src:
+                    target[dst + path[n:]] = pos
+
+    def merge(self, base: Any, child: Any, bpath: tuple, cpath: tuple, out: tuple) -> Any:
+        if isinstance(base, dict) and isinstance(child, dict):
+            result = {}
+            for key in list(base) + [k for k in child if k not in base]:
+                if key in base and key in child:
+                    result[key] = self.merge(base[key], child[key], bpath + (key,), cpath + (key,), out + (key,))
+                    if cpath + (key,) in self.ckeys:
+                        self.keys[out + (key,)] = self.ckeys[cpath + (key,)]
+                elif key in base:
+                    result[key] = copy.deepcopy(base[key])
+                    self._copy(self.bvalues, self.bkeys, bpath + (key,), out + (key,))
+                else:
+                    result[key] = copy.deepcopy(child[key])
+                    self._copy(self.cvalues, self.ckeys, cpath + (key,), out + (key,))
+            position = self.cvalues.get(cpath) or self.bvalues.get(bpath)
+            if position:
+                self.values[out] = position
+            return result
+        if _named(base) and _named(child):
+            result = []
+            by_name = {item["name"]: i for i, item in enumerate(child)}
+            for i, item in enumerate(base):
+                j = by_name.pop(item["name"], None)
+                index = len(result)
+                if j is None:
+                    result.append(copy.deepcopy(item))
+                    self._copy(self.bvalues, self.bkeys, bpath + (i,), out + (index,))
+                else:
+                    result.append(self.merge(item, child[j], bpath + (i,), cpath + (j,), out + (index,)))
+            for name, j in sorted(by_name.items(), key=lambda kv: kv[1]):
+                self._copy(self.cvalues, self.ckeys, cpath + (j,), out + (len(result),))
+                result.append(copy.deepcopy(child[j]))
+            position = self.cvalues.get(cpath) or self.bvalues.get(bpath)
+            if position:
+                self.values[out] = position
+            return result
+        self._copy(self.cvalues, self.ckeys, cpath, out)
+        return copy.deepcopy(child)
+
+
+def _extends(doc: Document) -> tuple[str, str] | None:
+    ext = doc.data.get("extends")
+    if ext is None:
+        return None
+    if not isinstance(ext, dict) or set(ext) != {"name", "version"}:
+        raise _error(doc, ("extends",), "extends takes exactly {name, version}",
+                     "e.g. `extends: {name: efa-training, version: 1.2.0}`")
+    name, version = ext["name"], ext["version"]
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _error(doc, ("extends", "name"), f"{name!r} is not a base name", "a DNS-1123 label, e.g. efa-training")
+    if not isinstance(version, str) or not _SEMVER.match(version):
+        raise _error(doc, ("extends", "version"), f"{version!r} is not an exact version X.Y.Z",
+                     'pin one version, quoted if need be: version: "1.2.0"')
+    return name, version
+
+
+def resolve(doc: Document, _chain: tuple[tuple[str, str], ...] = (), _roots_of: list[Path] | None = None) -> Document:
+    """The document with its bases merged in (raises LoadError with findings)."""
+    pin = _extends(doc)
+    if pin is None:
+        return doc
+    roots = _roots_of or _roots(doc.file)
+    if pin in _chain:
+        cycle = " -> ".join(f"{n} {v}" for n, v in _chain + (pin,))
+        raise _error(doc, ("extends",), f"bases extend each other in a cycle: {cycle}", "break the cycle")
+    path = _find(doc, *pin, roots)
+    try:
+        base = load(path)
+    except OSError as err:
+        raise _error(doc, ("extends",), f"cannot read base {path}: {err.strerror or err}") from None
+    base = resolve(base, _chain + (pin,), roots)
+    merge = _Merge(base, doc)
+    data = merge.merge(base.data, doc.data, (), (), ())
+    data["extends"] = copy.deepcopy(doc.data["extends"])
+    record = {"name": pin[0], "version": pin[1], "sha256": base.sha256}
+    return Document(doc.file, data, doc.sha256, merge.values, merge.keys, (record,) + base.bases)
