@@ -12,9 +12,9 @@ import sys
 from typing import Sequence
 
 from . import __version__
-from .commands import catalog, plan, render, rules, schema, validate
+from .commands import catalog, diff, plan, render, rules, schema, validate
 
-COMMANDS = (validate, render, plan, schema, catalog, rules)
+COMMANDS = (validate, render, plan, diff, schema, catalog, rules)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 

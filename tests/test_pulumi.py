@@ -218,9 +218,9 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     assert data["findings"] == [] and len(data["resources"]) == 88
     assert {"type", "name", "parent", "inputs"} == set(data["resources"][0])
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert text.stdout.splitlines()[0] == "llm-70b 1.0.0: 80 cloud resources"
+    assert "Cloud resources: 80" in text.stdout.splitlines()
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
-    assert onprem.stdout == "dgx-onprem 1.0.0: no cloud resources (on-prem blueprint)\n"
+    assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 
 
 def test_stack_program_stops_a_bad_blueprint_before_any_resource(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
-"""fleetform plan BLUEPRINT [--format text|markdown|json]: the resources the Pulumi program would
-create, recorded offline under Pulumi's mocks, and the security policies checked on them."""
+"""fleetform plan BLUEPRINT [--format text|markdown|json]: sizing with every step shown, cost from
+the catalog's dated prices, the AWS resources the Pulumi program would create (recorded offline
+under Pulumi's mocks) and the security policies checked on them."""
 
 from __future__ import annotations
 
@@ -11,16 +12,17 @@ from ..findings import Finding, Severity, report_text
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("plan", help="the cloud resources a blueprint creates, and security policies on them",
-                       description="Validate and render a blueprint, run the Pulumi program under mocks (no Pulumi "
-                                   "CLI or credentials needed) and report the resources it would create by fleet "
-                                   "and type. A violated security policy is an error (exit 1).")
+    p = sub.add_parser("plan", help="sizing, cost and the cloud resources of a blueprint, with security policies",
+                       description="Validate and render a blueprint, size its fleets step by step, price them from "
+                                   "the catalog's dated on-demand prices, run the Pulumi program under mocks (no "
+                                   "Pulumi CLI or credentials needed) and report the resources it would create. A "
+                                   "violated security policy is an error (exit 1).")
     p.add_argument("blueprint", metavar="BLUEPRINT")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.set_defaults(run=run)
 
 
-def _owner(resources: list[dict]) -> dict[str, str]:
+def owners(resources: list[dict]) -> dict[str, str]:
     """Each resource's top-level component (a fleet's name, or network, storage, ...)."""
     parent = {r["name"]: r["parent"] for r in resources}
     owner = {}
@@ -32,56 +34,98 @@ def _owner(resources: list[dict]) -> dict[str, str]:
     return owner
 
 
-def _short(type_: str) -> str:
-    return type_.split(":")[-1] if not type_.startswith("fleetform:") else type_
+def short_type(type_: str) -> str:
+    return type_.split(":")[-1]
 
 
-def run(args) -> int:
-    from ..cli import UsageError
+def build(path: str):
+    """(validation result, plan data or None). Imports pulumi only when the blueprint is valid."""
     from ..pipeline import check
     from ..plan import record
     from ..policies import check as check_policies
     from ..render import render
+    from ..sizing import as_dict
 
-    try:
-        result = check(args.blueprint, display=args.blueprint)
-    except OSError as err:
-        raise UsageError(f"cannot read {args.blueprint}: {err.strerror or err}") from None
+    result = check(path, display=path)
     if result.model is None:
-        sys.stdout.write(report_text(result.findings, 1))
-        return 1
+        return result, None
     model, doc = result.model, result.document
-    resources = record(model, render(model))
-    owner = _owner(resources)
+    files = render(model)
+    resources = record(model, files)
+    owner = owners(resources)
     fleet_paths = {f.name: f.path for f in model.fleets}
     findings = list(result.findings)
     for pid, name, message in check_policies(resources, model):
         findings.append(doc.finding(fleet_paths.get(owner.get(name), ()), f"{name}: {message}", pid))
+    data = {"blueprint": {"name": model.name, "version": model.version, "sha256": model.sha256},
+            **as_dict(model), "resources": resources,
+            "findings": [f.to_dict() for f in sorted(findings, key=Finding.sort_key)]}
+    return result, (data, files, findings)
+
+
+def _money(value) -> str:
+    return "not priced" if value is None else f"${value:,.2f}"
+
+
+def text_lines(data: dict, markdown: bool) -> list[str]:
+    lines: list[str] = []
+    h = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", t])
+    bp = data["blueprint"]
+    lines.append(f"### fleetform plan: {bp['name']} {bp['version']}" if markdown else f"{bp['name']} {bp['version']}")
+    lines += h("Sizing")
+    for fleet in data["sizing"]:
+        lines.append(f"**{fleet['fleet']}** ({fleet['role']})" if markdown else f"  {fleet['fleet']} ({fleet['role']})")
+        for step in fleet["steps"]:
+            lines.append(f"- {step['what']}: {step['formula']} = **{step['result']}**" if markdown
+                         else f"    {step['what']}: {step['formula']} = {step['result']}")
+        for note in fleet["notes"]:
+            lines.append(f"- _{note}_" if markdown else f"    note: {note}")
+    cost = data["cost"]
+    lines += h(f"Cost ({cost['hours_per_month']} h a month, on-demand us-east-1)")
+    rows = [(f["fleet"], f["instance_type"] or "-", f"{f['nodes'][0]}-{f['nodes'][1]}",
+             _money(f["usd_per_hour"][0]), _money(f["usd_per_hour"][1]),
+             _money(f["usd_per_month"][0]), _money(f["usd_per_month"][1])) for f in cost["fleets"]]
+    rows.append(("total (priced)", "", "", _money(cost["total_usd_per_hour"][0]), _money(cost["total_usd_per_hour"][1]),
+                 _money(cost["total_usd_per_month"][0]), _money(cost["total_usd_per_month"][1])))
+    header = ("fleet", "instance", "nodes", "$/h min", "$/h max", "$/month min", "$/month max")
+    lines += _table(header, rows, markdown)
+    lines += [f"- not priced: {u}" if markdown else f"  not priced: {u}" for u in cost["unpriced"]]
+    counts = Counter((owners(data["resources"])[r["name"]], short_type(r["type"]))
+                     for r in data["resources"] if not r["type"].startswith("fleetform:"))
+    lines += h(f"Cloud resources: {sum(counts.values())}" if counts else "Cloud resources: none (on-prem blueprint)")
+    if counts:
+        lines += _table(("component", "resource type", "count"),
+                        [(g, t, str(n)) for (g, t), n in sorted(counts.items())], markdown)
+    return lines
+
+
+def _table(header, rows, markdown: bool) -> list[str]:
+    if markdown:
+        return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"] + [
+            "| " + " | ".join(r) + " |" for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    return ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+
+
+def run(args) -> int:
+    from ..cli import UsageError
+
+    try:
+        result, built = build(args.blueprint)
+    except OSError as err:
+        raise UsageError(f"cannot read {args.blueprint}: {err.strerror or err}") from None
+    if built is None:
+        sys.stdout.write(report_text(result.findings, 1))
+        return 1
+    data, _files, findings = built
     errors = any(f.severity is Severity.ERROR for f in findings)
-    counts = Counter((owner[r["name"]], _short(r["type"])) for r in resources if not r["type"].startswith("fleetform:"))
     if args.format == "json":
-        data = {"blueprint": {"name": model.name, "version": model.version, "sha256": model.sha256},
-                "resources": resources,
-                "findings": [f.to_dict() for f in sorted(findings, key=Finding.sort_key)]}
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
         return 1 if errors else 0
-    groups = sorted({g for g, _ in counts})
-    if args.format == "markdown":
-        lines = [f"### fleetform plan: {model.name} {model.version}", "",
-                 f"{sum(counts.values())} cloud resources" if counts else "No cloud resources (on-prem blueprint).", ""]
-        if counts:
-            lines += ["| component | resource type | count |", "|---|---|---:|"]
-            lines += [f"| {g} | {t} | {n} |" for (g, t), n in sorted(counts.items())]
-        if findings:
-            lines += ["", "**Findings**", ""] + [f"- `{f.to_text()}`" for f in sorted(findings, key=Finding.sort_key)]
-        sys.stdout.write("\n".join(lines) + "\n")
-        return 1 if errors else 0
-    lines = [f"{model.name} {model.version}: {sum(counts.values())} cloud resources"
-             if counts else f"{model.name} {model.version}: no cloud resources (on-prem blueprint)"]
-    for group in groups:
-        items = sorted((t, n) for (g, t), n in counts.items() if g == group)
-        lines.append(f"  {group}: {sum(n for _, n in items)}")
-        lines += [f"    {n:>3} {t}" for t, n in items]
-    lines += [f.to_text() for f in sorted(findings, key=Finding.sort_key)]
+    lines = text_lines(data, args.format == "markdown")
+    if findings:
+        lines += ["", "#### Findings", ""] if args.format == "markdown" else ["", "Findings"]
+        lines += [(f"- `{f.to_text()}`" if args.format == "markdown" else f.to_text())
+                  for f in sorted(findings, key=Finding.sort_key)]
     sys.stdout.write("\n".join(lines) + "\n")
     return 1 if errors else 0

@@ -1,0 +1,259 @@
+"""Sizing and cost: every figure a step with its inputs, so a reviewer can follow the arithmetic.
+
+Units: GB are decimal (10^9 bytes), as model sizes are quoted; GPU memory comes from the catalog
+in MiB and is converted. Prices are the catalog's dated on-demand prices; what has no dated price
+(spot, Capacity Blocks, the controller, storage) says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .model import BYTES_PER_PARAM, Blueprint, Fleet
+
+HOURS_PER_MONTH = 730
+KV_CACHE_SHARE = 0.2  # the same room the kv-cache-room rule asks for
+
+OPTIMIZER_BYTES = {
+    # bytes per parameter for (weights + gradients + optimizer states): low = everything in the
+    # training precision; high = mixed precision with FP32 master weights and FP32 states
+    # (ZeRO, Rajbhandari et al. 2020, section 3.1: 2 + 2 + 12 = 16 bytes with Adam).
+    "adamw": ("weights, gradients, Adam m and v", 4, 16),
+    "adam": ("weights, gradients, Adam m and v", 4, 16),
+    "sgd": ("weights, gradients, momentum", 3, 12),
+    "adafactor": ("weights, gradients, factored second moments", 2, 8),
+}
+
+LATENCY_US = {
+    "efa": (15.0, "EFA's SRD transport, about 15 us per message (Shalev et al., 'A Cloud-Optimized Transport "
+                  "Protocol for Elastic and Scalable HPC', IEEE Micro 2020)"),
+    "infiniband": (2.0, "InfiniBand NDR through one switch level, about 2 us (NVIDIA ConnectX-7 and Quantum-2 "
+                        "product briefs quote sub-microsecond port-to-port; 2 us allows for the software stack)"),
+    "roce": (5.0, "RoCE v2 on a lossless fabric, about 5 us (a planning figure, not a measurement)"),
+    "tcp": (50.0, "TCP sockets, about 50 us (a planning figure, not a measurement)"),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    what: str
+    formula: str
+    result: str
+
+
+@dataclass
+class FleetSizing:
+    fleet: str
+    role: str
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, what: str, formula: str, result: str) -> None:
+        self.steps.append(Step(what, formula, result))
+
+
+def _gb(value: float) -> str:
+    return f"{value / 1000:.2f} TB" if value >= 1000 else f"{value:,.0f} GB"
+
+
+def training_memory(params_b: float, precision: str, optimizer: str | None, gpu_gb: float, gpus_per_node: int,
+                    out: FleetSizing) -> tuple[int, int]:
+    """Weights, gradients and optimizer states against GPU memory; returns (min nodes, nodes at the high estimate)."""
+    fp32 = params_b * 4
+    weights = params_b * BYTES_PER_PARAM[precision]
+    out.add("weights in FP32", f"{params_b:g}B params x 4 B", _gb(fp32))
+    out.add(f"weights in {precision.upper()}", f"{params_b:g}B params x {BYTES_PER_PARAM[precision]:g} B", _gb(weights))
+    what, low_b, high_b = OPTIMIZER_BYTES[optimizer or "adamw"]
+    low = params_b * low_b * BYTES_PER_PARAM[precision]
+    high = params_b * max(high_b, low_b * BYTES_PER_PARAM[precision])
+    out.add(f"{what} ({optimizer or 'adamw'})",
+            f"{params_b:g}B x {low / params_b:g} B (all in {precision.upper()}) to {params_b:g}B x {high_b} B "
+            "(FP32 master weights and states)", f"{_gb(low)} to {_gb(high)}")
+    gpus_low, gpus_high = math.ceil(low / gpu_gb), math.ceil(high / gpu_gb)
+    nodes_low, nodes_high = math.ceil(gpus_low / gpus_per_node), math.ceil(gpus_high / gpus_per_node)
+    out.add("GPUs to hold it (before activations)", f"{_gb(low)} / {gpu_gb:.1f} GB to {_gb(high)} / {gpu_gb:.1f} GB",
+            f"{gpus_low} to {gpus_high} GPUs: at least {nodes_low} node{'s' if nodes_low != 1 else ''} of "
+            f"{gpus_per_node}")
+    return nodes_low, nodes_high
+
+
+def training_time(params_b: float, tokens_b: float, gpus: int, peak_tflops: float, mfu: float) -> tuple[float, float]:
+    """(GPU-hours, wall-clock hours) from 6 x parameters x tokens / (GPUs x peak x MFU)."""
+    flops = 6 * params_b * 1e9 * tokens_b * 1e9
+    gpu_hours = flops / (peak_tflops * 1e12 * mfu) / 3600
+    return gpu_hours, gpu_hours / gpus
+
+
+def smallest_tensor_parallel(weights_gb: float, gpu_gb: float, gpus_per_node: int, utilization: float) -> int | None:
+    for tp in (d for d in range(1, gpus_per_node + 1) if gpus_per_node % d == 0):
+        if weights_gb <= tp * gpu_gb * utilization * (1 - KV_CACHE_SHARE):
+            return tp
+    return None
+
+
+def slo_gpus(peak_qps: float, qps_per_gpu: float, redundancy: int, headroom: float) -> tuple[int, int, int]:
+    """(GPUs for the peak, with N+redundancy, with burst headroom), each rounded up."""
+    base = math.ceil(peak_qps / qps_per_gpu)
+    spare = base + redundancy
+    return base, spare, math.ceil(spare * (1 + headroom))
+
+
+def ring_allreduce_s(n: int, message_gb: float, bandwidth_gbps: float, latency_us: float) -> float:
+    """T = 2(N-1)/N x M/B + 2(N-1) x alpha (reduce-scatter then all-gather, N-1 steps each)."""
+    return 2 * (n - 1) / n * message_gb * 8 / bandwidth_gbps + 2 * (n - 1) * latency_us * 1e-6
+
+
+def _training(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
+    shape, work = fleet.shape, fleet.workload
+    gpu_gb = shape.gpu.memory_gb
+    gpus = fleet.nodes.max * shape.gpu_count
+    if work is not None:
+        low, _ = training_memory(work.model_params_billion, work.precision, work.optimizer, gpu_gb, shape.gpu_count, out)
+        out.notes.append(f"the fleet's {fleet.nodes.max} nodes ({gpus} GPUs) "
+                         + ("hold the training state" if fleet.nodes.max >= low else
+                            f"cannot hold the training state: it needs at least {low} nodes"))
+        if work.tokens_billion and work.mfu:
+            peak = shape.gpu.bf16_dense_tflops
+            gpu_hours, hours = training_time(work.model_params_billion, work.tokens_billion, gpus, peak, work.mfu)
+            out.add("training compute", f"6 x {work.model_params_billion:g}e9 params x {work.tokens_billion:g}e9 tokens",
+                    f"{6 * work.model_params_billion * work.tokens_billion * 1e18:.3g} FLOPs")
+            out.add("GPU-hours", f"FLOPs / ({peak:g} TFLOPS BF16 dense x MFU {work.mfu:g}) / 3600",
+                    f"{gpu_hours:,.0f} GPU-hours")
+            out.add("wall-clock time", f"{gpu_hours:,.0f} GPU-hours / {gpus} GPUs",
+                    f"{hours:,.0f} hours ({hours / 24:,.1f} days)")
+            price = fleet.instance.price_usd_hr if fleet.instance else None
+            if price is not None and fleet.capacity_type in ("on-demand", "reservation"):
+                out.add("training cost", f"{gpu_hours:,.0f} GPU-hours x ${price:g} / {shape.gpu_count} GPUs per instance",
+                        f"${gpu_hours * price / shape.gpu_count:,.0f}")
+            else:
+                out.notes.append(f"training cost not priced: {_unpriced(fleet)}")
+        if fleet.nodes.max > 1 and fleet.interconnect is not None:
+            fabric = fleet.interconnect.fabric
+            node_gbps = fleet.instance.net_baseline_gbps if fleet.instance else None
+            if node_gbps:
+                per_gpu = node_gbps / shape.gpu_count
+                message = work.model_params_billion * BYTES_PER_PARAM[work.precision]
+                latency, source = LATENCY_US[fabric]
+                seconds = ring_allreduce_s(gpus, message, per_gpu, latency)
+                out.add("all-reduce of the gradients (ring)",
+                        f"2({gpus}-1)/{gpus} x {_gb(message)} / {per_gpu:g} Gbit/s + 2({gpus}-1) x {latency:g} us",
+                        f"{seconds:.2f} s per step")
+                out.notes.append(f"bandwidth: {node_gbps:g} Gbit/s per instance ({fleet.instance.name}, catalog: "
+                                 f"EC2 DescribeInstanceTypes) shared by {shape.gpu_count} GPUs; latency: {source}")
+                out.notes.append("the sources' formula counts N-1 latency steps; a ring all-reduce is a reduce-scatter "
+                                 "and an all-gather of N-1 steps each, so 2(N-1) here")
+                out.add("bisection bandwidth", f"{fleet.nodes.max} nodes / 2 x {node_gbps:g} Gbit/s",
+                        f"{fleet.nodes.max / 2 * node_gbps:,.0f} Gbit/s")
+    out.notes.append("utilization: training should keep its GPUs 95%+ busy; idle reserved GPUs are the largest waste")
+
+
+def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
+    shape = fleet.shape
+    for model in fleet.models:
+        tp = smallest_tensor_parallel(model.weights_gb, shape.gpu.memory_gb, shape.gpu_count,
+                                      model.gpu_memory_utilization)
+        out.add(f"{model.name}: smallest tensor parallel",
+                f"{_gb(model.weights_gb)} of weights <= TP x {shape.gpu.memory_gb:.1f} GB x "
+                f"{model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
+                f"TP {tp} on {shape.gpu.name}" if tp else f"does not fit one node of {shape.gpu.name}")
+        if model.slo is None:
+            continue
+        slo = model.slo
+        base, spare, burst = slo_gpus(slo.peak_qps, slo.qps_per_gpu, slo.redundancy, slo.burst_headroom)
+        out.add(f"{model.name}: GPUs for the peak", f"{slo.peak_qps:g} QPS / {slo.qps_per_gpu:g} QPS per GPU",
+                f"{base} GPUs")
+        out.add(f"{model.name}: redundancy", f"{base} + {slo.redundancy} (N+{slo.redundancy})", f"{spare} GPUs")
+        out.add(f"{model.name}: burst headroom", f"{spare} x {1 + slo.burst_headroom:g}", f"{burst} GPUs")
+        replicas = math.ceil(burst / model.tensor_parallel)
+        nodes = math.ceil(replicas * model.tensor_parallel / shape.gpu_count)
+        out.add(f"{model.name}: replicas and nodes",
+                f"{burst} GPUs / TP {model.tensor_parallel}; {replicas} x {model.tensor_parallel} / {shape.gpu_count} per node",
+                f"{replicas} replicas on {nodes} node{'s' if nodes != 1 else ''}")
+        utilization = slo.peak_qps / (replicas * model.tensor_parallel * slo.qps_per_gpu)
+        out.notes.append(f"{model.name}: {utilization:.0%} busy at peak; inference should run at 50-70% to keep "
+                         "latency under bursts")
+
+
+def _unpriced(fleet: Fleet) -> str:
+    if fleet.instance is None:
+        return "on-prem hardware has no hourly price here"
+    if fleet.capacity_type == "spot":
+        return "spot prices change by the hour; fleetform's catalog has no dated spot price"
+    if fleet.capacity_type == "capacity-block":
+        return "Capacity Block prices are set per reservation when it is bought"
+    if fleet.instance.price_usd_hr is None:
+        return f"AWS publishes no on-demand price for {fleet.instance.name} in the catalog"
+    return "not priced"
+
+
+def sizing(bp: Blueprint) -> list[FleetSizing]:
+    out = []
+    for fleet in bp.fleets:
+        if fleet.shape is None or fleet.nodes is None:
+            continue
+        result = FleetSizing(fleet.name, fleet.role)
+        (_training if fleet.training else _inference)(bp, fleet, result)
+        out.append(result)
+    return out
+
+
+@dataclass
+class FleetCost:
+    fleet: str
+    instance: str | None
+    nodes_min: int
+    nodes_max: int
+    usd_hour_min: float | None
+    usd_hour_max: float | None
+    note: str
+
+    @property
+    def usd_month_min(self) -> float | None:
+        return None if self.usd_hour_min is None else self.usd_hour_min * HOURS_PER_MONTH
+
+    @property
+    def usd_month_max(self) -> float | None:
+        return None if self.usd_hour_max is None else self.usd_hour_max * HOURS_PER_MONTH
+
+
+def cost(bp: Blueprint) -> tuple[list[FleetCost], list[str]]:
+    """Per-fleet cost at min and max size, and what could not be priced."""
+    fleets, unpriced = [], []
+    for fleet in bp.fleets:
+        if fleet.nodes is None:
+            continue
+        price = fleet.instance.price_usd_hr if fleet.instance else None
+        priced = price is not None and fleet.capacity_type in ("on-demand", "reservation")
+        note = ("on-demand price, us-east-1 (catalog: AWS Price List API, 2026-07-20)" if priced
+                else _unpriced(fleet))
+        fleets.append(FleetCost(fleet.name, fleet.instance_type, fleet.nodes.min, fleet.nodes.max,
+                                price * fleet.nodes.min if priced else None,
+                                price * fleet.nodes.max if priced else None, note))
+        if not priced:
+            unpriced.append(f"fleet {fleet.name}: {note}")
+        if fleet.scheduler is not None and fleet.scheduler.type == "slurm" and bp.cloud == "aws":
+            unpriced.append(f"fleet {fleet.name}: the Slurm controller "
+                            f"({fleet.scheduler.controller_instance_type or 'm7i.2xlarge'}) is not a GPU instance in "
+                            "the catalog")
+    for item in bp.storage:
+        unpriced.append(f"storage {item.name} ({item.type}): no dated price in fleetform's catalog")
+    return fleets, unpriced
+
+
+def as_dict(bp: Blueprint) -> dict:
+    fleets, unpriced = cost(bp)
+    priced = [f for f in fleets if f.usd_hour_min is not None]
+    return {
+        "sizing": [{"fleet": s.fleet, "role": s.role, "steps": [asdict(x) for x in s.steps], "notes": s.notes}
+                   for s in sizing(bp)],
+        "cost": {
+            "fleets": [{"fleet": f.fleet, "instance_type": f.instance, "nodes": [f.nodes_min, f.nodes_max],
+                        "usd_per_hour": [f.usd_hour_min, f.usd_hour_max],
+                        "usd_per_month": [f.usd_month_min, f.usd_month_max], "note": f.note} for f in fleets],
+            "total_usd_per_hour": [sum(f.usd_hour_min for f in priced), sum(f.usd_hour_max for f in priced)],
+            "total_usd_per_month": [sum(f.usd_month_min for f in priced), sum(f.usd_month_max for f in priced)],
+            "hours_per_month": HOURS_PER_MONTH,
+            "unpriced": unpriced,
+        },
+    }
