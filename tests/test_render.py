@@ -153,3 +153,20 @@ def test_slurm_conf_stays_small_at_10000_nodes(tmp_path):
     assert len(conf.splitlines()) < 60
     assert "NodeName=train-[00001-10000] " in conf
     assert files["train/slurm/topology.conf"].decode().count("SwitchName=leaf") == 313
+
+
+def test_plan_files_live_beside_the_rendered_ones(tmp_path):
+    out = tmp_path / "out"
+    assert run_cli("render", str(REF), "-o", str(out)).returncode == 0
+    assert run_cli("plan", str(REF), "-o", str(out)).returncode == 0
+    assert json.loads((out / "plan.json").read_text())["blueprint"]["name"] == "llm-70b"
+    assert (out / "plan.md").read_text().startswith("### fleetform plan: llm-70b 1.0.0")
+    assert run_cli("render", str(REF), "-o", str(out), "--check").returncode == 0  # plan files are not "extra"
+    assert run_cli("render", str(REF), "-o", str(out)).returncode == 0
+    assert (out / "plan.json").exists() and (out / "plan.md").exists()  # a re-render keeps them
+
+
+def test_several_blueprints_render_each_to_its_folder(tmp_path):
+    result = run_cli("render", str(REF), str(ROOT / "blueprints/onprem-ib.yaml"), cwd=tmp_path)
+    assert result.returncode == 0 and sorted(p.name for p in (tmp_path / "rendered").iterdir()) == ["dgx-onprem", "llm-70b"]
+    assert run_cli("render", str(REF), str(REF), "-o", "x", cwd=tmp_path).returncode == 2

@@ -19,6 +19,8 @@ def add_parser(sub) -> None:
                                    "violated security policy is an error (exit 1).")
     p.add_argument("blueprint", metavar="BLUEPRINT")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("-o", "--output", metavar="DIR", nargs="?", const="",
+                   help="also write plan.json and plan.md into DIR (default: rendered/<metadata.name>)")
     p.set_defaults(run=run)
 
 
@@ -119,13 +121,23 @@ def run(args) -> int:
         return 1
     data, _files, findings = built
     errors = any(f.severity is Severity.ERROR for f in findings)
+    if args.output is not None:
+        from pathlib import Path
+
+        out = Path(args.output) if args.output else Path("rendered") / data["blueprint"]["name"]
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "plan.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        (out / "plan.md").write_text("\n".join(_with_findings(text_lines(data, True), findings, True)) + "\n")
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
         return 1 if errors else 0
-    lines = text_lines(data, args.format == "markdown")
-    if findings:
-        lines += ["", "#### Findings", ""] if args.format == "markdown" else ["", "Findings"]
-        lines += [(f"- `{f.to_text()}`" if args.format == "markdown" else f.to_text())
-                  for f in sorted(findings, key=Finding.sort_key)]
-    sys.stdout.write("\n".join(lines) + "\n")
+    markdown = args.format == "markdown"
+    sys.stdout.write("\n".join(_with_findings(text_lines(data, markdown), findings, markdown)) + "\n")
     return 1 if errors else 0
+
+
+def _with_findings(lines: list[str], findings: list, markdown: bool) -> list[str]:
+    if findings:
+        lines = lines + (["", "#### Findings", ""] if markdown else ["", "Findings"])
+        lines += [(f"- `{f.to_text()}`" if markdown else f.to_text()) for f in sorted(findings, key=Finding.sort_key)]
+    return lines

@@ -32,17 +32,20 @@ def _existing(root: Path) -> dict[str, Path]:
     return {p.relative_to(root).as_posix(): p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
 
 
-def compare(files: Mapping[str, bytes], root: Path) -> Drift:
-    on_disk = _existing(root)
+def compare(files: Mapping[str, bytes], root: Path, ignore: tuple[str, ...] = ()) -> Drift:
+    on_disk = {p: f for p, f in _existing(root).items() if p not in ignore}
     stale = tuple(sorted(p for p in files if p in on_disk and on_disk[p].read_bytes() != files[p]))
     missing = tuple(sorted(p for p in files if p not in on_disk))
     extra = tuple(sorted(p for p in on_disk if p not in files))
     return Drift(stale, missing, extra)
 
 
-def write(files: Mapping[str, bytes], root: Path) -> None:
-    """Replace root with exactly these files, atomically as far as the file system allows."""
+def write(files: Mapping[str, bytes], root: Path, keep: tuple[str, ...] = ()) -> None:
+    """Replace root with exactly these files (and whichever `keep` files it had), atomically as far
+    as the file system allows."""
     root = root.resolve()
+    kept = {name: (root / name).read_bytes() for name in keep if (root / name).is_file() and name not in files}
+    files = {**files, **kept}
     root.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
     try:
