@@ -170,3 +170,35 @@ def test_several_blueprints_render_each_to_its_folder(tmp_path):
     result = run_cli("render", str(REF), str(ROOT / "blueprints/onprem-ib.yaml"), cwd=tmp_path)
     assert result.returncode == 0 and sorted(p.name for p in (tmp_path / "rendered").iterdir()) == ["dgx-onprem", "llm-70b"]
     assert run_cli("render", str(REF), str(REF), "-o", "x", cwd=tmp_path).returncode == 2
+
+
+def test_render_never_replaces_a_folder_it_did_not_render(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "notes.txt").write_text("mine\n")
+    result = run_cli("render", str(REF), "-o", str(tmp_path))
+    assert result.returncode == 2 and "holds files fleetform did not render" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "notes.txt"]
+    other = tmp_path / "other"
+    assert run_cli("render", str(ROOT / "blueprints/onprem-ib.yaml"), "-o", str(other)).returncode == 0
+    assert run_cli("render", str(REF), "-o", str(other)).returncode == 2  # another blueprint's folder
+
+
+def test_two_blueprints_with_one_name_render_nothing(tmp_path):
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(REF.read_text())
+    result = run_cli("render", str(REF), str(copy), cwd=tmp_path)
+    assert result.returncode == 2 and "both render to rendered/llm-70b/" in result.stderr
+    assert not (tmp_path / "rendered").exists()
+
+
+def test_a_plan_of_an_older_blueprint_is_stale(tmp_path):
+    source = tmp_path / "bp.yaml"
+    source.write_text(REF.read_text())
+    out = tmp_path / "out"
+    assert run_cli("render", str(source), "-o", str(out)).returncode == 0
+    assert run_cli("plan", str(source), "-o", str(out)).returncode == 0
+    source.write_text(REF.read_text().replace("nodes: 6 ", "nodes: 8 "))
+    check_result = run_cli("render", str(source), "-o", str(out), "--check")
+    assert check_result.returncode == 1 and f"extra: {out}/plan.json" in check_result.stdout
+    assert run_cli("render", str(source), "-o", str(out)).returncode == 0
+    assert not (out / "plan.json").exists()  # dropped with the render it no longer describes

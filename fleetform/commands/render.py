@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -29,21 +30,52 @@ def run(args) -> int:
 
     if args.output and len(args.blueprints) > 1:
         raise UsageError("-o takes one blueprint; without -o each renders to rendered/<metadata.name>/")
-    status = 0
+    results = []
+    targets: dict[Path, str] = {}
     for blueprint in args.blueprints:
-        status = max(status, _one(blueprint, args))
+        try:
+            result = check(blueprint, display=blueprint)
+        except OSError as err:
+            raise UsageError(f"cannot read {blueprint}: {err.strerror or err}") from None
+        if result.model is not None:
+            out = Path(args.output) if args.output else Path("rendered") / result.model.name
+            if out.resolve() in targets:  # checked before anything is written
+                raise UsageError(f"{blueprint} and {targets[out.resolve()]} both render to {out}/ (the same "
+                                 "metadata.name); give one another name, or render them one at a time with -o")
+            targets[out.resolve()] = blueprint
+        results.append((blueprint, result))
+    status = 0
+    for blueprint, result in results:
+        status = max(status, _one(blueprint, result, args))
     return status
 
 
-def _one(blueprint: str, args) -> int:
+def _ours(out: Path, name: str) -> bool:
+    """Whether out is empty, or a folder fleetform rendered for this blueprint name: only then may
+    render replace it (it swaps the whole folder)."""
+    if not out.exists() or (out.is_dir() and not any(out.iterdir())):
+        return True
+    try:
+        manifest = json.loads((out / "manifest.json").read_text())
+        return manifest["blueprint"]["name"] == name and manifest["tool"]["name"] == "fleetform"
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _current_plan(out: Path, sha256: str) -> tuple[str, ...]:
+    """The plan files in out that belong to this exact blueprint (same sha256); others are stale."""
+    try:
+        plan = json.loads((out / "plan.json").read_text())
+    except (OSError, ValueError):
+        return ()
+    return PLAN_FILES if plan.get("blueprint", {}).get("sha256") == sha256 else ()
+
+
+def _one(blueprint: str, result, args) -> int:
     from ..cli import UsageError
     from ..render import render
     from ..render.output import compare, write
 
-    try:
-        result = check(blueprint, display=blueprint)
-    except OSError as err:
-        raise UsageError(f"cannot read {blueprint}: {err.strerror or err}") from None
     if result.model is None:
         sys.stdout.write(report_text(result.findings, 1))
         sys.stdout.write("nothing rendered: fix the errors above\n")
@@ -53,8 +85,9 @@ def _one(blueprint: str, args) -> int:
         sys.stdout.write(finding.to_text() + "\n")
     files = render(result.model)
     out = Path(args.output) if args.output else Path("rendered") / result.model.name
+    current_plan = _current_plan(out, result.model.sha256)
     if args.check:
-        drift = compare(files, out, ignore=PLAN_FILES)
+        drift = compare(files, out, ignore=current_plan)
         for label, paths in (("stale", drift.stale), ("missing", drift.missing), ("extra", drift.extra)):
             for path in paths:
                 sys.stdout.write(f"{label}: {out / path}\n")
@@ -67,6 +100,9 @@ def _one(blueprint: str, args) -> int:
         return 1
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
-    write(files, out, keep=PLAN_FILES)
+    if not _ours(out, result.model.name):
+        raise UsageError(f"{out} holds files fleetform did not render for {result.model.name}, and rendering "
+                         "replaces the whole folder; choose an empty folder or the default rendered/<name>/")
+    write(files, out, keep=current_plan)
     sys.stdout.write(f"rendered {len(files)} files to {out}/\n")
     return 0
