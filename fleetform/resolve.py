@@ -6,12 +6,12 @@ Nothing here judges the blueprint: what is missing or inconsistent stays visible
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from . import k8s, nccl, slurm
+from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .model import (
@@ -23,26 +23,6 @@ from .model import (
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default
 DEFAULT_PORT = 8000  # vLLM's OpenAI server default
 DEFAULT_SCALE_DOWN_WINDOW_S = 300  # the HPA's default scale-down stabilization
-
-
-_HOST_ITEM = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?[^,\[]*")
-
-
-def host_count(expression: str) -> int:
-    """Number of hosts in a schema-valid Slurm hostlist expression, counted without expanding it
-    (so `gpu[0-999999999]` costs nothing). A range written high-low counts as empty."""
-    total = 0
-    for match in _HOST_ITEM.finditer(expression):
-        if not match.group(0):
-            continue
-        ranges = match.group(2)
-        if ranges is None:
-            total += 1
-            continue
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
-            total += max(0, int(high or low) - int(low) + 1)
-    return total
 
 
 def _size(value: Any, path: tuple) -> Size | None:

@@ -15,7 +15,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Iterable, Iterator
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
 from .findings import Finding, describe
@@ -34,9 +34,21 @@ def schema() -> dict:
     return json.loads(schema_text())
 
 
+def _is_integer(checker, instance) -> bool:
+    # JSON Schema counts 6.0 as an integer; a blueprint must write whole numbers as such, or `6.0`
+    # would reach slurm.conf (which rejects CPUs=224.0) and vLLM's arguments.
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer),
+)
+
+
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(schema())
+    return _Validator(schema())
 
 
 def _scalars(data: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any, bool]]:
@@ -212,7 +224,7 @@ def _type_hint(expected: Any, instance: Any, err: ValidationError) -> str:
         written = str(instance).lower() if isinstance(instance, bool) else str(instance)
         return f"quote it to keep it text: \"{written}\""
     if "integer" in names and isinstance(instance, float):
-        return "write a whole number"
+        return f"write a whole number, e.g. {int(instance)}" if instance.is_integer() else "write a whole number"
     if "boolean" in names and isinstance(instance, str):
         return "write true or false (YAML 1.2: yes/no/on/off are text)"
     return _field_help(err.schema)
@@ -258,6 +270,8 @@ def _best_match(err: ValidationError, doc: Document) -> Iterator[Finding]:
         hint = _field_help(err.schema)
         if isinstance(err.instance, str) and err.instance.strip().isdigit() and _TYPE_NAMES["integer"] in kinds:
             hint = f"write the number without quotes: {err.instance.strip()}"
+        elif isinstance(err.instance, float) and err.instance.is_integer() and _TYPE_NAMES["integer"] in kinds:
+            hint = f"write it as a whole number: {int(err.instance)}"
         yield _finding(doc, path, message, hint)
         return
     if len(plausible) > 1:

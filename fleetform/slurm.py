@@ -7,6 +7,7 @@ switches, not with nodes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import hostlist
@@ -30,6 +31,30 @@ FEATURES_SINCE = {"auth/slurm": "23.11"}
 """Features that need a newer Slurm than the oldest fleetform renders for."""
 REMOVED_IN = {"CgroupAutomount": "24.05"}
 """Keys removed from Slurm's config files in a release: not written for that release or later."""
+
+
+_HOST_ITEM = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?[^,\[]*")
+
+
+def host_count(expression: str) -> int:
+    """Number of hosts in a schema-valid Slurm hostlist expression, counted without expanding it
+    (so `gpu[0-999999999]` costs nothing). A range written high-low counts as empty."""
+    total = 0
+    for match in _HOST_ITEM.finditer(expression):
+        if not match.group(0):
+            continue
+        ranges = match.group(2)
+        if ranges is None:
+            total += 1
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            total += max(0, int(high or low) - int(low) + 1)
+    return total
+
+
+MAX_HOSTS = 100_000
+"""The most hosts one hostlist expression may name before fleetform refuses to expand it."""
 
 
 def version_key(version: str) -> tuple[int, int]:
@@ -158,6 +183,10 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         return None
     if shape.sockets is None or shape.cores_per_socket is None or shape.threads_per_core is None:
         return None
+    expressions = [fleet.hosts] + [p.nodes for p in scheduler.partitions] + (
+        [s.nodes for s in scheduler.topology.switches] if scheduler.topology else [])
+    if size.max > MAX_HOSTS or any(e and host_count(e) > MAX_HOSTS for e in expressions):
+        return None  # the size-range and slurm-partition-nodes rules say why
     type_ = gpu_type(shape.gpu.family)
     fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
     features = ",".join(x for x in (fleet.instance_type, type_, fabric) if x)

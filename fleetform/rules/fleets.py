@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from ..catalog import load_catalog
 from ..model import Blueprint, Fleet, Size
+from ..slurm import MAX_HOSTS as MAX_NODES  # the largest fleet fleetform renders
 from . import Reporter, did_you_mean, rule
-
-MAX_NODES = 100_000
-"""Largest fleet fleetform renders (Slurm's own limit is far above any GPU cluster)."""
 
 
 @rule("instance-type", "error", "an AWS fleet names a GPU instance type in fleetform's catalog")
@@ -56,7 +54,7 @@ def _check_size(report: Reporter, size: Size, what: str) -> None:
 
 @rule("size-range", "error", "node and replica counts have min <= max, and on-prem counts match the hosts")
 def size_range(bp: Blueprint, report: Reporter) -> None:
-    from ..resolve import host_count
+    from ..slurm import host_count
 
     for fleet in bp.fleets:
         if fleet.nodes is None:

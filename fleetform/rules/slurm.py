@@ -31,6 +31,8 @@ def default_partition(bp: Blueprint, report: Reporter) -> None:
 
 @rule("slurm-topology", "error", "a Slurm topology gives nodes_per_switch or explicit switches, not both")
 def slurm_topology(bp: Blueprint, report: Reporter) -> None:
+    from ..slurm import MAX_HOSTS, host_count
+
     for fleet in _slurm_fleets(bp):
         topology = fleet.scheduler.topology
         if topology is None:
@@ -40,6 +42,9 @@ def slurm_topology(bp: Blueprint, report: Reporter) -> None:
                    "keep nodes_per_switch for evenly filled leaves, or switches to name each leaf's hosts")
         elif topology.nodes_per_switch is None and not topology.switches:
             report(topology.path, "topology is empty", "add nodes_per_switch: N, or switches")
+        elif any(host_count(s.nodes) > MAX_HOSTS for s in topology.switches):
+            report(topology.path + ("switches",), f"a switch names more than the {MAX_HOSTS:,} hosts fleetform expands",
+                   "list the fleet's nodes under each switch")
         elif fleet.nodes is not None and topology.nodes_per_switch and topology.nodes_per_switch > fleet.nodes.max:
             report(topology.path + ("nodes_per_switch",),
                    f"{topology.nodes_per_switch} nodes per switch, but the fleet has at most "
@@ -87,12 +92,19 @@ def slurm_version(bp: Blueprint, report: Reporter) -> None:
 def slurm_partition_nodes(bp: Blueprint, report: Reporter) -> None:
     import hostlist
 
+    from ..slurm import MAX_HOSTS, host_count
+
     for fleet in _slurm_fleets(bp):
+        for partition in fleet.scheduler.partitions:
+            if partition.nodes is not None and host_count(partition.nodes) > MAX_HOSTS:
+                report(partition.path + ("nodes",), f"partition '{partition.name}' names "
+                       f"{host_count(partition.nodes):,} hosts, more than the {MAX_HOSTS:,} fleetform expands",
+                       "list the fleet's nodes, or leave nodes out for all of them")
         if fleet.slurm is None:
             continue
         nodes = set(hostlist.expand_hostlist(fleet.slurm.all_nodes))
         for partition in fleet.scheduler.partitions:
-            if partition.nodes is None:
+            if partition.nodes is None or host_count(partition.nodes) > MAX_HOSTS:
                 continue
             unknown = [n for n in hostlist.expand_hostlist(partition.nodes) if n not in nodes]
             if unknown:
