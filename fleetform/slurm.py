@@ -108,6 +108,7 @@ class PowerSaving:
     resume_timeout_s: int
     suspend_time_s: int
     suspend_timeout_s: int
+    suspend_exclude: str | None  # the static nodes: never powered down
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +136,8 @@ class SlurmConfig:
     ec2: Ec2Target | None
     cgroup_automount: bool  # written only for releases that still have CgroupAutomount
     all_nodes: str  # every node of the fleet, as one hostlist expression
+    def_cpu_per_gpu: int  # a job that asks for GPUs but not for CPUs or memory gets its node's share
+    def_mem_per_gpu_mib: int
 
     @property
     def topology_plugin(self) -> str | None:
@@ -249,8 +252,9 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
             switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
 
     elastic = any(line.state == "CLOUD" for line in nodes)
+    static_nodes = next((line.names for line in nodes if line.state is None), None)
     power = PowerSaving(f"{PROGRAM_DIR}/resume", f"{PROGRAM_DIR}/suspend", f"{PROGRAM_DIR}/resume-fail",
-                        RESUME_TIMEOUT_S, SUSPEND_TIME_S, SUSPEND_TIMEOUT_S) if elastic else None
+                        RESUME_TIMEOUT_S, SUSPEND_TIME_S, SUSPEND_TIMEOUT_S, static_nodes) if elastic else None
     ec2 = Ec2Target(region or "", f"{blueprint_name}-{fleet.name}", fleet.name) if elastic and cloud == "aws" else None
     version = scheduler.slurm_version or DEFAULT_SLURM_VERSION
     auth = scheduler.auth
@@ -262,4 +266,6 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         nodes=nodes, gres=gres, partitions=partitions, switches=switches, power=power, ec2=ec2,
         cgroup_automount=version_key(version) < version_key(REMOVED_IN["CgroupAutomount"]),
         all_nodes=everyone,
+        def_cpu_per_gpu=max(1, cpus // shape.gpu_count),
+        def_mem_per_gpu_mib=memory // shape.gpu_count,
     )

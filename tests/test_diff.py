@@ -31,8 +31,9 @@ def test_diff_lists_files_resources_and_cost(tmp_path):
     assert "-NodeName=train-[001-006] Name=gpu Type=h100 File=/dev/nvidia[0-7]" in out
     assert "+NodeName=train-[001-008] Name=gpu Type=h200 File=/dev/nvidia[0-7]" in out
     assert "+SwitchName=leaf04 Nodes=train-[007-008]" in out
-    assert "== Cloud resources: 0 to create, 0 to delete, 7 to change" in out
-    assert "  ~ LaunchTemplate train-nodes (instanceType, networkInterfaces, userData)" in out
+    assert "== Cloud resources: 0 to create, 0 to delete, 6 to change" in out
+    assert "  ~ LaunchTemplate train-nodes (instanceType, networkInterfaces)" in out
+    assert "Instance train-controller" not in out  # user data names no file content: no controller restart
     assert "  ~ Group train-static (desiredCapacity, maxSize, minSize)" in out
     assert ("  train: 6-6 x p5.48xlarge -> 8-8 x p5en.48xlarge; cost not priced "
             "(Capacity Block prices are set per reservation when it is bought)") in out
@@ -59,8 +60,8 @@ def test_diff_reports_introduced_findings_and_markdown(tmp_path):
     assert "#### Findings the change introduces: 1" in result.stdout and "[spot-training]" in result.stdout
     assert "#### Rendered files: 0 changed" in result.stdout  # spot changes what is bought, not what nodes run
     # off the Capacity Block: market options change, and the fleet gets its own cluster placement group
-    assert ("- `~ LaunchTemplate train-nodes (capacityReservationSpecification, instanceMarketOptions, placement, "
-            "userData)`") in result.stdout
+    assert ("- `~ LaunchTemplate train-nodes (capacityReservationSpecification, instanceMarketOptions, placement)`"
+            in result.stdout)
     assert "- `+ PlacementGroup train-placement`" in result.stdout
 
 

@@ -126,8 +126,13 @@ def test_elastic_fleet_starts_only_the_static_nodes_and_may_resume_the_rest(tmp_
     _, resources = _plan(VARIANTS["elastic"], tmp_path)
     group = _one(resources, "aws:autoscaling/group:Group", "train-static")
     assert (group["minSize"], group["maxSize"]) == (2, 2)
-    policy = json.loads(_one(resources, "aws:iam/rolePolicy:RolePolicy", "train-resume")["policy"])
-    assert {"ec2:RunInstances", "ec2:TerminateInstances"} <= set(policy["Statement"][0]["Action"])
+    resume = _one(resources, "aws:iam/rolePolicy:RolePolicy", "train-resume")
+    assert resume["role"] == "train-controller-id"  # the controller's role, not the compute nodes'
+    statements = {s["Sid"]: s for s in json.loads(resume["policy"])["Statement"]}
+    assert statements["LaunchTaggedInstances"]["Condition"] == {
+        "StringEquals": {"aws:RequestTag/fleetform:fleet": "train"}}
+    assert statements["TerminateOwn"]["Condition"] == {"StringEquals": {"aws:ResourceTag/fleetform:fleet": "train"}}
+    assert statements["PassNodeRole"]["Resource"].endswith("iam-node")
     assert _one(resources, "aws:ec2/placementGroup:PlacementGroup", "train-placement")["strategy"] == "cluster"
 
 
@@ -215,10 +220,10 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert data["findings"] == [] and len(data["resources"]) == 88
+    assert data["findings"] == [] and len(data["resources"]) == 92
     assert {"type", "name", "parent", "inputs"} == set(data["resources"][0])
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert "Cloud resources: 80" in text.stdout.splitlines()
+    assert "Cloud resources: 84" in text.stdout.splitlines()
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
     assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 

@@ -238,6 +238,8 @@ class Iam(pulumi.ComponentResource):
              "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
              "Resource": sorted([a for a in arns] + [f"{a}/*" for a in arns])}]}))
         aws.iam.RolePolicy(f"{name}-node-s3", role=self.node_role.id, policy=document, opts=_opts(self))
+        self.s3_policy = document
+        self.ec2_trust = ec2_trust
         self.node_profile = aws.iam.InstanceProfile(f"{name}-node", role=self.node_role.name, tags=tags,
                                                     opts=_opts(self))
         self.eks_cluster_role = self.eks_node_role = None
@@ -295,13 +297,33 @@ def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_d
     return args
 
 
-def _cloud_init(bp: Blueprint, fleet: Fleet, role: str, bucket, prefix: str, manifest_sha256: str,
-                slurm: bool, start: str | None):
+def _cloud_init(bp: Blueprint, fleet: Fleet, role: str, bucket, prefix: str, slurm: bool, start: str | None):
     from fleetform.render.jinja import render
 
     return bucket.apply(lambda name: base64.b64encode(render(
-        "cloud-init/node.yaml.j2", role=role, fleet=fleet.name, blueprint=bp.name, version=bp.version, bucket=name,
-        prefix=prefix, manifest_sha256=manifest_sha256, slurm=slurm, start=start)).decode())
+        "cloud-init/node.yaml.j2", role=role, fleet=fleet.name, blueprint=bp.name, bucket=name, prefix=prefix,
+        slurm=slurm, start=start)).decode())
+
+
+def resume_policy(fleet: str, template_arn: str, node_role_arn: str) -> str:
+    """What Slurm's resume and suspend programs may do: launch instances of this fleet's template
+    tagged as this fleet, tag them at launch, terminate only this fleet's instances."""
+    tagged = {"StringEquals": {"aws:RequestTag/fleetform:fleet": fleet}}
+    return _policy({"Version": "2012-10-17", "Statement": [
+        {"Sid": "LaunchTaggedInstances", "Effect": "Allow", "Action": "ec2:RunInstances",
+         "Resource": ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:volume/*", "arn:aws:ec2:*:*:network-interface/*"],
+         "Condition": tagged},
+        {"Sid": "LaunchFrom", "Effect": "Allow", "Action": "ec2:RunInstances",
+         "Resource": [template_arn, "arn:aws:ec2:*:*:subnet/*", "arn:aws:ec2:*:*:security-group/*",
+                      "arn:aws:ec2:*::image/*", "arn:aws:ec2:*:*:placement-group/*",
+                      "arn:aws:ec2:*:*:capacity-reservation/*"]},
+        {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": "*",
+         "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}}},
+        {"Sid": "TerminateOwn", "Effect": "Allow", "Action": "ec2:TerminateInstances", "Resource": "*",
+         "Condition": {"StringEquals": {"aws:ResourceTag/fleetform:fleet": fleet}}},
+        {"Sid": "Describe", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        {"Sid": "PassNodeRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": node_role_arn},
+    ]})
 
 
 class TrainingFleet(pulumi.ComponentResource):
@@ -309,15 +331,14 @@ class TrainingFleet(pulumi.ComponentResource):
     the static nodes (Slurm's resume program starts the rest), and the Slurm controller."""
 
     def __init__(self, name: str, bp: Blueprint, fleet: Fleet, net: Network, security: Security, iam: Iam,
-                 files: RenderedFiles, manifest_sha256: str, tags: dict, opts: pulumi.ResourceOptions | None = None):
+                 files: RenderedFiles, tags: dict, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fleetform:aws:TrainingFleet", name, None, opts)
         tags = {**tags, "fleetform:fleet": fleet.name}
         placement = None
         if fleet.placement in ("cluster", "spread") and fleet.capacity_type != "capacity-block":
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
                                                opts=_opts(self))
-        user_data = _cloud_init(bp, fleet, "compute node", files.bucket.bucket, files.prefix, manifest_sha256,
-                                True, "slurmd")
+        user_data = _cloud_init(bp, fleet, "compute node", files.bucket.bucket, files.prefix, True, "slurmd")
         template_args = _launch_template_args(fleet, security.group_id, net.subnet_id, iam.node_profile.arn,
                                               user_data, tags)
         if placement is not None:
@@ -331,22 +352,24 @@ class TrainingFleet(pulumi.ComponentResource):
             placement_group=placement.id if placement is not None else None,
             tags=[{"key": k, "value": v, "propagate_at_launch": True} for k, v in sorted(tags.items())],
             opts=_opts(self))
+        # the controller has a role of its own: SSM, the blueprint's buckets and, for an elastic fleet,
+        # starting and stopping this fleet's instances (the compute nodes get none of that)
+        role = aws.iam.Role(f"{name}-controller", assume_role_policy=iam.ec2_trust, tags=tags, opts=_opts(self))
+        aws.iam.RolePolicyAttachment(f"{name}-controller-ssm", role=role.name,
+                                     policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+                                     opts=_opts(self))
+        aws.iam.RolePolicy(f"{name}-controller-s3", role=role.id, policy=iam.s3_policy, opts=_opts(self))
         if fleet.slurm is not None and fleet.slurm.power is not None:
-            document = template.arn.apply(lambda arn: _policy({"Version": "2012-10-17", "Statement": [
-                {"Sid": "ResumeSuspend", "Effect": "Allow",
-                 "Action": ["ec2:RunInstances", "ec2:CreateTags", "ec2:TerminateInstances"], "Resource": "*",
-                 "Condition": {"StringEquals": {"aws:ResourceTag/fleetform:fleet": fleet.name}}},
-                {"Sid": "LaunchTemplate", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": arn},
-                {"Sid": "Describe", "Effect": "Allow", "Action": ["ec2:DescribeInstances"], "Resource": "*"},
-                {"Sid": "PassRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": "*",
-                 "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}}]}))
-            aws.iam.RolePolicy(f"{name}-resume", role=iam.node_role.id, policy=document, opts=_opts(self))
-        controller_data = _cloud_init(bp, fleet, "Slurm controller", files.bucket.bucket, files.prefix,
-                                      manifest_sha256, True, "slurmctld")
+            aws.iam.RolePolicy(f"{name}-resume", role=role.id, policy=pulumi.Output.all(
+                template.arn, iam.node_role.arn).apply(lambda arns: resume_policy(fleet.name, *arns)),
+                opts=_opts(self))
+        profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=tags, opts=_opts(self))
+        controller_data = _cloud_init(bp, fleet, "Slurm controller", files.bucket.bucket, files.prefix, True,
+                                      "slurmctld")
         aws.ec2.Instance(
             f"{name}-controller", ami=UBUNTU_SSM, instance_type=fleet.scheduler.controller_instance_type or "m7i.2xlarge",
             subnet_id=net.subnet_id, vpc_security_group_ids=[security.group_id],
-            iam_instance_profile=iam.node_profile.name, user_data_base64=controller_data,
+            iam_instance_profile=profile.name, user_data_base64=controller_data,
             metadata_options={"http_tokens": "required", "http_endpoint": "enabled"},
             root_block_device={"volume_size": 100, "volume_type": "gp3", "encrypted": True},
             tags={**tags, "Name": fleet.slurm.controller_host if fleet.slurm else f"{fleet.name}-controller"},

@@ -28,7 +28,7 @@ def build(bp: Blueprint, files: dict[str, bytes]) -> None:
     for fleet in bp.fleets:
         opts = pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old) for old in fleet.renamed_from])
         if fleet.training and fleet.slurm is not None and fleet.instance is not None:
-            TrainingFleet(fleet.name, bp, fleet, net, security, iam, rendered, manifest_sha256, tags, opts)
+            TrainingFleet(fleet.name, bp, fleet, net, security, iam, rendered, tags, opts)
         elif fleet.kube is not None and fleet.instance is not None:
             InferenceFleet(fleet.name, bp, fleet, net, security, iam, tags, opts)
     pulumi.export("config_bucket", rendered.bucket.bucket)
