@@ -22,6 +22,10 @@ STARTUP_BASE_S = 600
 STARTUP_S_PER_GB = 10
 """Startup probe budget: 10 minutes plus 10 s per GB of weights (a 140 GB model gets 33 minutes)."""
 
+CACHE_FACTOR = 1.2
+CACHE_EXTRA_GIB = 10
+"""The model cache holds the downloaded weights (plus 20% and 10 GiB for tokenizer and compile caches)."""
+
 QUEUE_METRIC = "vllm:num_requests_waiting"
 HPA_METRIC = "vllm_num_requests_waiting"
 """The same metric as the Prometheus adapter exposes it to the HPA (':' is not allowed there)."""
@@ -70,6 +74,8 @@ class Server:
     cpu_request: str
     memory: str
     shm_size: str
+    cache_size: str  # the downloaded weights: requested as ephemeral storage, the cache emptyDir's limit
+    monitor_labels: tuple[tuple[str, str], ...]  # what the Prometheus instance selects ServiceMonitors by
     node_selector: tuple[tuple[str, str], ...]
     tolerations: tuple[Toleration, ...]
     probes: tuple[Probe, ...]
@@ -112,6 +118,7 @@ class KubeFleet:
     node_labels: tuple[tuple[str, str], ...]
     node_taints: tuple[tuple[str, str, str], ...]
     gpu_operator_namespace: str
+    monitor_labels: tuple[tuple[str, str], ...]
 
 
 def _gib(value: float) -> str:
@@ -156,9 +163,12 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
                                     ("app.kubernetes.io/managed-by", "fleetform"),
                                     ("fleetform.dev/fleet", fleet.name)) + tuple(sorted(labels.items()))
         share = model.tensor_parallel / per_node
+        # vLLM's utilization is a fraction of the whole physical GPU: pods sharing one by time-slicing
+        # or MPS must split it, or the second pod on a GPU finds no memory left
+        utilization = model.gpu_memory_utilization / (sharing.replicas if device_plugin is not None else 1)
         args = ["--model", model.model, "--served-model-name", model.name,
                 "--tensor-parallel-size", str(model.tensor_parallel), "--port", str(model.port),
-                "--gpu-memory-utilization", f"{model.gpu_memory_utilization:g}"]
+                "--gpu-memory-utilization", f"{math.floor(utilization * 1000) / 1000:g}"]
         if model.max_model_len:
             args += ["--max-model-len", str(model.max_model_len)]
         startup_s = STARTUP_BASE_S + STARTUP_S_PER_GB * model.weights_gb
@@ -176,6 +186,8 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
             cpu_request=str(max(1, math.floor(shape.vcpus * 0.9 * share))),
             memory=_gib(shape.memory_gib * 0.9 * share),
             shm_size="16Gi" if model.tensor_parallel > 1 else "4Gi",
+            cache_size=f"{math.ceil(model.weights_gb * CACHE_FACTOR + CACHE_EXTRA_GIB)}Gi",
+            monitor_labels=(("release", scheduler.prometheus_release),) if scheduler.prometheus_release else (),
             node_selector=(("nvidia.com/gpu.product", product), ("fleetform.dev/fleet", fleet.name)),
             tolerations=(Toleration(GPU_TAINT[0], "Exists", GPU_TAINT[2]),),
             probes=(Probe("startup", "/health", PROBE_PERIOD_S, math.ceil(startup_s / PROBE_PERIOD_S), 1),
@@ -187,4 +199,5 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
             autoscaling=autoscaling, hf_token_secret=model.hf_token_secret, priority_class=priority_class,
         ))
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
-                     tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE)
+                     tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE,
+                     (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else ())

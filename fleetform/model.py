@@ -86,6 +86,7 @@ class KubernetesScheduler:
     namespace: str
     autoscaler: Literal["keda", "hpa", "none"]
     prometheus_url: str | None
+    prometheus_release: str  # the `release` label on ServiceMonitors; empty for none
     path: Path
     type: Literal["kubernetes"] = "kubernetes"
 
@@ -232,6 +233,22 @@ class Fleet:
     @property
     def training(self) -> bool:
         return self.role == "training"
+
+    def devices(self) -> tuple[int, float, str] | None:
+        """(devices per node, memory of one device in GB, what a device is) as pods see them: whole
+        GPUs, MIG slices, or 1/replicas shares of a time-sliced or MPS GPU. None when unknown."""
+        shape, sharing = self.shape, self.gpu_sharing
+        if shape is None:
+            return None
+        if sharing.strategy == "mig":
+            profile = shape.gpu.mig.get(sharing.profile or "")
+            if profile is None:
+                return None
+            return shape.gpu_count * profile.max_per_gpu, profile.memory_mib * 1048576 / 1e9, f"{profile.name} MIG slice"
+        if sharing.strategy in ("time-slicing", "mps") and sharing.replicas:
+            return (shape.gpu_count * sharing.replicas, shape.gpu.memory_gb / sharing.replicas,
+                    f"1/{sharing.replicas} share of a {shape.gpu.name}")
+        return shape.gpu_count, shape.gpu.memory_gb, shape.gpu.name
 
 
 @dataclass(frozen=True, slots=True)

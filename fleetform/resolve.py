@@ -23,6 +23,7 @@ from .model import (
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default
 DEFAULT_PORT = 8000  # vLLM's OpenAI server default
 DEFAULT_SCALE_DOWN_WINDOW_S = 300  # the HPA's default scale-down stabilization
+DEFAULT_PROMETHEUS_RELEASE = "kube-prometheus-stack"  # the chart's usual release name
 
 
 def _size(value: Any, path: tuple) -> Size | None:
@@ -47,7 +48,8 @@ def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesSch
         return None
     if data["type"] == "kubernetes":
         return KubernetesScheduler(data["version"], data.get("namespace", "default"),
-                                   data.get("autoscaler", "keda"), data.get("prometheus_url"), path)
+                                   data.get("autoscaler", "keda"), data.get("prometheus_url"),
+                                   data.get("prometheus_release", DEFAULT_PROMETHEUS_RELEASE), path)
     parts = tuple(
         Partition(p["name"], p.get("default", False), p.get("max_time"), p.get("nodes"), p.get("priority_tier"),
                   path + ("partitions", i))

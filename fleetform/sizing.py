@@ -150,13 +150,18 @@ def _training(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
 
 def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
     shape = fleet.shape
+    devices = fleet.devices()
+    if devices is None:
+        return
+    per_node, device_gb, device = devices
+    shared = fleet.gpu_sharing.strategy != "none"
     for model in fleet.models:
-        tp = smallest_tensor_parallel(model.weights_gb, shape.gpu.memory_gb, shape.gpu_count,
+        tp = smallest_tensor_parallel(model.weights_gb, device_gb, 1 if shared else shape.gpu_count,
                                       model.gpu_memory_utilization)
         out.add(f"{model.name}: smallest tensor parallel",
-                f"{_gb(model.weights_gb)} of weights <= TP x {shape.gpu.memory_gb:.1f} GB x "
+                f"{_gb(model.weights_gb)} of weights <= TP x {device_gb:.1f} GB x "
                 f"{model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
-                f"TP {tp} on {shape.gpu.name}" if tp else f"does not fit one node of {shape.gpu.name}")
+                f"TP {tp} on {device}" if tp else f"does not fit one {device}")
         if model.slo is None:
             continue
         slo = model.slo
@@ -166,13 +171,17 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         out.add(f"{model.name}: redundancy", f"{base} + {slo.redundancy} (N+{slo.redundancy})", f"{spare} GPUs")
         out.add(f"{model.name}: burst headroom", f"{spare} x {1 + slo.burst_headroom:g}", f"{burst} GPUs")
         replicas = math.ceil(burst / model.tensor_parallel)
-        nodes = math.ceil(replicas * model.tensor_parallel / shape.gpu_count)
+        nodes = math.ceil(replicas * model.tensor_parallel / per_node)
         out.add(f"{model.name}: replicas and nodes",
-                f"{burst} GPUs / TP {model.tensor_parallel}; {replicas} x {model.tensor_parallel} / {shape.gpu_count} per node",
+                f"{burst} GPUs / TP {model.tensor_parallel}; {replicas} x {model.tensor_parallel} / {per_node} per node",
                 f"{replicas} replicas on {nodes} node{'s' if nodes != 1 else ''}")
         utilization = slo.peak_qps / (replicas * model.tensor_parallel * slo.qps_per_gpu)
         out.notes.append(f"{model.name}: {utilization:.0%} busy at peak; inference should run at 50-70% to keep "
                          "latency under bursts")
+    if fleet.nodes is not None and fleet.nodes.elastic:
+        out.notes.append(f"nodes scale from {fleet.nodes.min} to {fleet.nodes.max} only with a node autoscaler in "
+                         "the cluster (Cluster Autoscaler with auto-discovery, or Karpenter): the replicas "
+                         "autoscaler adds pods, not nodes")
 
 
 def _unpriced(fleet: Fleet) -> str:

@@ -120,6 +120,10 @@ def test_deployment_settings(tmp_path):
     assert container["env"][-1] == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "HF_TOKEN"}}}
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] >= 1800  # 140 GB of weights take a while
+    cache = next(v for v in pod["volumes"] if v["name"] == "cache")["emptyDir"]
+    assert cache == {"sizeLimit": "178Gi"} and container["resources"]["requests"]["ephemeral-storage"] == "178Gi"
+    monitor = yaml.safe_load(files["serve/k8s/llama-70b-servicemonitor.yaml"])
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"  # what the stack's Prometheus selects
     shm = next(v for v in pod["volumes"] if v["name"] == "shm")["emptyDir"]
     assert shm == {"medium": "Memory", "sizeLimit": "16Gi"}
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -150,6 +154,9 @@ def test_gpu_sharing_configs(tmp_path):
                                                 "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}
     pod = yaml.safe_load(l4["chat/k8s/qwen-7b-deployment.yaml"])["spec"]["template"]["spec"]
     assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-L4-SHARED"
+    args = pod["containers"][0]["args"]
+    # two pods share each L4: each may take 0.9 / 2 of the physical GPU's memory
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.45"
     _, mixed = _rendered(INFERENCE_VARIANTS["mig-mixed"], tmp_path)
     limits = yaml.safe_load(mixed["serve/k8s/model-0-deployment.yaml"])["spec"]["template"]["spec"]["containers"][0]
     assert limits["resources"]["limits"]["nvidia.com/mig-2g.20gb"] == 1

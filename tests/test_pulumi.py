@@ -114,6 +114,10 @@ def test_inference_fleet_eks(tmp_path):
     assert nodes["taints"] == [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}]
     serve = _one(resources, "aws:eks/nodeGroup:NodeGroup", "serve-gpu")
     assert serve["scalingConfig"] == {"desiredSize": 1, "maxSize": 10, "minSize": 1}
+    import base64
+
+    user_data = base64.b64decode(_one(resources, LT, "serve-nodes")["userData"]).decode()
+    assert "kind: NodeConfig" in user_data and "strategy: RAID0" in user_data  # model caches on local NVMe
 
 
 def test_p4d_has_five_interfaces_over_four_cards(tmp_path):

@@ -75,7 +75,9 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
     bp = data["blueprint"]
     lines.append(f"### fleetform plan: {bp['name']} {bp['version']}" if markdown else f"{bp['name']} {bp['version']}")
     lines += h("Sizing")
-    for fleet in data["sizing"]:
+    for index, fleet in enumerate(data["sizing"]):
+        if markdown and index:
+            lines.append("")  # a blank line ends the previous fleet's list
         lines.append(f"**{fleet['fleet']}** ({fleet['role']})" if markdown else f"  {fleet['fleet']} ({fleet['role']})")
         for step in fleet["steps"]:
             lines.append(f"- {step['what']}: {step['formula']} = **{step['result']}**" if markdown

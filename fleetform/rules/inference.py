@@ -16,20 +16,7 @@ K8S_MAX = (1, 37)
 
 
 def _devices(fleet: Fleet) -> tuple[int, float, str] | None:
-    """(devices per node, memory of a device in GB, what a device is) as pods see them."""
-    shape = fleet.shape
-    if shape is None:
-        return None
-    sharing = fleet.gpu_sharing
-    if sharing.strategy == "mig":
-        profile = shape.gpu.mig.get(sharing.profile or "")
-        if profile is None:
-            return None
-        return shape.gpu_count * profile.max_per_gpu, profile.memory_mib * 1048576 / 1e9, f"{profile.name} MIG slice"
-    if sharing.strategy in ("time-slicing", "mps") and sharing.replicas:
-        return (shape.gpu_count * sharing.replicas, shape.gpu.memory_gb / sharing.replicas,
-                f"1/{sharing.replicas} share of a {shape.gpu.name}")
-    return shape.gpu_count, shape.gpu.memory_gb, shape.gpu.name
+    return fleet.devices()
 
 
 def _count(n: int, word: str) -> str:

@@ -378,6 +378,25 @@ class TrainingFleet(pulumi.ComponentResource):
         self.register_outputs({"launch_template": template.name})
 
 
+LOCAL_NVME_NODECONFIG = """MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="FLEETFORM"
+
+--FLEETFORM
+Content-Type: application/node.eks.aws
+
+# nodeadm: the instance-store NVMe drives as one RAID0 volume under kubelet and containerd, so
+# the model caches (emptyDir, ephemeral-storage) of the vLLM pods land on local NVMe.
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  instance:
+    localStorage:
+      strategy: RAID0
+
+--FLEETFORM--
+"""
+
+
 class InferenceFleet(pulumi.ComponentResource):
     """An EKS cluster (API authentication mode) and a managed GPU node group with the NVIDIA AMI, the
     nvidia.com/gpu taint and the labels the rendered manifests select on."""
@@ -396,6 +415,7 @@ class InferenceFleet(pulumi.ComponentResource):
         template = aws.ec2.LaunchTemplate(
             f"{name}-nodes", metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
                                                "http_put_response_hop_limit": 2},
+            user_data=_user_data(LOCAL_NVME_NODECONFIG) if fleet.instance.local_nvme_gb else None,
             block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
                 "volume_size": ROOT_GIB, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
             tag_specifications=[{"resource_type": "instance", "tags": tags}], tags=tags, opts=_opts(self))
