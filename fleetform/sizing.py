@@ -247,6 +247,8 @@ def cost(bp: Blueprint) -> tuple[list[FleetCost], list[str]]:
                             "the catalog")
     for item in bp.storage:
         unpriced.append(f"storage {item.name} ({item.type}): no dated price in fleetform's catalog")
+    if bp.cloud == "aws" and bp.region != "us-east-1" and any(f.usd_hour_min is not None for f in fleets):
+        unpriced.append(f"prices are us-east-1's (the catalog's); {bp.region} prices differ")
     return fleets, unpriced
 
 

@@ -85,7 +85,7 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
         for note in fleet["notes"]:
             lines.append(f"- _{note}_" if markdown else f"    note: {note}")
     cost = data["cost"]
-    lines += h(f"Cost ({cost['hours_per_month']} h a month, on-demand us-east-1)")
+    lines += h(f"Cost ({cost['hours_per_month']} h a month; on-demand prices of us-east-1 from the catalog)")
     rows = [(f["fleet"], f["instance_type"] or "-", f"{f['nodes'][0]}-{f['nodes'][1]}",
              _money(f["usd_per_hour"][0]), _money(f["usd_per_hour"][1]),
              _money(f["usd_per_month"][0]), _money(f["usd_per_month"][1])) for f in cost["fleets"]]
