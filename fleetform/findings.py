@@ -79,26 +79,27 @@ def describe(value: object) -> str:
     return type(value).__name__
 
 
-def summary_line(findings: Sequence[Finding], files: int) -> str:
+def summary_line(findings: Sequence[Finding], files: int, waived: int = 0) -> str:
     errors = sum(1 for f in findings if f.severity is Severity.ERROR)
     warnings = len(findings) - errors
     what = "blueprint" if files == 1 else "blueprints"
+    note = f" ({waived} warning{'s' if waived != 1 else ''} waived)" if waived else ""
     if not findings:
-        return f"{files} {what} valid: no errors, no warnings"
+        return f"{files} {what} valid: no errors, no warnings{note}"
     e = f"{errors} error{'s' if errors != 1 else ''}"
     w = f"{warnings} warning{'s' if warnings != 1 else ''}"
     verdict = "invalid" if errors else "valid"
-    return f"{files} {what} checked, {verdict}: {e}, {w}"
+    return f"{files} {what} checked, {verdict}: {e}, {w}{note}"
 
 
-def report_text(findings: Iterable[Finding], files: int) -> str:
+def report_text(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
     items = sorted(findings, key=Finding.sort_key)
     lines = [f.to_text() for f in items]
-    lines.append(summary_line(items, files))
+    lines.append(summary_line(items, files, waived))
     return "\n".join(lines) + "\n"
 
 
-def report_json(findings: Iterable[Finding], files: int) -> str:
+def report_json(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
     items = sorted(findings, key=Finding.sort_key)
     errors = sum(1 for f in items if f.severity is Severity.ERROR)
     data = {
@@ -107,6 +108,7 @@ def report_json(findings: Iterable[Finding], files: int) -> str:
             "files": files,
             "errors": errors,
             "warnings": len(items) - errors,
+            "waived": waived,
             "valid": errors == 0,
         },
     }

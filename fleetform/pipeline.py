@@ -11,7 +11,7 @@ from .findings import Finding, Severity
 from .loader import Document, LoadError, load
 from .model import Blueprint
 from .resolve import resolve
-from .rules import run as run_rules
+from .rules import run_counting_waivers
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,7 @@ class Result:
     findings: list[Finding]
     model: Blueprint | None  # set only when no finding is an error
     document: Document | None
+    waived: int = 0  # warnings the blueprint's waivers silenced
 
     @property
     def ok(self) -> bool:
@@ -35,6 +36,7 @@ def check(path: str | Path, display: str | None = None) -> Result:
     if findings:  # rules need schema-valid data; fix the structure first
         return Result(findings, None, doc)
     blueprint = resolve(doc, load_catalog())
-    findings = sorted(run_rules(blueprint, doc), key=Finding.sort_key)
+    findings, waived = run_counting_waivers(blueprint, doc)
+    findings = sorted(findings, key=Finding.sort_key)
     ok = not any(f.severity is Severity.ERROR for f in findings)
-    return Result(findings, blueprint if ok else None, doc)
+    return Result(findings, blueprint if ok else None, doc, waived)

@@ -42,7 +42,7 @@ def test_json_format_carries_the_same_findings(write):
     result = run_cli("validate", "--format", "json", str(path))
     data = json.loads(result.stdout)
     assert result.returncode == 1
-    assert data["summary"] == {"files": 1, "errors": 1, "warnings": 1, "valid": False}
+    assert data["summary"] == {"files": 1, "errors": 1, "warnings": 1, "waived": 0, "valid": False}
     rebuilt = [f"{f['file']}:{f['line']}:{f['column']}: {f['severity']}: {f['path']}: {f['message']}; {f['hint']} "
                f"[{f['rule']}]" for f in data["findings"]]
     assert rebuilt == text
@@ -84,3 +84,12 @@ def test_validate_does_not_import_pulumi():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_aws', 'jinja2')))")
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_summary_counts_waived_warnings(write):
+    path = write(BROKEN.replace("p5.48xlarg\n", "p5.48xlarge\n") + """waivers:
+  - rule: spot-training
+    reason: Short experiments that checkpoint every few minutes; a reclaim costs little.
+""")
+    result = run_cli("validate", str(path))
+    assert (result.returncode, result.stdout) == (0, "1 blueprint valid: no errors, no warnings (1 warning waived)\n")

@@ -157,7 +157,8 @@ def test_findings_are_exactly_the_declared_ones(case: Case, generated_dir):
 FINDING_LINE = re.compile(r"^[^:]+:\d+:\d+: (error|warning): .* \[[a-z0-9-]+\]$")
 FINDING_PARTS = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):\d+: (?P<severity>error|warning): .* \[(?P<rule>[a-z0-9-]+)\]$")
 SUMMARY = re.compile(r"^1 blueprint (?:valid: no errors, no warnings"
-                     r"|checked, (?:valid|invalid): (?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?)$")
+                     r"|checked, (?:valid|invalid): (?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?)"
+                     r"(?: \((?P<waived>\d+) warnings? waived\))?$")
 
 
 @pytest.mark.parametrize("case", PARAMS)

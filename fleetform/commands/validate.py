@@ -21,6 +21,7 @@ def run(args) -> int:
     from ..cli import UsageError
 
     findings = []
+    waived = 0
     ok = True
     for path in args.blueprints:
         try:
@@ -28,7 +29,8 @@ def run(args) -> int:
         except OSError as err:
             raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
         findings.extend(result.findings)
+        waived += result.waived
         ok = ok and result.ok
     report = report_json if args.format == "json" else report_text
-    sys.stdout.write(report(findings, len(args.blueprints)))
+    sys.stdout.write(report(findings, len(args.blueprints), waived))
     return 0 if ok else 1

@@ -111,6 +111,11 @@ def _fleet_of(bp: Blueprint, path: Path) -> str | None:
 
 def run(bp: Blueprint, doc: Document) -> list[Finding]:
     """Run every semantic rule; apply waivers; return positioned findings."""
+    return run_counting_waivers(bp, doc)[0]
+
+
+def run_counting_waivers(bp: Blueprint, doc: Document) -> tuple[list[Finding], int]:
+    """The findings, and how many warnings the blueprint's waivers silenced."""
     from . import checks  # noqa: F401  (registers the rules)
 
     reporter = Reporter()
@@ -150,7 +155,7 @@ def run(bp: Blueprint, doc: Document) -> list[Finding]:
                          "remove it, so a future warning is not silenced unseen")
             reporter.current = REGISTRY[WAIVER_INVALID]
     return [doc.finding(i.path, i.message, i.rule.id, i.hint, i.rule.severity, key=i.key)
-            for n, i in enumerate(reporter.issues) if n not in waived]
+            for n, i in enumerate(reporter.issues) if n not in waived], len(waived)
 
 
 def all_rules() -> Iterator[Rule]:
