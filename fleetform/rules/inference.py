@@ -15,10 +15,6 @@ K8S_MAX = (1, 37)
 """Kubernetes versions fleetform renders manifests for and validates them against."""
 
 
-def _devices(fleet: Fleet) -> tuple[int, float, str] | None:
-    return fleet.devices()
-
-
 def _count(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -53,7 +49,7 @@ def _usable_gb(model: Model, device_gb: float) -> float:
 @rule("model-fits", "error", "a model's weights fit the memory of its tensor_parallel GPUs")
 def model_fits(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
-        devices = _devices(fleet)
+        devices = fleet.devices()
         if devices is None:
             continue
         _, device_gb, device = devices
@@ -70,7 +66,7 @@ def model_fits(bp: Blueprint, report: Reporter) -> None:
 @rule("kv-cache-room", "warning", f"weights leave at least {KV_CACHE_MIN_SHARE:.0%} of usable GPU memory for the KV cache")
 def kv_cache_room(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
-        devices = _devices(fleet)
+        devices = fleet.devices()
         if devices is None:
             continue
         _, device_gb, device = devices
@@ -88,7 +84,7 @@ def kv_cache_room(bp: Blueprint, report: Reporter) -> None:
 @rule("autoscaler-reach", "error", "the fleet's largest size holds every model at its maximum replicas")
 def autoscaler_reach(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
-        devices = _devices(fleet)
+        devices = fleet.devices()
         if devices is None or fleet.nodes is None or not fleet.models:
             continue
         per_node, _, device = devices
