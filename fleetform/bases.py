@@ -116,7 +116,7 @@ class _Merge:
                     self._copy(self.bvalues, self.bkeys, bpath + (i,), out + (index,))
                 else:
                     result.append(self.merge(item, child[j], bpath + (i,), cpath + (j,), out + (index,)))
-            for name, j in sorted(by_name.items(), key=lambda kv: kv[1]):
+            for j in sorted(by_name.values()):
                 self._copy(self.cvalues, self.ckeys, cpath + (j,), out + (len(result),))
                 result.append(copy.deepcopy(child[j]))
             position = self.cvalues.get(cpath) or self.bvalues.get(bpath)

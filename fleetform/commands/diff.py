@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import io
-import json
 import subprocess
 import sys
 import tarfile

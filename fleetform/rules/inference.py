@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..model import Blueprint, Fleet, Model
+from ..model import Blueprint, Model
 from . import Reporter, did_you_mean, rule
 
 KV_CACHE_MIN_SHARE = 0.2
