@@ -200,11 +200,11 @@ def _translate(err: ValidationError, doc: Document) -> Iterator[Finding]:
     elif v == "uniqueItems":
         dupes = sorted({json.dumps(x) for i, x in enumerate(instance) if x in instance[:i]})
         yield _finding(doc, path, f"lists {', '.join(dupes)} more than once", "list each item once")
-    elif v in ("minLength", "maxLength"):
-        word = "shorter than" if v == "minLength" else "longer than"
-        limit = value if v == "maxLength" else value
-        yield _finding(doc, path, f"is {word} {'the minimum of ' if v == 'minLength' else ''}{limit} characters "
-                                  f"({len(instance)})", _field_help(err.schema))
+    elif v == "minLength":
+        yield _finding(doc, path, f"is shorter than the minimum of {value} characters ({len(instance)})",
+                       _field_help(err.schema))
+    elif v == "maxLength":
+        yield _finding(doc, path, f"is longer than {value} characters ({len(instance)})", _field_help(err.schema))
     elif v == "maxProperties":
         yield _finding(doc, path, f"has {len(instance)} entries, more than the {value} allowed")
     else:  # a keyword this module does not phrase yet: still a finding, with jsonschema's words

@@ -86,6 +86,13 @@ def test_validate_does_not_import_pulumi():
     assert result.stdout.splitlines()[-1] == "[]"
 
 
+def test_render_does_not_import_pulumi(tmp_path):
+    code = (f"import sys; from fleetform.cli import main; rc = main(['render', '{ROOT}/blueprints/reference.yaml']); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'pulumi', 'pulumi_aws'}))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
 def test_the_summary_counts_waived_warnings(write):
     path = write(BROKEN.replace("p5.48xlarg\n", "p5.48xlarge\n") + """waivers:
   - rule: spot-training

@@ -8,8 +8,6 @@ It starts with a header declaring every finding fleetform must report for it, on
 
 Files that cannot carry a comment header (bytes that are not UTF-8, the empty file) take their
 expectations from HEADERLESS below; inputs too big to commit are generated in tmp_path (GENERATED).
-Cases that show a known fleetform bug are listed in BUGS and run as strict xfails: they declare the
-right findings, so they start to pass (and must then leave BUGS) once the bug is fixed.
 """
 
 from __future__ import annotations
@@ -66,18 +64,11 @@ GENERATED: dict[str, tuple[Callable[[], bytes], list[Expected]]] = {
     "gen-exactly-4mib.yaml": (lambda: _padded_reference(MAX_BYTES), []),
 }
 
-BUGS: dict[str, str] = {}
-
-
 @dataclass(frozen=True)
 class Case:
     name: str
     expected: tuple[Expected, ...]
     make: Callable[[], bytes] | None = None  # None: the corpus file itself
-
-    @property
-    def bug(self) -> str | None:
-        return BUGS.get(self.name)
 
 
 def _header(path: Path) -> tuple[Expected, ...]:
@@ -112,18 +103,15 @@ def _cases() -> list[Case]:
             cases.append(Case(path.name, tuple(HEADERLESS[path.name])))
         else:
             cases.append(Case(path.name, _header(path)))
-    missing = (set(HEADERLESS) | set(BUGS)) - {c.name for c in cases}
+    missing = set(HEADERLESS) - {c.name for c in cases}
     if missing:
-        raise ValueError(f"HEADERLESS or BUGS name files that are not in tests/corpus: {sorted(missing)}")
+        raise ValueError(f"HEADERLESS names files that are not in tests/corpus: {sorted(missing)}")
     cases += [Case(name, tuple(expected), make) for name, (make, expected) in GENERATED.items()]
     return cases
 
 
 CASES = _cases()
-PARAMS = [
-    pytest.param(case, id=case.name, marks=[pytest.mark.xfail(strict=True, reason=case.bug)] if case.bug else [])
-    for case in CASES
-]
+PARAMS = [pytest.param(case, id=case.name) for case in CASES]
 
 
 @pytest.fixture(scope="session")
@@ -217,10 +205,10 @@ def test_hostile_input_is_rejected_fast_and_small(name, generated_dir, tmp_path)
 
 
 def test_corpus_covers_every_rule():
-    """A new rule needs a broken example here; cases marked as bugs do not count. Rules of stage
+    """A new rule needs a broken example here. Rules of stage
     `config` check what fleetform derived, which no blueprint can break: tests/test_slurm_rules.py
     breaks crafted configs for each of them instead."""
-    covered = {rule for case in CASES if not case.bug for _, rule, _, _ in case.expected}
+    covered = {rule for case in CASES for _, rule, _, _ in case.expected}
     missing = sorted({r.id for r in all_rules() if r.stage != "config"} - covered)
     assert not missing, f"no corpus case for: {', '.join(missing)}"
 

@@ -11,6 +11,7 @@ import json
 import re
 import shlex
 from functools import lru_cache
+from importlib import resources
 
 import jinja2
 
@@ -44,8 +45,6 @@ def environment() -> jinja2.Environment:
 
 
 def _templates() -> str:
-    from importlib import resources
-
     return str(resources.files("fleetform.templates"))
 
 

@@ -139,8 +139,8 @@ def efa_layout(instance: InstanceType) -> list[NetworkInterface]:
     return layout
 
 
-def _user_data(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
+def _user_data(data: str | bytes) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
 
 
 def _protect_bucket(name: str, bucket: aws.s3.Bucket, parent: pulumi.Resource, versioning: bool = True,
@@ -300,9 +300,9 @@ def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_d
 def _cloud_init(bp: Blueprint, fleet: Fleet, role: str, bucket, prefix: str, slurm: bool, start: str | None):
     from fleetform.render.jinja import render
 
-    return bucket.apply(lambda name: base64.b64encode(render(
+    return bucket.apply(lambda name: _user_data(render(
         "cloud-init/node.yaml.j2", role=role, fleet=fleet.name, blueprint=bp.name, bucket=name, prefix=prefix,
-        slurm=slurm, start=start)).decode())
+        slurm=slurm, start=start)))
 
 
 def resume_policy(fleet: str, template_arn: str, node_role_arn: str) -> str:
