@@ -222,6 +222,9 @@ def _type_hint(expected: Any, instance: Any, err: ValidationError) -> str:
         return "the value is empty: write one, or remove the key"
     if "string" in names and isinstance(instance, (int, float, bool)):
         written = str(instance).lower() if isinstance(instance, bool) else str(instance)
+        sub = _resolve(err.schema)
+        if sub.get("pattern") and not re.search(sub["pattern"], written) and sub.get("examples"):
+            return f"write it as text, e.g. \"{sub['examples'][0]}\""  # quoting alone would not make it valid
         return f"quote it to keep it text: \"{written}\""
     if "integer" in names and isinstance(instance, float):
         return f"write a whole number, e.g. {int(instance)}" if instance.is_integer() else "write a whole number"

@@ -91,5 +91,10 @@ def test_unknown_field_and_enum_suggest_the_right_name():
 
 
 def test_numbers_meant_as_text_get_a_quote_hint():
+    # quoting 1.0 would still not be a semantic version: the hint shows a valid one
     found = check(parse(BASE.replace("version: 1.0.0", "version: 1.0").encode(), "t.yaml"))
-    assert [(f.path, f.hint) for f in found] == [("metadata.version", 'quote it to keep it text: "1.0"')]
+    assert [(f.path, f.hint) for f in found] == [("metadata.version", 'write it as text, e.g. "1.0.0"')]
+    # quoting is all a Kubernetes version needs
+    found = check(parse((BASE + "    scheduler: {type: slurm}\n  - name: serve\n    role: inference\n"
+                         "    scheduler: {type: kubernetes, version: 1.33}\n").encode(), "t.yaml"))
+    assert [(f.path, f.hint) for f in found] == [("fleets[1].scheduler.version", 'quote it to keep it text: "1.33"')]
