@@ -12,7 +12,12 @@ import pulumi
 
 from fleetform.model import Blueprint
 
-from .components import InferenceFleet, Iam, Network, RenderedFiles, Security, Storage, TrainingFleet, tags_of
+from .common import tags_of
+from .iam import Iam
+from .inference import InferenceFleet
+from .network import Network, Security
+from .storage import RenderedFiles, Storage
+from .training import TrainingFleet
 
 
 def build(bp: Blueprint, files: dict[str, bytes]) -> None:

@@ -1,0 +1,73 @@
+"""What every AWS component shares: the images, root volume size, tags, resource options, and
+the helpers for user data, IAM documents and protected buckets.
+
+Raw pulumi_aws resources only (no remote components), so the program runs unchanged under Pulumi's
+mocks for `fleetform plan` and the tests. Every child's logical name starts with its component's
+name: when a blueprint renames a fleet and lists the old name in `renamed_from`, the component's
+alias carries over to every child, and nothing is replaced silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from fleetform.model import Blueprint
+
+DLAMI_SSM = "resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
+"""The AWS Deep Learning Base AMI (NVIDIA driver, EFA, aws-ofi-nccl), resolved by EC2 at launch."""
+UBUNTU_SSM = "resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
+ROOT_GIB = 200
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+"""Kubernetes taint effects as the EKS API spells them."""
+LUSTRE_VERSION = "2.15"
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+"""FSx for Lustre: LNET (988) and the ports 1018-1023 its clients and servers use."""
+
+
+def tags_of(bp: Blueprint, manifest_sha256: str, **extra: str) -> dict[str, str]:
+    tags = dict(bp.labels)
+    tags.update({"fleetform:blueprint": bp.name, "fleetform:version": bp.version,
+                 "fleetform:manifest-sha256": manifest_sha256})
+    tags.update(extra)
+    return tags
+
+
+def _opts(parent: pulumi.Resource, **kwargs) -> pulumi.ResourceOptions:
+    return pulumi.ResourceOptions(parent=parent, **kwargs)
+
+
+def _user_data(data: str | bytes) -> str:
+    return base64.b64encode(data.encode() if isinstance(data, str) else data).decode()
+
+
+def _protect_bucket(name: str, bucket: aws.s3.Bucket, parent: pulumi.Resource, versioning: bool = True,
+                    noncurrent_days: int | None = None) -> None:
+    """Encryption, public access blocked, ownership enforced, versioning, expiry of old versions."""
+    aws.s3.BucketServerSideEncryptionConfiguration(
+        f"{name}-sse", bucket=bucket.id,
+        rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "aws:kms"}, "bucket_key_enabled": True}],
+        opts=_opts(parent))
+    aws.s3.BucketPublicAccessBlock(f"{name}-public-access", bucket=bucket.id, block_public_acls=True,
+                                   block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True,
+                                   opts=_opts(parent))
+    aws.s3.BucketOwnershipControls(f"{name}-ownership", bucket=bucket.id,
+                                   rule={"object_ownership": "BucketOwnerEnforced"}, opts=_opts(parent))
+    aws.s3.BucketVersioning(f"{name}-versioning", bucket=bucket.id,
+                            versioning_configuration={"status": "Enabled" if versioning else "Suspended"},
+                            opts=_opts(parent))
+    if noncurrent_days:
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle", bucket=bucket.id,
+            rules=[{"id": "expire-noncurrent", "status": "Enabled", "filter": {},
+                    "noncurrent_version_expiration": {"noncurrent_days": noncurrent_days}}],
+            opts=_opts(parent))
+
+
+def _policy(document: dict) -> str:
+    return json.dumps(document, sort_keys=True)
+
+

@@ -1,0 +1,52 @@
+"""IAM of a blueprint: the node roles and instance profile, and the EKS roles."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from fleetform.model import Blueprint
+
+from .common import _opts, _policy
+
+
+class Iam(pulumi.ComponentResource):
+    """Instance roles: SSM access for every node, S3 access limited to the blueprint's own buckets;
+    the EKS cluster and node roles for inference fleets."""
+
+    def __init__(self, name: str, bp: Blueprint, bucket_arns: list, tags: dict,
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fleetform:aws:Iam", name, None, opts)
+        ec2_trust = _policy({"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
+        self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=ec2_trust, tags=tags, opts=_opts(self))
+        aws.iam.RolePolicyAttachment(f"{name}-node-ssm", role=self.node_role.name,
+                                     policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+                                     opts=_opts(self))
+        document = pulumi.Output.all(*bucket_arns).apply(lambda arns: _policy({"Version": "2012-10-17", "Statement": [
+            {"Sid": "OwnBuckets", "Effect": "Allow",
+             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
+             "Resource": sorted([a for a in arns] + [f"{a}/*" for a in arns])}]}))
+        aws.iam.RolePolicy(f"{name}-node-s3", role=self.node_role.id, policy=document, opts=_opts(self))
+        self.s3_policy = document
+        self.ec2_trust = ec2_trust
+        self.node_profile = aws.iam.InstanceProfile(f"{name}-node", role=self.node_role.name, tags=tags,
+                                                    opts=_opts(self))
+        self.eks_cluster_role = self.eks_node_role = None
+        if any(f.kube is not None for f in bp.fleets):
+            eks_trust = _policy({"Version": "2012-10-17", "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"},
+                 "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+            self.eks_cluster_role = aws.iam.Role(f"{name}-eks-cluster", assume_role_policy=eks_trust, tags=tags,
+                                                 opts=_opts(self))
+            aws.iam.RolePolicyAttachment(f"{name}-eks-cluster-policy", role=self.eks_cluster_role.name,
+                                         policy_arn="arn:aws:iam::aws:policy/AmazonEKSClusterPolicy", opts=_opts(self))
+            self.eks_node_role = aws.iam.Role(f"{name}-eks-node", assume_role_policy=ec2_trust, tags=tags,
+                                              opts=_opts(self))
+            for policy in ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly",
+                           "AmazonSSMManagedInstanceCore"):
+                aws.iam.RolePolicyAttachment(f"{name}-eks-node-{policy}", role=self.eks_node_role.name,
+                                             policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=_opts(self))
+        self.register_outputs({})
+
+
