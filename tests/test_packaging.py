@@ -1,16 +1,26 @@
-"""`pip install .` ships the data files inside the fleetform package and nothing with a generic name."""
+"""`pip install` of the built wheel gives a working fleetform: every command runs from a fresh
+virtual environment with no source tree on its path (another cwd, no editable install), and the
+wheel ships the data files inside the fleetform package and nothing with a generic name.
+
+One venv serves the whole module (creating it and installing pulumi-aws takes most of the time):
+first without the `aws` extra, then with it installed from the same local wheel.
+"""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, run_cli
+
+AWS_EXTRA_MODULES = ("pulumi", "pulumi_aws")
 
 
 @pytest.fixture(scope="module")
@@ -18,11 +28,64 @@ def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
     src = tmp_path_factory.mktemp("src") / "fleetform"
     # build from a copy, so the build leaves nothing (build/, *.egg-info) in the work tree
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__"))
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                             "rendered"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
                    check=True, capture_output=True)
     (path,) = out.glob("fleetform-*.whl")
     return path
+
+
+class Venv:
+    """A fresh virtual environment with the wheel installed (not editable), used from a folder that
+    holds only a copy of the reference blueprint."""
+
+    def __init__(self, root: Path, wheel: Path, work: Path):
+        self.root, self.wheel, self.work = root, wheel, work
+        self.python = root / "bin/python"
+        subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True)
+        self.pip("install", str(wheel))
+        self.has_aws = False
+
+    def pip(self, *args: str) -> None:
+        result = subprocess.run([str(self.python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
+                                capture_output=True, text=True, timeout=900)
+        assert result.returncode == 0, result.stderr
+
+    def aws(self, wanted: bool) -> None:
+        """Install or remove the aws extra; the tests of each state ask for it, in any order."""
+        if wanted and not self.has_aws:
+            self.pip("install", "--no-compile", f"fleetform[aws] @ {self.wheel.as_uri()}")
+        elif not wanted and self.has_aws:
+            self.pip("uninstall", "-y", "pulumi-aws", "pulumi")
+        self.has_aws = wanted
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "FLEETFORM_DEBUG")}
+        return subprocess.run([str(self.root / "bin/fleetform"), *args], cwd=self.work, env=env,
+                              capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    work = tmp_path_factory.mktemp("work")
+    shutil.copy(ROOT / "blueprints/reference.yaml", work / "bp.yaml")
+    shutil.copy(ROOT / "blueprints/onprem-ib.yaml", work / "onprem.yaml")
+    (work / "changed.yaml").write_text((work / "bp.yaml").read_text().replace(
+        "    instance_type: p5.48xlarge\n    nodes: 6 ", "    instance_type: p5en.48xlarge\n    nodes: 8 ", 1))
+    return Venv(tmp_path_factory.mktemp("venv") / "env", wheel, work)
+
+
+@pytest.fixture
+def bare(venv):
+    venv.aws(False)
+    return venv
+
+
+@pytest.fixture
+def with_aws(venv):
+    venv.aws(True)
+    return venv
 
 
 def test_wheel_has_only_the_fleetform_package_at_top_level(wheel):
@@ -35,27 +98,68 @@ def test_wheel_has_only_the_fleetform_package_at_top_level(wheel):
         assert data in names
 
 
-def test_installed_wheel_validates_from_anywhere(wheel, tmp_path):
-    target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copy(ROOT / "blueprints/reference.yaml", work / "bp.yaml")
-    env = {**os.environ, "PYTHONPATH": str(target)}
-    where = subprocess.run([sys.executable, "-c", "import fleetform; print(fleetform.__file__)"], cwd=work, env=env,
-                           capture_output=True, text=True, check=True)
-    assert where.stdout.startswith(str(target))
-    result = subprocess.run([sys.executable, "-m", "fleetform", "validate", "bp.yaml"], cwd=work, env=env,
-                            capture_output=True, text=True)
+def _modules_in_source() -> set[str]:
+    """Every Python module of the source tree, named as installed."""
+    found = set()
+    for folder, prefix in (("fleetform", "fleetform"), ("providers", "fleetform/providers"),
+                           ("templates", "fleetform/templates"), ("blueprints", "fleetform/blueprints")):
+        for path in (ROOT / folder).rglob("*.py"):
+            found.add(f"{prefix}/{path.relative_to(ROOT / folder).as_posix()}")
+    return found
+
+
+def test_wheel_holds_every_module_of_the_source_tree(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert _modules_in_source() - names == set()
+
+
+def test_every_fleetform_import_resolves_to_a_shipped_module(wheel):
+    """What the code imports is in the wheel (fleetform.render was not, and render/plan/diff crashed)."""
+    archive = zipfile.ZipFile(wheel)
+    modules = [n for n in archive.namelist() if n.endswith(".py")]
+    shipped = {n.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for n in modules}
+    for name in modules:
+        package = name.removesuffix(".py").replace("/", ".")
+        package = package.removesuffix(".__init__") if name.endswith("/__init__.py") else package.rpartition(".")[0]
+        for node in ast.walk(ast.parse(archive.read(name))):
+            if isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+                targets = [".".join(p for p in (base, node.module) if p)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] == "fleetform":
+                    assert target in shipped, f"{name} imports {target}, which the wheel lacks"
+
+
+def test_installed_wheel_runs_no_source_tree(bare):
+    where = subprocess.run([str(bare.python), "-c", "import fleetform, sys; print(fleetform.__file__); print(sys.path)"],
+                           cwd=bare.work, capture_output=True, text=True, check=True)
+    assert where.stdout.startswith(str(bare.root)), where.stdout
+    assert str(ROOT) not in where.stdout
+
+
+def test_validate_render_schema_without_the_aws_extra(bare):
+    result = bare.run("validate", "bp.yaml")
     assert (result.returncode, result.stdout) == (0, "1 blueprint valid: no errors, no warnings\n"), result.stderr
-    rendered = subprocess.run([sys.executable, "-m", "fleetform", "render", "bp.yaml", "-o", "out"], cwd=work, env=env,
-                              capture_output=True, text=True)
+    rendered = bare.run("render", "bp.yaml", "-o", "out")
     assert rendered.returncode == 0, rendered.stderr
-    assert (work / "out/train/slurm/slurm.conf").read_text().startswith("# slurm.conf of training fleet train")
-    schema = subprocess.run([sys.executable, "-m", "fleetform", "schema"], cwd=work, env=env, capture_output=True,
-                            text=True)
+    assert (bare.work / "out/train/slurm/slurm.conf").read_text().startswith("# slurm.conf of training fleet train")
+    assert bare.run("render", "bp.yaml", "-o", "out", "--check").returncode == 0
+    schema = bare.run("schema")
     assert schema.returncode == 0 and '"fleetform/v1"' in schema.stdout
+    assert bare.run("catalog", "--gpu", "L4").returncode == 0
+
+
+def test_plan_and_diff_with_the_aws_extra(with_aws):
+    plan = with_aws.run("plan", "bp.yaml")
+    assert plan.returncode == 0, plan.stderr
+    assert "Cloud resources:" in plan.stdout and "LaunchTemplate" in plan.stdout
+    diff = with_aws.run("diff", "bp.yaml", "changed.yaml")
+    assert diff.returncode == 0, diff.stderr
+    assert "~ train/slurm/slurm.conf" in diff.stdout and "LaunchTemplate train-nodes" in diff.stdout
 
 
 def test_development_install_finds_data_from_another_cwd(tmp_path):
