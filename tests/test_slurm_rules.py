@@ -84,3 +84,64 @@ def test_the_reference_and_variants_pass_every_slurm_rule(tmp_path):
         source.write_text(text)
         result = check(source)
         assert not [f for f in result.findings if f.rule.startswith("slurm-") or f.rule == "default-partition"]
+
+
+def _scheduler(model, **changes):
+    fleet = model.fleets[0]
+    scheduler = replace(fleet.scheduler, **changes)
+    return replace(model, fleets=(replace(fleet, scheduler=scheduler),) + model.fleets[1:])
+
+
+def _coverage_cases():
+    """What slurmctld itself rejects or what the blueprint gets wrong: the coverage rules, which now
+    compare number ranges instead of expanded names, must still name exactly the wrong hosts."""
+    model, _ = _model()
+    cfg = model.fleets[0].slurm
+    leaves = [s for s in cfg.switches if s.nodes]
+    spine = tuple(s for s in cfg.switches if not s.nodes)
+    (gres,) = cfg.gres
+    (partition,) = model.fleets[0].scheduler.partitions
+    return {
+        "missing": ("slurm-topology-cover", _with_slurm(model, switches=tuple(leaves[:2]) + spine),
+                    "no switch holds train-[005-006]"),
+        "unknown": ("slurm-topology-cover",
+                    _with_slurm(model, switches=tuple(leaves[:2]) + (replace(leaves[2], nodes="train-[005-007]"),) + spine),
+                    "switches list train-007, which are not nodes of the fleet"),
+        "twice, written another way": ("slurm-topology-cover",
+                                       _with_slurm(model, switches=tuple(leaves) + (replace(leaves[0], name="x", nodes="train-00[2-3]"),) + spine),
+                                       "train-[002-003] sit under more than one switch"),
+        "gres for other nodes": ("slurm-gres-devices", _with_slurm(model, gres=(replace(gres, names="train-[007-012]"),)),
+                                 "gres.conf has no line for nodes train-[001-006]"),
+        "partition beyond the fleet": ("slurm-partition-nodes",
+                                       _scheduler(model, partitions=(replace(partition, nodes="train-[004-009],train-012"),)),
+                                       "partition 'gpu' lists train-[007-009,012], not nodes of fleet 'train'"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_coverage_cases()))
+def test_coverage_rules_name_the_wrong_hosts(case):
+    rule_id, model, message = _coverage_cases()[case]
+    _, document = _model()
+    findings = [f for f in run(model, document) if f.rule == rule_id]
+    assert [message in f.message for f in findings] == [True], [f.to_text() for f in findings]
+
+
+def test_coverage_at_100000_nodes_finds_one_misplaced_node():
+    """At 100,000 nodes the checks work on ranges: one node under two switches, one under none and
+    one unknown name are each found and named (correctness at scale; time is benchmarks/' business)."""
+    from fleetform.slurm import SwitchLine
+
+    model, document = _model()
+    model = _scheduler(model, topology=replace(model.fleets[0].scheduler.topology, nodes_per_switch=32))
+    fleet = model.fleets[0]
+    model = replace(model, fleets=(replace(fleet, nodes=replace(fleet.nodes, min=100_000, max=100_000)),)
+                    + model.fleets[1:])
+    leaves = [SwitchLine(f"leaf{i:04d}", f"train-[{1 + 32 * i:06d}-{min(32 * (i + 1), 100_000):06d}]", None)
+              for i in range(3125)]
+    leaves[7] = replace(leaves[7], nodes="train-[000224-000256]")  # 224 is also under leaf0006
+    leaves[9] = replace(leaves[9], nodes="train-[000289-000319]")  # 320 is under no switch
+    leaves[-1] = replace(leaves[-1], nodes="train-[099969-100001]")  # 100001 is not a node
+    model = _with_slurm(model, all_nodes="train-[000001-100000]", switches=tuple(leaves))
+    messages = sorted(f.message for f in run(model, document) if f.rule == "slurm-topology-cover")
+    assert messages == ["no switch holds train-000320", "switches list train-100001, which are not nodes of the fleet",
+                        "train-000224 sit under more than one switch"]

@@ -90,8 +90,7 @@ def slurm_version(bp: Blueprint, report: Reporter) -> None:
 
 @rule("slurm-partition-nodes", "error", "a partition lists only nodes of its fleet")
 def slurm_partition_nodes(bp: Blueprint, report: Reporter) -> None:
-    import hostlist
-
+    from ..hostset import HostSet
     from ..slurm import MAX_HOSTS, host_count
 
     for fleet in _slurm_fleets(bp):
@@ -102,14 +101,14 @@ def slurm_partition_nodes(bp: Blueprint, report: Reporter) -> None:
                        "list the fleet's nodes, or leave nodes out for all of them")
         if fleet.slurm is None:
             continue
-        nodes = set(hostlist.expand_hostlist(fleet.slurm.all_nodes))
+        nodes = HostSet.parse(fleet.slurm.all_nodes)
         for partition in fleet.scheduler.partitions:
             if partition.nodes is None or host_count(partition.nodes) > MAX_HOSTS:
                 continue
-            unknown = [n for n in hostlist.expand_hostlist(partition.nodes) if n not in nodes]
+            unknown = HostSet.parse(partition.nodes) - nodes
             if unknown:
                 report(partition.path + ("nodes",), f"partition '{partition.name}' lists "
-                       f"{hostlist.collect_hostlist(unknown)}, not nodes of fleet '{fleet.name}' "
+                       f"{unknown}, not nodes of fleet '{fleet.name}' "
                        f"({fleet.slurm.all_nodes})", "list nodes of the fleet, or leave nodes out for all of them")
 
 
@@ -139,13 +138,14 @@ def _gres_count(node) -> tuple[str, int]:
 
 @rule("slurm-gres-devices", "error", "gres.conf names as many GPU devices as the node's Gres count, with the same type", stage="config")
 def slurm_gres_devices(bp: Blueprint, report: Reporter) -> None:
-    import hostlist
+    from ..hostset import HostSet
 
     for fleet, config in _configs(bp):
+        gres = [(line, HostSet.parse(line.names)) for line in config.gres]
         for node in config.nodes:
             type_, count = _gres_count(node)
-            names = set(hostlist.expand_hostlist(node.names))
-            lines = [g for g in config.gres if names & set(hostlist.expand_hostlist(g.names))]
+            names = HostSet.parse(node.names)
+            lines = [line for line, hosts in gres if names & hosts]
             if not lines:
                 report(fleet.scheduler.path, f"gres.conf has no line for nodes {node.names}",
                        "every node with Gres needs its device files in gres.conf")
@@ -172,25 +172,22 @@ def slurm_cpus(bp: Blueprint, report: Reporter) -> None:
 
 @rule("slurm-topology-cover", "error", "topology.conf places every node under exactly one leaf switch", stage="config")
 def slurm_topology_cover(bp: Blueprint, report: Reporter) -> None:
-    import hostlist
-    from collections import Counter
+    from ..hostset import HostSet, overlaps
 
     for fleet, config in _configs(bp):
         if not config.switches:
             continue
-        nodes = hostlist.expand_hostlist(config.all_nodes)
-        seen = Counter(n for s in config.switches if s.nodes for n in hostlist.expand_hostlist(s.nodes))
+        nodes = HostSet.parse(config.all_nodes)
+        leaves = [HostSet.parse(s.nodes) for s in config.switches if s.nodes]
+        covered = HostSet.of(*leaves)
         path = fleet.scheduler.topology.path if fleet.scheduler.topology else fleet.scheduler.path
-        missing = [n for n in nodes if n not in seen]
-        twice = [n for n, k in seen.items() if k > 1]
-        known = set(nodes)
-        unknown = [n for n in seen if n not in known]
+        missing, twice, unknown = nodes - covered, overlaps(leaves), covered - nodes
         if missing:
-            report(path, f"no switch holds {hostlist.collect_hostlist(missing)}",
+            report(path, f"no switch holds {missing}",
                    "jobs on those nodes get no topology-aware placement; list them under a switch")
         if twice:
-            report(path, f"{hostlist.collect_hostlist(twice)} sit under more than one switch",
+            report(path, f"{twice} sit under more than one switch",
                    "a node hangs off one leaf switch; list it once")
         if unknown:
-            report(path, f"switches list {hostlist.collect_hostlist(unknown)}, which are not nodes of the fleet",
+            report(path, f"switches list {unknown}, which are not nodes of the fleet",
                    f"the fleet's nodes are {config.all_nodes}")
