@@ -119,6 +119,7 @@ class KubeFleet:
     node_taints: tuple[tuple[str, str, str], ...]
     gpu_operator_namespace: str
     monitor_labels: tuple[tuple[str, str], ...]
+    dcgm_monitor: str  # name of the ServiceMonitor of the GPU Operator's DCGM exporter
 
 
 def _gib(value: float) -> str:
@@ -200,4 +201,5 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
         ))
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
                      tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE,
-                     (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else ())
+                     (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else (),
+                     f"{fleet.name}-dcgm-exporter")

@@ -3,6 +3,10 @@
 StrictUndefined turns a misspelt name into an error instead of an empty string. As a second line
 of defence behind the schema, every printed value is refused if it holds a line break, a NUL or
 template delimiters: a value can never add a line to a rendered config file.
+
+YAML templates print every value through `q` (a JSON string, which is a YAML double-quoted scalar)
+or `n` (a number): a name spelt `on`, `no`, `null` or `4711` stays a string for a YAML 1.1 reader
+such as kubectl's, and tests/test_k8s.py refuses a bare `{{ value }}` in templates/k8s.
 """
 
 from __future__ import annotations
@@ -41,7 +45,17 @@ def environment() -> jinja2.Environment:
     )
     env.filters["sh"] = lambda value: shlex.quote(str(value))
     env.filters["q"] = lambda value: json.dumps(str(value))  # a JSON string is a valid double-quoted YAML scalar
+    env.filters["n"] = _number
     return env
+
+
+def _number(value) -> str:
+    """A YAML number: refuses anything else (a bool, None or a string would print as something YAML
+    reads as another type), so a template position meant for a number never carries a string."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (
+            float("inf"), float("-inf")):
+        raise RenderError(f"refusing to render {value!r} as a number")
+    return json.dumps(value)
 
 
 def _templates() -> str:
