@@ -19,14 +19,15 @@ from ..findings import report_text
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("diff", help="what changes between two blueprints: files, resources, cost, findings",
+    p = sub.add_parser("diff",
                        description="Compare two versions of a blueprint, each a file or a git REV:path (e.g. "
                                    "origin/main:blueprints/llm.yaml), and report the rendered files that change, the "
                                    "cloud resources created, deleted and changed, the cost delta and the findings the "
                                    "change introduces.")
-    p.add_argument("old", metavar="OLD")
-    p.add_argument("new", metavar="NEW")
-    p.add_argument("--format", choices=("text", "markdown"), default="text")
+    p.add_argument("old", metavar="OLD", help="the blueprint before the change: a file, or REV:path in git")
+    p.add_argument("new", metavar="NEW", help="the blueprint after the change: a file, or REV:path in git")
+    p.add_argument("--format", choices=("text", "markdown"), default="text",
+                   help="text for a terminal, markdown for a pull request comment (default: text)")
     p.set_defaults(run=run)
 
 

@@ -12,13 +12,14 @@ from ..findings import Finding, Severity, report_text
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("plan", help="sizing, cost and the cloud resources of a blueprint, with security policies",
+    p = sub.add_parser("plan",
                        description="Validate and render a blueprint, size its fleets step by step, price them from "
                                    "the catalog's dated on-demand prices, run the Pulumi program under mocks (no "
                                    "Pulumi CLI or credentials needed) and report the resources it would create. A "
                                    "violated security policy is an error (exit 1).")
-    p.add_argument("blueprint", metavar="BLUEPRINT")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("blueprint", metavar="BLUEPRINT", help="the blueprint YAML file")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="text for a terminal, markdown for a pull request comment, json for programs (default: text)")
     p.add_argument("-o", "--output", metavar="DIR", nargs="?", const="",
                    help="also write plan.json and plan.md into DIR (default: rendered/<metadata.name>)")
     p.set_defaults(run=run)
@@ -107,8 +108,8 @@ def _table(header, rows, markdown: bool) -> list[str]:
     if markdown:
         return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"] + [
             "| " + " | ".join(r) + " |" for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    return ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    return ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
 
 
 def run(args) -> int:
