@@ -177,3 +177,18 @@ def test_the_summary_counts_waived_warnings(write):
 """)
     result = run_cli("validate", str(path))
     assert (result.returncode, result.stdout) == (0, "1 blueprint valid: no errors, no warnings (1 warning waived)\n")
+
+
+def test_plan_and_diff_without_pulumi_show_the_rest_and_name_the_extra(monkeypatch, capsys):
+    """In-process twin of test_packaging's venv without the aws extra: pulumi hidden from imports."""
+    monkeypatch.setitem(sys.modules, "pulumi", None)
+    ref = str(ROOT / REF)
+    assert main(["plan", ref]) == 2
+    out, err = capsys.readouterr()
+    assert "pip install 'fleetform[aws]'" in err and "pulumi is not installed" in err
+    assert "Sizing" in out and "Cloud resources: not recorded" in out
+    assert main(["plan", ref, "--no-resources"]) == 0
+    assert main(["diff", ref, ref]) == 2
+    out, err = capsys.readouterr()
+    assert "Rendered files: 0 changed" in out and "pip install 'fleetform[aws]'" in err
+    assert main(["diff", ref, ref, "--no-resources"]) == 0
