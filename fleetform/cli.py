@@ -1,7 +1,11 @@
-"""The `fleetform` command: one small module per subcommand under fleetform/commands/.
+"""The `fleetform` command: one module per subcommand under fleetform/commands/.
+
+Only the chosen command's module is imported (validate must not pay for jinja2, pulumi or git), so
+the subcommands are listed here, in a table as light as argparse itself; each module's
+add_parser(sub) adds its arguments and sets args.run.
 
 Exit codes: 0 success, 1 the blueprint or a check failed, 2 usage error (bad arguments, a file
-that cannot be read), 3 an internal error (a bug in fleetform: please report it).
+that cannot be read, a missing optional dependency), 3 an internal error (a bug in fleetform).
 """
 
 from __future__ import annotations
@@ -9,34 +13,112 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
 
 from . import __version__
-from .commands import catalog, diff, plan, render, rules, schema, validate
 
-COMMANDS = (validate, render, plan, diff, schema, catalog, rules)
+COMMANDS = {
+    "validate": "check blueprints: all errors and warnings, then a summary",
+    "render": "render Slurm, NCCL and Kubernetes files from a blueprint",
+    "plan": "sizing, cost and the cloud resources of a blueprint, with security policies",
+    "diff": "what changes between two blueprints: files, resources, cost, findings",
+    "schema": "print the blueprint JSON Schema (Draft 2020-12)",
+    "catalog": "list GPU instance types with GPU facts and prices",
+    "rules": "list the checks fleetform makes",
+}
+"""Every subcommand (fleetform/commands/<name>.py) with its one-line help, in the order --help lists them."""
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+DEBUG_HELP = "show the traceback of an internal error (the same as FLEETFORM_DEBUG=1)"
 
 
 class UsageError(Exception):
     """A problem with how fleetform was called; exit 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Subcommands:
+    """The subparsers action as a command module sees it: its one-line help comes from COMMANDS."""
+
+    def __init__(self, sub):
+        self._sub = sub
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        parser = self._sub.add_parser(name, help=COMMANDS[name], formatter_class=_Formatter, **kwargs)
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        return parser
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter at the terminal's width, found as shutil.get_terminal_size finds it but
+    without importing shutil (and the compression modules it imports), which --help would pay for;
+    descriptions and epilogs are kept as written (the command list is laid out here)."""
+
+    def __init__(self, prog: str):
+        try:
+            columns = int(os.environ["COLUMNS"])
+        except (KeyError, ValueError):
+            try:
+                columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
+            except (AttributeError, ValueError, OSError):
+                columns = 80
+        super().__init__(prog, width=max(columns, 40) - 2)
+
+
+def _command_list() -> str:
+    width = max(len(name) for name in COMMANDS)
+    return "commands:\n" + "\n".join(f"  {name.ljust(width)}  {text}" for name, text in COMMANDS.items())
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `fleetform COMMAND`: only that command's module is imported and its parser built
+    (every command's with command=None, for tests and documentation). --help lists the commands from
+    COMMANDS, without building a parser for each (argparse's per-parser cost is most of --help's)."""
     parser = argparse.ArgumentParser(
         prog="fleetform",
+        formatter_class=_Formatter,
         description="Validate GPU fleet blueprints and render them into Slurm, NCCL, Kubernetes and Pulumi.",
+        epilog=_command_list() + "\n\nRun `fleetform COMMAND --help` for a command's arguments. Exit codes: 0 "
+               "success, 1 the blueprint\nor a check failed, 2 a usage error, 3 a bug in fleetform.",
     )
     parser.add_argument("--version", action="version", version=f"fleetform {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS:
-        module.add_parser(sub)
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, help="one of the commands below")
+    for name in COMMANDS:
+        if command is None or name == command:
+            _module(name).add_parser(_Subcommands(sub))
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+def _module(name: str):
+    from importlib import import_module
+
+    return import_module(f".commands.{name}", __package__)
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand word of argv: its first argument that is not an option (the global options
+    take no value)."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = _command(argv)
+    if command is not None and command not in COMMANDS:
+        from difflib import get_close_matches
+
+        close = get_close_matches(command, COMMANDS, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; the commands are {', '.join(COMMANDS)}"
+        build_parser("").error(f"unknown command {command!r}{hint}")
+    parser = build_parser(command or "")
+    if command is None and not {"-h", "--help", "--version"} & set(argv):
+        parser.print_help(sys.stderr)  # `fleetform` alone: the whole help, as a usage error
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     try:
         return args.run(args)
@@ -50,11 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a bug, never a blueprint problem: those are findings
-        if os.environ.get("FLEETFORM_DEBUG"):
+        if args.debug or os.environ.get("FLEETFORM_DEBUG"):
             raise
         print(f"fleetform: internal error: {type(err).__name__}: {err}\n"
-              "This is a bug in fleetform, not in your blueprint. Run again with FLEETFORM_DEBUG=1 "
-              "for the traceback and report it.", file=sys.stderr)
+              "This is a bug in fleetform, not in your blueprint. Run again with --debug for the traceback "
+              "and report it.", file=sys.stderr)
         return EXIT_INTERNAL
 
 

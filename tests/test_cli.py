@@ -1,12 +1,17 @@
-"""The CLI contract: formats, exit codes, several files, and that validate never imports pulumi."""
+"""The CLI contract: formats, exit codes, several files, help, and that each command imports only what it uses."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import AWS_TRAINING_HEAD, ROOT, run_cli
+from fleetform import __version__
+from fleetform.cli import COMMANDS, build_parser, main
 
 REF = "blueprints/reference.yaml"
 BROKEN = AWS_TRAINING_HEAD + """    instance_type: p5.48xlarg
@@ -79,11 +84,83 @@ def test_rules_lists_id_severity_and_summary():
     assert text[0].split() == ["RULE", "SEVERITY", "STAGE", "CHECKS"] and len(text) == len(data) + 1
 
 
-def test_validate_does_not_import_pulumi():
-    code = ("import sys; from fleetform.cli import main; rc = main(['validate', 'blueprints/reference.yaml']); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_aws', 'jinja2')))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert result.stdout.splitlines()[-1] == "[]"
+def _modules_after(*argv: str) -> set[str]:
+    """The modules a fresh interpreter holds after `fleetform ARGV` ran in it."""
+    code = ("import sys\nfrom fleetform.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', *sorted(sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(result.stdout.rsplit("MODULES", 1)[1].split())
+
+
+NOT_FOR_VALIDATE = ("jinja2", "pulumi", "pulumi_aws", "fleetform.render", "fleetform.plan", "fleetform.policies",
+                    "fleetform.sizing", "fleetform.commands.render", "fleetform.commands.plan",
+                    "fleetform.commands.diff", "fleetform.commands.catalog", "fleetform.commands.schema",
+                    "fleetform.commands.rules", "tarfile", "subprocess")
+
+
+def test_validate_imports_only_what_it_uses():
+    """validate sits at its import floor (issue 13): no template engine, Pulumi, git or other command."""
+    modules = _modules_after("validate", REF)
+    assert "fleetform.commands.validate" in modules and "jsonschema" in modules  # the check ran
+    assert sorted(m for m in modules if m.startswith(NOT_FOR_VALIDATE)) == []
+
+
+def test_help_imports_no_command():
+    modules = _modules_after("--help")
+    assert sorted(m for m in modules if m.startswith(("fleetform.commands.", "yaml", "jsonschema", "jinja2"))) == []
+    assert {"fleetform.commands.plan", "fleetform.commands.diff"} & _modules_after("validate", "--help") == set()
+
+
+def test_version():
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout) == (0, f"fleetform {__version__}\n")
+
+
+def test_no_command_prints_the_whole_help():
+    result = run_cli()
+    assert result.returncode == 2
+    for name in COMMANDS:  # every command with its one-line help, not only a usage line
+        assert f"  {name}" in result.stderr and COMMANDS[name][:30] in result.stderr
+    assert "--debug" in result.stderr and "--version" in result.stderr
+
+
+def test_a_mistyped_command_gets_a_suggestion():
+    result = run_cli("valdate", REF)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == "fleetform: error: unknown command 'valdate'; did you mean 'validate'?"
+    far = run_cli("xyzzy")
+    assert far.returncode == 2 and "the commands are validate, render, plan, diff" in far.stderr
+
+
+def test_every_argument_has_help():
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(sub.choices) == set(COMMANDS)
+    for name, command in sub.choices.items():
+        for action in command._actions:
+            assert action.help, f"fleetform {name}: {action.option_strings or action.dest} has no help"
+        # the one-line help --help lists is the one each command registers
+        assert [a.help for a in sub._choices_actions if a.dest == name] == [COMMANDS[name]]
+
+
+def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch, capsys):
+    from fleetform.commands import validate
+
+    def broken(args):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(validate, "run", broken)
+    monkeypatch.delenv("FLEETFORM_DEBUG", raising=False)
+    assert main(["validate", REF]) == 3
+    err = capsys.readouterr().err
+    assert "internal error: ZeroDivisionError: a bug" in err and "--debug" in err and "Traceback" not in err
+    with pytest.raises(ZeroDivisionError):
+        main(["--debug", "validate", REF])
+    with pytest.raises(ZeroDivisionError):  # after the command too
+        main(["validate", REF, "--debug"])
+    monkeypatch.setenv("FLEETFORM_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        main(["validate", REF])
 
 
 def test_render_does_not_import_pulumi(tmp_path):
@@ -100,3 +177,18 @@ def test_the_summary_counts_waived_warnings(write):
 """)
     result = run_cli("validate", str(path))
     assert (result.returncode, result.stdout) == (0, "1 blueprint valid: no errors, no warnings (1 warning waived)\n")
+
+
+def test_plan_and_diff_without_pulumi_show_the_rest_and_name_the_extra(monkeypatch, capsys):
+    """In-process twin of test_packaging's venv without the aws extra: pulumi hidden from imports."""
+    monkeypatch.setitem(sys.modules, "pulumi", None)
+    ref = str(ROOT / REF)
+    assert main(["plan", ref]) == 2
+    out, err = capsys.readouterr()
+    assert "pip install 'fleetform[aws]'" in err and "pulumi is not installed" in err
+    assert "Sizing" in out and "Cloud resources: not recorded" in out
+    assert main(["plan", ref, "--no-resources"]) == 0
+    assert main(["diff", ref, ref]) == 2
+    out, err = capsys.readouterr()
+    assert "Rendered files: 0 changed" in out and "pip install 'fleetform[aws]'" in err
+    assert main(["diff", ref, ref, "--no-resources"]) == 0

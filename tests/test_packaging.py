@@ -9,6 +9,7 @@ first without the `aws` extra, then with it installed from the same local wheel.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import subprocess
@@ -93,7 +94,7 @@ def test_wheel_has_only_the_fleetform_package_at_top_level(wheel):
     top = {n.split("/")[0] for n in names}
     assert {t for t in top if not t.endswith(".dist-info")} == {"fleetform"}
     for data in ("fleetform/blueprints/fleetform-v1.schema.json", "fleetform/blueprints/reference.yaml",
-                 "fleetform/providers/aws/instances.json", "fleetform/providers/aws/gpus.yaml",
+                 "fleetform/providers/aws/instances.json", "fleetform/providers/aws/gpus.json",
                  "fleetform/providers/nccl-variables.tsv", "fleetform/templates/slurm/slurm.conf.j2"):
         assert data in names
 
@@ -151,6 +152,35 @@ def test_validate_render_schema_without_the_aws_extra(bare):
     schema = bare.run("schema")
     assert schema.returncode == 0 and '"fleetform/v1"' in schema.stdout
     assert bare.run("catalog", "--gpu", "L4").returncode == 0
+
+
+def test_plan_and_diff_without_the_aws_extra(bare):
+    """Everything that needs no Pulumi works; the resource part names the extra to install (exit 2)."""
+    for modules in AWS_EXTRA_MODULES:
+        assert subprocess.run([str(bare.python), "-c", f"import {modules}"], capture_output=True).returncode == 1
+    plan = bare.run("plan", "bp.yaml", "-o", "planned")
+    assert plan.returncode == 2, plan.stderr
+    assert plan.stderr.startswith("fleetform: error: the cloud resource plan and its security policies need the "
+                                  "aws extra (pulumi and pulumi_aws are not installed): pip install 'fleetform[aws]'")
+    assert "Traceback" not in plan.stderr and "internal error" not in plan.stderr
+    assert "\nSizing\n" in plan.stdout and "total (priced)" in plan.stdout
+    assert "Cloud resources: not recorded" in plan.stdout
+    assert not (bare.work / "planned").exists()  # no plan files that look whole but lack the resources
+    alone = bare.run("plan", "bp.yaml", "--no-resources", "--format", "json")
+    assert alone.returncode == 0, alone.stderr
+    data = json.loads(alone.stdout)
+    assert data["resources"] is None and data["resources_not_recorded"] == "left out (--no-resources)"
+    assert [f["fleet"] for f in data["cost"]["fleets"]] == ["train", "serve", "small-models"]
+    onprem = bare.run("plan", "onprem.yaml")  # nothing in a cloud: Pulumi is never needed
+    assert (onprem.returncode, onprem.stderr) == (0, "")
+    assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout
+
+    diff = bare.run("diff", "bp.yaml", "changed.yaml")
+    assert diff.returncode == 2 and "pip install 'fleetform[aws]'" in diff.stderr, diff.stderr
+    assert "~ train/slurm/slurm.conf" in diff.stdout and "6-6 x p5.48xlarge -> 8-8 x p5en.48xlarge" in diff.stdout
+    assert "Cloud resources: not compared" in diff.stdout
+    assert bare.run("diff", "bp.yaml", "changed.yaml", "--no-resources").returncode == 0
+    assert bare.run("diff", "onprem.yaml", "onprem.yaml").returncode == 0
 
 
 def test_plan_and_diff_with_the_aws_extra(with_aws):

@@ -9,11 +9,11 @@ from ..catalog import Gpu, load_catalog
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("catalog", help="list GPU instance types with GPU facts and prices",
+    p = sub.add_parser("catalog",
                        description="List the GPU instance types fleetform knows, with GPU facts and on-demand "
                                    "prices, and the source and date of every figure.")
     p.add_argument("--gpu", metavar="NAME", help="only this GPU (a family like H100, or a model like A100-80GB)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.set_defaults(run=run)
 
 
@@ -21,7 +21,7 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
     out = []
     for row in [header] + rows:
-        cells = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        cells = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
         out.append("  ".join(cells).rstrip())
     return out
 

@@ -16,17 +16,20 @@ import tempfile
 from pathlib import Path
 
 from ..findings import report_text
+from .plan import NO_RESOURCES_HELP
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("diff", help="what changes between two blueprints: files, resources, cost, findings",
+    p = sub.add_parser("diff",
                        description="Compare two versions of a blueprint, each a file or a git REV:path (e.g. "
                                    "origin/main:blueprints/llm.yaml), and report the rendered files that change, the "
                                    "cloud resources created, deleted and changed, the cost delta and the findings the "
                                    "change introduces.")
-    p.add_argument("old", metavar="OLD")
-    p.add_argument("new", metavar="NEW")
-    p.add_argument("--format", choices=("text", "markdown"), default="text")
+    p.add_argument("old", metavar="OLD", help="the blueprint before the change: a file, or REV:path in git")
+    p.add_argument("new", metavar="NEW", help="the blueprint after the change: a file, or REV:path in git")
+    p.add_argument("--format", choices=("text", "markdown"), default="text",
+                   help="text for a terminal, markdown for a pull request comment (default: text)")
+    p.add_argument("--no-resources", action="store_true", help=NO_RESOURCES_HELP)
     p.set_defaults(run=run)
 
 
@@ -52,11 +55,11 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
     return str(target / path), spec
 
 
-def _side(spec: str, tmp: Path):
+def _side(spec: str, tmp: Path, resources: bool):
     from .plan import build
 
     path, label = _materialize(spec, tmp)
-    result, built = build(path)
+    result, built = build(path, resources)
     return label, result, built
 
 
@@ -123,8 +126,8 @@ def _cost_lines(old: dict, new: dict) -> list[str]:
 def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="fleetform-diff-") as tmpdir:
         tmp = Path(tmpdir)
-        old_label, old_result, old_built = _side(args.old, tmp)
-        new_label, new_result, new_built = _side(args.new, tmp)
+        old_label, old_result, old_built = _side(args.old, tmp, not args.no_resources)
+        new_label, new_result, new_built = _side(args.new, tmp, not args.no_resources)
     if old_built is None or new_built is None:
         for result in (old_result, new_result):
             if result.model is None:
@@ -151,10 +154,12 @@ def run(args) -> int:
         else:
             out += [f"{mark} {path}", diff.rstrip("\n")]
 
-    changes = _resource_changes(old["resources"], new["resources"])
+    unrecorded = next((d["resources_not_recorded"] for d in (old, new) if d["resources"] is None), None)
+    changes = [] if unrecorded else _resource_changes(old["resources"], new["resources"])
     counts = {sign: sum(1 for c in changes if c[0] == sign) for sign in "+-~"}
-    out += heading(f"Cloud resources: {counts['+']} to create, {counts['-']} to delete, {counts['~']} to change")
-    if old_files["manifest.json"] != new_files["manifest.json"]:
+    out += heading(f"Cloud resources: not compared: {unrecorded}" if unrecorded else
+                   f"Cloud resources: {counts['+']} to create, {counts['-']} to delete, {counts['~']} to change")
+    if old_files["manifest.json"] != new_files["manifest.json"] and not unrecorded:
         note = "every tagged resource's fleetform:manifest-sha256 tag changes with the rendered files"
         out.append(f"- _{note}_" if markdown else f"  ({note})")
     for sign, type_, name, keys in changes:
@@ -169,4 +174,11 @@ def run(args) -> int:
     out += heading(f"Findings the change introduces: {len(introduced)}")
     out += [(f"- `{f.to_text()}`" if markdown else f"  {f.to_text()}") for f in introduced]
     sys.stdout.write("\n".join(out) + "\n")
-    return 1 if any(f.severity.value == "error" for f in introduced) else 0
+    if any(f.severity.value == "error" for f in introduced):
+        return 1
+    if unrecorded and not args.no_resources:  # asked for, not compared: see plan.py
+        from ..cli import UsageError
+
+        sys.stdout.flush()
+        raise UsageError(unrecorded)
+    return 0

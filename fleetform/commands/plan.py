@@ -1,6 +1,11 @@
 """fleetform plan BLUEPRINT [--format text|markdown|json]: sizing with every step shown, cost from
 the catalog's dated prices, the AWS resources the Pulumi program would create (recorded offline
-under Pulumi's mocks) and the security policies checked on them."""
+under Pulumi's mocks) and the security policies checked on them.
+
+Only the resource plan needs Pulumi (the `aws` extra). Without it, an AWS blueprint's plan shows
+everything else and says how to install the extra, then exits 2: the resources and their security
+policies were asked for and not checked, so a CI gate must not pass. `--no-resources` asks for the
+rest alone (exit 0 or 1 as usual). On-prem blueprints create no cloud resources and never need it."""
 
 from __future__ import annotations
 
@@ -12,16 +17,35 @@ from ..findings import Finding, Severity, report_text
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("plan", help="sizing, cost and the cloud resources of a blueprint, with security policies",
+    p = sub.add_parser("plan",
                        description="Validate and render a blueprint, size its fleets step by step, price them from "
                                    "the catalog's dated on-demand prices, run the Pulumi program under mocks (no "
                                    "Pulumi CLI or credentials needed) and report the resources it would create. A "
                                    "violated security policy is an error (exit 1).")
-    p.add_argument("blueprint", metavar="BLUEPRINT")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("blueprint", metavar="BLUEPRINT", help="the blueprint YAML file")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="text for a terminal, markdown for a pull request comment, json for programs (default: text)")
     p.add_argument("-o", "--output", metavar="DIR", nargs="?", const="",
                    help="also write plan.json and plan.md into DIR (default: rendered/<metadata.name>)")
+    p.add_argument("--no-resources", action="store_true", help=NO_RESOURCES_HELP)
     p.set_defaults(run=run)
+
+
+AWS_EXTRA = "pip install 'fleetform[aws]'"
+NO_RESOURCES_HELP = ("leave out the cloud resources and their security policies: sizing, cost and findings only "
+                     f"(needs no Pulumi, that is no `{AWS_EXTRA}`)")
+
+
+def missing_aws_extra() -> str | None:
+    """Why the resource plan cannot be recorded here (the aws extra is not installed), or None."""
+    from importlib.util import find_spec
+
+    missing = [name for name in ("pulumi", "pulumi_aws") if find_spec(name) is None]
+    if not missing:
+        return None
+    return (f"the cloud resource plan and its security policies need the aws extra ({' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not installed): {AWS_EXTRA}; or pass --no-resources for "
+            "sizing, cost and findings alone")
 
 
 def owners(resources: list[dict]) -> dict[str, str]:
@@ -40,10 +64,11 @@ def short_type(type_: str) -> str:
     return type_.split(":")[-1]
 
 
-def build(path: str):
-    """(validation result, plan data or None). Imports pulumi only when the blueprint is valid."""
+def build(path: str, resources: bool = True):
+    """(validation result, plan data or None). Imports pulumi only when the blueprint is valid, on
+    AWS, and the resources are asked for; data["resources"] is None when they were not recorded
+    (left out, or the aws extra is missing: data["resources_not_recorded"] says which)."""
     from ..pipeline import check
-    from ..plan import record
     from ..policies import check as check_policies
     from ..render import render
     from ..sizing import as_dict
@@ -53,15 +78,28 @@ def build(path: str):
         return result, None
     model, doc = result.model, result.document
     files = render(model)
-    resources = record(model, files)
-    owner = owners(resources)
-    fleet_paths = {f.name: f.path for f in model.fleets}
     findings = list(result.findings)
-    for pid, name, message in check_policies(resources, model):
-        findings.append(doc.finding(fleet_paths.get(owner.get(name), ()), f"{name}: {message}", pid))
+    missing = None
+    if model.cloud != "aws":
+        recorded = []  # the Pulumi program creates nothing outside a cloud
+    elif not resources:
+        recorded, missing = None, "left out (--no-resources)"
+    elif (missing := missing_aws_extra()) is not None:
+        recorded = None
+    else:
+        from ..plan import record
+
+        recorded = record(model, files)
+    if recorded is not None:
+        owner = owners(recorded)
+        fleet_paths = {f.name: f.path for f in model.fleets}
+        for pid, name, message in check_policies(recorded, model):
+            findings.append(doc.finding(fleet_paths.get(owner.get(name), ()), f"{name}: {message}", pid))
     data = {"blueprint": {"name": model.name, "version": model.version, "sha256": model.sha256},
-            **as_dict(model), "resources": resources,
+            **as_dict(model), "resources": recorded,
             "findings": [f.to_dict() for f in sorted(findings, key=Finding.sort_key)]}
+    if missing is not None:
+        data["resources_not_recorded"] = missing
     return result, (data, files, findings)
 
 
@@ -94,6 +132,9 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
     header = ("fleet", "instance", "nodes", "$/h min", "$/h max", "$/month min", "$/month max")
     lines += _table(header, rows, markdown)
     lines += [f"- not priced: {u}" if markdown else f"  not priced: {u}" for u in cost["unpriced"]]
+    if data["resources"] is None:
+        return lines + h("Cloud resources: not recorded") + [
+            f"- _{data['resources_not_recorded']}_" if markdown else f"  {data['resources_not_recorded']}"]
     counts = Counter((owners(data["resources"])[r["name"]], short_type(r["type"]))
                      for r in data["resources"] if not r["type"].startswith("fleetform:"))
     lines += h(f"Cloud resources: {sum(counts.values())}" if counts else "Cloud resources: none (on-prem blueprint)")
@@ -107,15 +148,15 @@ def _table(header, rows, markdown: bool) -> list[str]:
     if markdown:
         return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"] + [
             "| " + " | ".join(r) + " |" for r in rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    return ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=True)]
+    return ["  " + "  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
 
 
 def run(args) -> int:
     from ..cli import UsageError
 
     try:
-        result, built = build(args.blueprint)
+        result, built = build(args.blueprint, resources=not args.no_resources)
     except OSError as err:
         raise UsageError(f"cannot read {args.blueprint}: {err.strerror or err}") from None
     if built is None:
@@ -123,7 +164,8 @@ def run(args) -> int:
         return 1
     data, _files, findings = built
     errors = any(f.severity is Severity.ERROR for f in findings)
-    if args.output is not None:
+    incomplete = data["resources"] is None and not args.no_resources
+    if args.output is not None and not incomplete:  # no plan files that look whole but lack the resources
         from pathlib import Path
 
         out = Path(args.output) if args.output else Path("rendered") / data["blueprint"]["name"]
@@ -132,9 +174,12 @@ def run(args) -> int:
         (out / "plan.md").write_text("\n".join(_with_findings(text_lines(data, True), findings, True)) + "\n")
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        return 1 if errors else 0
-    markdown = args.format == "markdown"
-    sys.stdout.write("\n".join(_with_findings(text_lines(data, markdown), findings, markdown)) + "\n")
+    else:
+        markdown = args.format == "markdown"
+        sys.stdout.write("\n".join(_with_findings(text_lines(data, markdown), findings, markdown)) + "\n")
+    if incomplete:
+        sys.stdout.flush()
+        raise UsageError(data["resources_not_recorded"])
     return 1 if errors else 0
 
 

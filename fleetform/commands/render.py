@@ -14,7 +14,7 @@ PLAN_FILES = ("plan.json", "plan.md")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("render", help="render Slurm, NCCL and Kubernetes files from a blueprint",
+    p = sub.add_parser("render",
                        description="Validate a blueprint and render its files into DIR (default "
                                    "rendered/<metadata.name>/), replacing what was there. With --check, write "
                                    "nothing: exit 1 and list the files that are stale, missing or extra.")

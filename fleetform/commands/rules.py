@@ -9,10 +9,10 @@ from ..rules import all_rules
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rules", help="list the checks fleetform makes",
+    p = sub.add_parser("rules",
                        description="List every rule id with its severity, the stage that checks it, and what it "
                                    "checks. Warning-level rules can be waived in a blueprint's waivers.")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.set_defaults(run=run)
 
 

@@ -8,7 +8,7 @@ from .. import schema as schema_module
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("schema", help="print the blueprint JSON Schema (Draft 2020-12)",
+    p = sub.add_parser("schema",
                        description="Print the JSON Schema of apiVersion fleetform/v1, for editors and other tools.")
     p.set_defaults(run=run)
 

@@ -9,7 +9,7 @@ from ..pipeline import check
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("validate", help="check blueprints: all errors and warnings, then a summary",
+    p = sub.add_parser("validate",
                        description="Check blueprints against the schema and fleetform's rules. "
                                    "Exit 0 when no error was found (warnings allowed), 1 otherwise.")
     p.add_argument("blueprints", nargs="+", metavar="BLUEPRINT", help="blueprint YAML files")

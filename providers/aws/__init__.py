@@ -1,1 +1,1 @@
-"""AWS: the GPU instance and GPU catalog (instances.json, gpus.yaml) and the Pulumi components."""
+"""AWS: the GPU instance and GPU catalog (instances.json, gpus.json) and the Pulumi components."""
