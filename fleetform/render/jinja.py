@@ -1,21 +1,21 @@
 """The one Jinja environment of fleetform: strict, and suspicious of what it prints.
 
 StrictUndefined turns a misspelt name into an error instead of an empty string. As a second line
-of defence behind the schema, every printed value is refused if it holds a line break, a NUL or
-template delimiters: a value can never add a line to a rendered config file.
+of defence behind the schema, every printed value is refused if it holds a line break, a control
+character or template delimiters: a value can never add a line to a rendered config file. What is
+refused is fleetform.plaintext's rule, which the schema stage reports as a finding first.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from functools import lru_cache
 from importlib import resources
 
 import jinja2
 
-_UNSAFE = re.compile(r"[\n\r\x00]|\{\{|\}\}|\{%|%\}|\{#|#\}")
+from .. import plaintext
 
 
 class RenderError(Exception):
@@ -23,8 +23,9 @@ class RenderError(Exception):
 
 
 def _finalize(value):
-    if isinstance(value, str) and _UNSAFE.search(value):
-        raise RenderError(f"refusing to render {value!r}: it holds a line break, a NUL or template delimiters")
+    found = plaintext.problem(value) if isinstance(value, str) else None
+    if found:
+        raise RenderError(f"refusing to render {value!r}: it holds {found.what}")
     return value
 
 
