@@ -73,12 +73,34 @@ def _named(items: Any) -> bool:
     return isinstance(items, list) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
 
 
+_ITEM = {"fleets": "fleet", "storage": "storage", "models": "model", "partitions": "partition", "switches": "switch"}
+
+
 class _Merge:
     def __init__(self, base: Document, child: Document):
         self.bvalues, self.bkeys = _with_file(base)
         self.cvalues, self.ckeys = _with_file(child)
         self.values: dict = {}
         self.keys: dict = {}
+        self.findings: list[Finding] = []
+
+    def _duplicates(self, items: list, path: tuple, positions: dict) -> None:
+        """Merging by name keeps one item of a name: report every later item of a name used twice in one
+        file (with its errors it would vanish), as `unique-names` does for a blueprint without extends."""
+        what = _ITEM.get(path[-1], "item") if path else "item"
+        first: dict[str, tuple] = {}
+        for index, item in enumerate(items):
+            where = next((positions[p] for p in (path + (index, "name"), path + (index,), path, ()) if p in positions),
+                         (1, 1, ""))
+            if item["name"] not in first:
+                first[item["name"]] = where
+                continue
+            line, column, file = where
+            self.findings.append(Finding(
+                file, line, column, Severity.ERROR, format_path(path + (index, "name")),
+                f"{what} name '{item['name']}' is used more than once in this file", "unique-names",
+                f"{what} names must be unique; the first is at line {first[item['name']][0]} (merging by name "
+                "would keep only one)"))
 
     def _copy(self, source_values: dict, source_keys: dict, src: tuple, dst: tuple) -> None:
         n = len(src)
@@ -106,8 +128,12 @@ class _Merge:
                 self.values[out] = position
             return result
         if _named(base) and _named(child):
+            self._duplicates(base, bpath, self.bvalues)
+            self._duplicates(child, cpath, self.cvalues)
             result = []
-            by_name = {item["name"]: i for i, item in enumerate(child)}
+            by_name: dict[str, int] = {}
+            for i, item in enumerate(child):
+                by_name.setdefault(item["name"], i)  # the first of a name merges; a later one is reported
             for i, item in enumerate(base):
                 j = by_name.pop(item["name"], None)
                 index = len(result)
@@ -160,6 +186,8 @@ def resolve(doc: Document, _chain: tuple[tuple[str, str], ...] = (), _roots_of: 
     base = resolve(base, _chain + (pin,), roots)
     merge = _Merge(base, doc)
     data = merge.merge(base.data, doc.data, (), (), ())
+    if merge.findings:
+        raise LoadError(sorted(merge.findings, key=Finding.sort_key))
     data["extends"] = copy.deepcopy(doc.data["extends"])
     record = {"name": pin[0], "version": pin[1], "sha256": base.sha256}
     return Document(doc.file, data, doc.sha256, merge.values, merge.keys, (record,) + base.bases)

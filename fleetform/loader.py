@@ -12,8 +12,11 @@ The loader builds plain Python data straight from the YAML event stream, so it c
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,6 +118,14 @@ def _line_col(text: str, index: int) -> tuple[int, int]:
     return line, index - (text.rfind("\n", 0, index) + 1) + 1
 
 
+def _int(value: str, event) -> int:
+    try:
+        return int(value, 0) if value[:2] in ("0o", "0x") else int(value)
+    except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits(), 4,300 by default)
+        raise _Fatal(*_pos(event.start_mark), f"a number of {len(value):,} digits, longer than any field takes",
+                     "yaml", "write the number the field needs") from None
+
+
 def _scalar(event) -> Any:
     value, tag = event.value, event.tag
     if tag in (None, "!"):
@@ -125,7 +136,7 @@ def _scalar(event) -> Any:
         if _BOOL.match(value):
             return value.lower() == "true"
         if _INT.match(value):
-            return int(value, 0) if value[:2] in ("0o", "0x") else int(value)
+            return _int(value, event)
         if _FLOAT.match(value):
             special = value.lower().lstrip("+-") in (".inf", ".nan")
             return float(value.replace(".", "", 1) if special else value)
@@ -161,15 +172,25 @@ class _Builder:
         self.keys: dict[Path_, tuple[int, int]] = {}
         self.anchors: dict[str, tuple[Any, int]] = {}
         self.open_anchors: set[str] = set()
-        self.nodes = 0
+        self.nodes = 0  # values built so far: those written out plus those aliases repeat
+        self.aliased = 0  # of which aliases repeated
         self.findings: list[Finding] = []
 
-    def count(self, n: int, mark) -> None:
+    def count(self, n: int, mark, alias: bool = False) -> None:
         self.nodes += n
+        if alias:
+            self.aliased += n
         if self.nodes > MAX_NODES:
             line, column = _pos(mark)
-            raise _Fatal(line, column, f"the document expands to more than {MAX_NODES:,} values",
-                         "yaml-size", "aliases expand too far (a YAML bomb?); write the values out or use fewer aliases")
+            written = self.nodes - self.aliased
+            measured = f"{written:,} written out and {self.aliased:,} repeated by aliases, by line {line}"
+            if self.aliased > written:
+                raise _Fatal(line, column, f"aliases expand the document to more than {MAX_NODES:,} values "
+                             f"({measured})", "yaml-size",
+                             "aliases nested in aliases multiply (a YAML bomb?); write the values out or use fewer aliases")
+            raise _Fatal(line, column, f"the document holds more than {MAX_NODES:,} values ({measured})", "yaml-size",
+                         "a blueprint has hundreds of values, not hundreds of thousands; split the fleets across "
+                         "several blueprints")
 
     def build(self) -> tuple[Any, bool]:
         """Return (data, empty)."""
@@ -230,7 +251,7 @@ class _Builder:
             raise _Fatal(line, column, f"alias *{name} names no anchor defined before it", "yaml",
                          f"define &{name} earlier in the file")
         value, size = self.anchors[name]
-        self.count(size, event.start_mark)
+        self.count(size, event.start_mark, alias=True)
         return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
 
     def sequence(self, path: Path_, depth: int) -> list:
@@ -303,10 +324,25 @@ class _Builder:
         return [(s, where) for s in sources]
 
 
-def _too_big(file: str, size: int) -> LoadError:
+def _too_big(file: str, measured: str) -> LoadError:
     return LoadError([Finding(file, 1, 1, Severity.ERROR, "",
-                              f"the file is {size:,} bytes, more than the {MAX_BYTES:,} a blueprint may have",
+                              f"{measured}, more than the {MAX_BYTES:,} bytes a blueprint may have",
                               "yaml-size", "split the fleets across several blueprints")])
+
+
+class NotAFile(OSError):
+    """The blueprint path names a FIFO, a device, a socket or a folder: refused before reading, as
+    reading it could block forever (a FIFO) or never end (/dev/zero). A usage error, not a finding."""
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _regular(mode: int, path: Path) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise NotAFile(errno.EINVAL, f"it is {kind}, not a regular file; a blueprint is a YAML file", str(path))
 
 
 def parse(raw: bytes, file: str) -> Document:
@@ -316,7 +352,7 @@ def parse(raw: bytes, file: str) -> Document:
         return LoadError([Finding(file, line, column, Severity.ERROR, "", message, rule, hint)])
 
     if len(raw) > MAX_BYTES:
-        raise _too_big(file, len(raw))
+        raise _too_big(file, f"the file is {len(raw):,} bytes")
     sha = hashlib.sha256(raw).hexdigest()
     try:
         text = raw.decode("utf-8-sig")
@@ -374,10 +410,20 @@ def parse(raw: bytes, file: str) -> Document:
 
 
 def load(path: str | Path, display: str | None = None) -> Document:
-    """Read and parse a blueprint file. OSError propagates (a usage problem, not a finding)."""
+    """Read and parse a blueprint file. OSError propagates (a usage problem, not a finding); so does
+    NotAFile, for anything but a regular file, at once and without reading it."""
     path = Path(path)
-    with path.open("rb") as handle:
+    _regular(os.stat(path).st_mode, path)
+    # O_NONBLOCK: should the path become a FIFO between stat and open, opening it does not wait for a
+    # writer; fstat then refuses it. It changes nothing for a regular file.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as handle:
+        size = os.fstat(fd)
+        _regular(size.st_mode, path)
         raw = handle.read(MAX_BYTES + 1)
     if len(raw) > MAX_BYTES:
-        raise _too_big(display or str(path), path.stat().st_size)
+        measured = (f"the file is {size.st_size:,} bytes" if size.st_size > MAX_BYTES else
+                    f"the file holds more than its size of {size.st_size:,} bytes says: {len(raw):,} bytes read "
+                    "before fleetform stopped reading")
+        raise _too_big(display or str(path), measured)
     return parse(raw, display or str(path))

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 
+from . import plaintext
 from .findings import Finding, describe
 from .loader import Document
 
@@ -64,21 +65,16 @@ def _scalars(data: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any, bool]]:
         yield path, data, False
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-
-
 def _plain_values(doc: Document) -> Iterator[Finding]:
-    """What JSON Schema patterns cannot catch: no value of a blueprint spans lines or holds control
-    characters (Python's `$` matches before a final newline), and every number is finite."""
+    """What JSON Schema patterns cannot catch: no value or key of a blueprint spans lines, holds control
+    characters or template delimiters (fleetform.plaintext, the rule the render guard applies too;
+    Python's `$` matches before a final newline), and every number is finite."""
     for path, value, is_key in _scalars(doc.data):
-        if isinstance(value, str) and _CONTROL.search(value):
-            char = _CONTROL.search(value).group()
-            what = {"\n": "a line break", "\r": "a carriage return", "\x00": "a NUL character"}.get(
-                char, f"the control character U+{ord(char):04X}")
-            hint = "every blueprint value is one line of text; remove it"
-            if char in "\n\r":
-                hint += " (a `|` or `>` block scalar adds a final line break: use a plain or quoted scalar)"
-            yield _finding(doc, path, f"{'the key' if is_key else 'the value'} holds {what}", hint, key=is_key)
+        if isinstance(value, str):
+            found = plaintext.problem(value)
+            if found:
+                yield _finding(doc, path, f"{'the key' if is_key else 'the value'} holds {found.what}", found.hint,
+                               key=is_key)
         elif isinstance(value, float) and not math.isfinite(value):
             yield _finding(doc, path, f"{value} is not a finite number", "write a number")
 

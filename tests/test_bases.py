@@ -124,3 +124,45 @@ def test_shipped_bases_and_example():
     assert train.nodes.max == 6 and train.instance_type == "p5.48xlarge" and result.model.region == "us-west-2"
     assert [m.name for m in serve.models] == ["llama-8b", "qwen-7b"]
     assert [b["name"] for b in result.model.bases] == ["vllm-serving", "efa-training"]
+
+
+def test_duplicates_within_a_file_are_reported_not_dropped_by_the_merge(repo):
+    """Merging named lists by name kept one item of a name and silently dropped the other, with its
+    errors; without extends the same file is a unique-names error. Each duplicate is reported at its
+    own line in its own file (issue 9, defect 6)."""
+    base, blueprint = repo
+    base("platform", "1.0.0", PLATFORM + "storage:\n  - {name: ckpt, type: s3}\n  - {name: ckpt, type: s3}\n")
+    path = blueprint("""extends: {name: platform, version: 1.0.0}
+metadata: {name: mine, version: 1.0.0}
+storage:
+  - {name: data, type: s3}
+fleets:
+  - name: train
+    nodes: 4
+    scheduler:
+      partitions: [{name: debug, max_time: 90}, {name: debug, max_time: nonsense}]
+  - name: train
+    nodes: 400000
+""")
+    result = check(path)
+    assert result.model is None
+    found = [(f.file, f.line, f.column, f.path, f.rule, f.message) for f in result.findings]
+    base_file = str(path.parent / "bases/platform/1.0.0.yaml")
+    assert found == [
+        (base_file, 15, 12, "storage[1].name", "unique-names", "storage name 'ckpt' is used more than once in this file"),
+        (str(path), 11, 56, "fleets[0].scheduler.partitions[1].name", "unique-names",
+         "partition name 'debug' is used more than once in this file"),
+        (str(path), 12, 11, "fleets[1].name", "unique-names", "fleet name 'train' is used more than once in this file"),
+    ]
+    assert result.findings[2].hint.startswith("fleet names must be unique; the first is at line 8")
+
+
+def test_the_same_duplicate_without_extends_is_the_same_rule(repo):
+    _, blueprint = repo
+    path = blueprint(PLATFORM.replace("metadata: {", "metadata: {name: mine, version: 1.0.0, ") + """  - name: train
+    role: training
+    instance_type: p5.48xlarge
+    nodes: 2
+    scheduler: {type: slurm, partitions: [{name: gpu, default: true}]}
+""")
+    assert [(f.rule, f.path, f.line) for f in check(path).findings] == [("unique-names", "fleets[1].name", 13)]

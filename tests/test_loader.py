@@ -92,3 +92,77 @@ def test_alias_bomb_is_bounded():
         lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
     found = findings_of("\n".join(lines) + "\n")
     assert found[0][0] == "yaml-size"
+
+
+# --- odd inputs (issue 9, defect 10) ---------------------------------------------------------------
+
+
+def _cli(*args, timeout=30):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "fleetform", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_fifo_is_refused_at_once_not_read(tmp_path):
+    """A named pipe with no writer used to block `validate` forever."""
+    import os
+
+    fifo = tmp_path / "bp.yaml"
+    os.mkfifo(fifo)
+    for command in ("validate", "render", "plan"):
+        result = _cli(command, str(fifo))  # the timeout fails the test if it blocks
+        assert result.returncode == 2, result
+        assert result.stderr == f"fleetform: error: cannot read {fifo}: it is a named pipe (FIFO), not a regular " \
+                                "file; a blueprint is a YAML file\n"
+        assert result.stdout == ""
+
+
+@pytest.mark.parametrize("path, kind", [("/dev/zero", "a character device"), ("/dev/null", "a character device"),
+                                        ("/", "a folder")])
+def test_devices_and_folders_are_refused_before_reading(path, kind):
+    """/dev/zero used to be read up to the size limit and reported as "0 bytes, more than 4,194,304"."""
+    from fleetform.loader import NotAFile
+
+    with pytest.raises(NotAFile) as err:
+        load(path)
+    assert err.value.strerror == f"it is {kind}, not a regular file; a blueprint is a YAML file"
+    result = _cli("validate", path)
+    assert result.returncode == 2 and f"cannot read {path}: it is {kind}" in result.stderr
+
+
+def test_the_size_finding_states_the_measured_size(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_bytes(HEAD.encode() + b"x: " + b"a" * MAX_BYTES + b"\n")
+    with pytest.raises(LoadError) as err:
+        load(path)
+    size = path.stat().st_size
+    assert err.value.findings[0].message == f"the file is {size:,} bytes, more than the 4,194,304 bytes a " \
+                                            "blueprint may have"
+
+
+def test_a_long_plain_list_is_not_blamed_on_aliases():
+    """A million written-out items used to be reported as "aliases expand too far (a YAML bomb?)"."""
+    with pytest.raises(LoadError) as err:
+        parse((HEAD + "x:\n" + "- 1\n" * 1_000_000).encode(), "t.yaml")
+    (finding,) = err.value.findings
+    assert finding.message == ("the document holds more than 200,000 values (200,001 written out and 0 repeated "
+                               "by aliases, by line 200000)")
+    assert "alias" not in finding.hint and "split the fleets" in finding.hint
+
+
+def test_an_alias_bomb_says_how_much_the_aliases_repeated():
+    lines = [HEAD.rstrip("\n"), 'a0: &a0 ["lol"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+    with pytest.raises(LoadError) as err:
+        parse(("\n".join(lines) + "\n").encode(), "t.yaml")
+    (finding,) = err.value.findings
+    assert finding.message.startswith("aliases expand the document to more than 200,000 values (10 written out and ")
+    assert "YAML bomb" in finding.hint
+
+
+def test_a_number_too_long_for_python_is_a_finding():
+    """Python refuses int() of more than 4,300 digits; that was a ValueError and exit 3."""
+    found = findings_of(HEAD + "x: " + "9" * 5000 + "\n")
+    assert found == [("yaml", 3, 4, "")]

@@ -122,7 +122,7 @@ def test_values_that_could_inject_lines_are_refused():
         render(hostile)
     templated = replace(model, fleets=(replace(fleet, slurm=replace(fleet.slurm, cluster_name="{{ 7*7 }}")),)
                         + model.fleets[1:])
-    with pytest.raises(RenderError, match="template delimiters"):
+    with pytest.raises(RenderError, match="template delimiter"):
         render(templated)
 
 

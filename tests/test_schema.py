@@ -7,7 +7,7 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from conftest import AWS_TRAINING_HEAD, ROOT, run_cli
+from conftest import AWS_TRAINING_HEAD, EXAMPLES, ROOT, run_cli
 from fleetform.loader import parse
 from fleetform.schema import check, schema
 
@@ -98,3 +98,106 @@ def test_numbers_meant_as_text_get_a_quote_hint():
     found = check(parse((BASE + "    scheduler: {type: slurm}\n  - name: serve\n    role: inference\n"
                          "    scheduler: {type: kubernetes, version: 1.33}\n").encode(), "t.yaml"))
     assert [(f.path, f.hint) for f in found] == [("fleets[1].scheduler.version", 'quote it to keep it text: "1.33"')]
+
+
+# --- defect: what validates must render (issue 9, defect 3) ---------------------------------------
+
+
+def _strings(data, path=()):
+    """Every string value (and every key of a map whose keys are the user's) with its path."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if path and path[-1] in FREE_FORM:
+                yield path + (key,), True
+            yield from _strings(value, path + (key,))
+    elif isinstance(data, list):
+        for index, value in enumerate(data):
+            yield from _strings(value, path + (index,))
+    elif isinstance(data, str):
+        yield path, False
+
+
+def _with(data, path, text, key):
+    """A copy of data whose string (or key) at path holds text."""
+    import copy
+
+    out = copy.deepcopy(data)
+    parent = out
+    for part in path[:-1]:
+        parent = parent[part]
+    if key:
+        parent[text] = parent.pop(path[-1])
+    else:
+        parent[path[-1]] = text
+    return out
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_string_with_template_syntax_is_a_finding_at_its_line(example):
+    """Every string a blueprint holds (names, labels, nccl env, paths, images, model ids, ...) is
+    checked by the rule the render guard applies: one with a Jinja delimiter is a schema finding at
+    its own line and column, never a value that validates and then stops render with exit 3."""
+    from fleetform.bases import resolve
+    from fleetform.findings import format_path
+    from fleetform.loader import load
+    from fleetform.plaintext import DELIMITERS
+
+    doc = resolve(load(example))
+    positions = list(_strings(doc.data))
+    assert len(positions) > 20  # the walk reaches the blueprint's strings
+    for index, (path, key) in enumerate(positions):
+        delimiter = DELIMITERS[index % len(DELIMITERS)]
+        original = path[-1] if key else _value_at(doc.data, path)
+        hostile = f"{original[:1]}{delimiter}{original[1:]}"
+        where = path[:-1] + (hostile,) if key else path
+        values, keys = dict(doc.values), dict(doc.keys)  # a renamed key is where the key was written
+        values[where], keys[where] = doc.values[path], doc.keys.get(path, doc.values[path])
+        doc_ = type(doc)(doc.file, _with(doc.data, path, hostile, key), doc.sha256, values, keys, doc.bases)
+        found = [f for f in check(doc_) if f.path == format_path(where)]
+        assert found, f"{format_path(path)} with {delimiter!r} validates"
+        assert f"template delimiter '{delimiter}'" in found[0].message and found[0].hint
+        assert (found[0].file, found[0].line) == doc_.locate(path, key=key)[:2]
+
+
+def _value_at(data, path):
+    for part in path:
+        data = data[part]
+    return data
+
+
+@pytest.mark.parametrize("text", ["a{{b", "}}", "{%", "x%}", "{#", "#}", "a\nb", "a\rb", "\x00", "\x1b[0m",
+                                  "a\u2028b", "a\x85b", "ok", "tab\there", "{ {", "% }", "100%", "#1"])
+def test_the_render_guard_refuses_exactly_what_validation_reports(text):
+    """One source of truth: the schema stage's finding and the render guard's refusal are the same
+    predicate (fleetform.plaintext.problem), so they cannot drift apart."""
+    from fleetform.render.jinja import RenderError, environment
+
+    reported = check(parse(BASE.replace("name: a,", f"name: a, description: {json.dumps(text)},").encode(), "t.yaml"))
+    template = environment().from_string("x={{ v }}")
+    try:
+        template.render(v=text)
+        refused = False
+    except RenderError:
+        refused = True
+    assert refused == any(f.path == "metadata.description" for f in reported)
+
+
+def test_the_guard_knows_the_environments_delimiters():
+    from fleetform.plaintext import DELIMITERS
+    from fleetform.render.jinja import environment
+
+    env = environment()
+    assert set(DELIMITERS) == {env.variable_start_string, env.variable_end_string, env.block_start_string,
+                               env.block_end_string, env.comment_start_string, env.comment_end_string}
+
+
+def test_nccl_env_with_template_syntax_fails_validate_render_and_plan(write):
+    """The case of the issue: it validated (exit 0), then render and plan stopped with exit 3."""
+    bp = write((ROOT / "blueprints/reference.yaml").read_text().replace(
+        "      env: {}", '      env: {NCCL_IB_TIMEOUT: "{{ 22 }}"}'))
+    for command in (["validate"], ["render", "-o", str(bp.parent / "out")], ["plan"]):
+        result = run_cli(*command[:1], str(bp), *command[1:])
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert f"{bp}:64:30: error: fleets[0].nccl.env.NCCL_IB_TIMEOUT: the value holds the template " \
+               "delimiter '{{'" in result.stdout
+    assert not (bp.parent / "out").exists()

@@ -1,8 +1,9 @@
 """The one Jinja environment of fleetform: strict, and suspicious of what it prints.
 
 StrictUndefined turns a misspelt name into an error instead of an empty string. As a second line
-of defence behind the schema, every printed value is refused if it holds a line break, a NUL or
-template delimiters: a value can never add a line to a rendered config file.
+of defence behind the schema, every printed value is refused if it holds a line break, a control
+character or template delimiters: a value can never add a line to a rendered config file. What is
+refused is fleetform.plaintext's rule, which the schema stage reports as a finding first.
 
 YAML templates print every value through `q` (a JSON string, which is a YAML double-quoted scalar)
 or `n` (a number): a name spelt `on`, `no`, `null` or `4711` stays a string for a YAML 1.1 reader
@@ -12,14 +13,13 @@ such as kubectl's, and tests/test_k8s.py refuses a bare `{{ value }}` in templat
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from functools import lru_cache
 from importlib import resources
 
 import jinja2
 
-_UNSAFE = re.compile(r"[\n\r\x00]|\{\{|\}\}|\{%|%\}|\{#|#\}")
+from .. import plaintext
 
 
 class RenderError(Exception):
@@ -27,8 +27,9 @@ class RenderError(Exception):
 
 
 def _finalize(value):
-    if isinstance(value, str) and _UNSAFE.search(value):
-        raise RenderError(f"refusing to render {value!r}: it holds a line break, a NUL or template delimiters")
+    found = plaintext.problem(value) if isinstance(value, str) else None
+    if found:
+        raise RenderError(f"refusing to render {value!r}: it holds {found.what}")
     return value
 
 
