@@ -113,3 +113,26 @@ def report_json(findings: Iterable[Finding], files: int, waived: int = 0) -> str
         },
     }
     return json.dumps(data, indent=2) + "\n"
+
+
+def _workflow_escape(text: str, property_: bool = False) -> str:
+    """GitHub Actions workflow-command escaping (actions/toolkit, command.ts): %, CR and LF always;
+    ':' and ',' too inside a property."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if property_ else text
+
+
+def report_github(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
+    """One GitHub Actions `::error`/`::warning` workflow command per finding, so a pull request shows
+    each problem at its line, then the summary line for the job log."""
+    items = sorted(findings, key=Finding.sort_key)
+    lines = []
+    for f in items:
+        props = ",".join(f"{key}={_workflow_escape(str(value), True)}" for key, value in
+                         (("file", f.file), ("line", f.line), ("col", f.column), ("title", f"fleetform {f.rule}")))
+        text = f.message if not f.hint else f"{f.message}; {f.hint}"
+        where = f"{f.path}: " if f.path else ""
+        lines.append(f"::{'error' if f.severity is Severity.ERROR else 'warning'} {props}::"
+                     f"{_workflow_escape(where + text)}")
+    lines.append(summary_line(items, files, waived))
+    return "\n".join(lines) + "\n"

@@ -66,6 +66,19 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
                 aliases = sorted(a.spec.name for a in request.aliases if a.HasField("spec") and a.spec.name)
                 if aliases:  # a renamed fleet's component keeps its old name; children inherit the alias
                     entry["aliases"] = aliases
+                # which resources each input was computed from: the diff follows these edges when a
+                # replaced resource's id changes in everything that reads it
+                deps = {key: sorted({names[u] for u in dep.urns if u in names and u not in stacks})
+                        for key, dep in request.propertyDependencies.items()}
+                deps = {key: value for key, value in sorted(deps.items()) if value}
+                if deps:
+                    entry["deps"] = deps
+                options = {"ignoreChanges": sorted(request.ignoreChanges),
+                           "replaceOnChanges": sorted(request.replaceOnChanges),
+                           "deleteBeforeReplace": request.deleteBeforeReplace}
+                options = {key: value for key, value in options.items() if value}
+                if options:
+                    entry["options"] = options
                 registered.append(entry)
             return response
 

@@ -3,11 +3,14 @@ workflow is a well-formed GitHub Actions workflow that calls them."""
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from conftest import ROOT
@@ -35,11 +38,50 @@ def test_pre_commit_hooks_run_the_real_commands(tmp_path):
     assert _run(hooks["fleetform-render-check"]["entry"], files, tmp_path).returncode == 1
 
 
-def test_example_workflow_calls_the_commands():
-    workflow = yaml.safe_load((ROOT / "examples/github-workflow.yml").read_text())
+def _workflow(name: str) -> dict:
+    return yaml.safe_load((ROOT / "examples" / name).read_text())
+
+
+def test_example_workflow_calls_the_commands_with_a_read_only_token():
+    workflow = _workflow("github-workflow.yml")
     steps = workflow["jobs"]["fleetform"]["steps"]
     scripts = "\n".join(step.get("run", "") for step in steps)
-    for command in ("fleetform validate", "fleetform render --check", "fleetform diff", "--format markdown",
-                    "gh pr comment"):
+    for command in ("fleetform validate --format github", "fleetform render --check", "fleetform diff",
+                    "--format markdown", "fleetform plan"):
         assert command in scripts
+    # it runs the pull request's code (also from forks): it may read, never write
+    assert workflow["permissions"] == {"contents": "read"}
+    assert "gh pr comment" not in scripts
+    assert any(step.get("uses", "").startswith("actions/upload-artifact@") for step in steps)
+    # nothing to configure in the repository's settings: the one setting is written in the file
+    text = (ROOT / "examples/github-workflow.yml").read_text()
+    assert "vars." not in text and "secrets." not in text
+
+
+def test_comment_workflow_comments_without_running_pull_request_code():
+    workflow = _workflow("github-workflow-comment.yml")
+    on = workflow[True] if True in workflow else workflow["on"]  # PyYAML reads the key `on` as true
+    assert on["workflow_run"]["workflows"] == [_workflow("github-workflow.yml")["name"]]
     assert workflow["permissions"]["pull-requests"] == "write"
+    steps = workflow["jobs"]["comment"]["steps"]
+    assert not any(step.get("uses", "").startswith("actions/checkout") for step in steps)
+    script = "\n".join(step.get("run", "") for step in steps)
+    assert "gh pr comment" in script and "*[!0-9]*" in script  # the artifact's PR number is checked
+
+
+@pytest.mark.parametrize("name", ["github-workflow.yml", "github-workflow-comment.yml"])
+def test_workflow_scripts_pass_shellcheck(name, tmp_path):
+    """Each `run:` script as bash sees it once GitHub has substituted its expressions."""
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is None:
+        if os.environ.get("CI"):
+            pytest.fail("shellcheck is missing in CI (.ci/run installs Debian's shellcheck)")
+        pytest.skip("shellcheck is not installed here (apt-get install shellcheck)")
+    for job in _workflow(name)["jobs"].values():
+        for index, step in enumerate(job["steps"]):
+            if "run" not in step:
+                continue
+            script = tmp_path / f"step{index}.sh"
+            script.write_text("#!/bin/bash\n" + re.sub(r"\$\{\{[^}]*\}\}", "EXPR", step["run"]))
+            result = subprocess.run([shellcheck, "-s", "bash", str(script)], capture_output=True, text=True)
+            assert result.returncode == 0, f"{name} step {step.get('name', index)}:\n{result.stdout}"

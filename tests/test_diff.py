@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -21,32 +22,63 @@ def _changed(tmp_path):
     return path
 
 
-def test_diff_lists_files_resources_and_cost(tmp_path):
-    result = run_cli("diff", str(REF), str(_changed(tmp_path)))
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
-    assert "== Rendered files: 3 changed" in out
-    for path in ("train/slurm/gres.conf", "train/slurm/slurm.conf", "train/slurm/topology.conf"):
-        assert f"~ {path}" in out
-    assert "-NodeName=train-[001-006] Name=gpu Type=h100 File=/dev/nvidia[0-7]" in out
-    assert "+NodeName=train-[001-008] Name=gpu Type=h200 File=/dev/nvidia[0-7]" in out
-    assert "+SwitchName=leaf04 Nodes=train-[007-008]" in out
-    assert "== Cloud resources: 0 to create, 0 to delete, 6 to change" in out
-    assert "  ~ LaunchTemplate train-nodes (instanceType, networkInterfaces)" in out
-    assert "Instance train-controller" not in out  # user data names no file content: no controller restart
-    assert "  ~ Group train-static (desiredCapacity, maxSize, minSize)" in out
-    assert ("  train: 6-6 x p5.48xlarge -> 8-8 x p5en.48xlarge; cost not priced "
-            "(Capacity Block prices are set per reservation when it is bought)") in out
-    assert "== Findings the change introduces: 0" in out
+def _variant(tmp_path, old: str, new: str, name: str = "bp.yaml"):
+    text = REF.read_text()
+    assert old in text, old
+    path = tmp_path / name
+    path.write_text(text.replace(old, new, 1))
+    return path
 
 
-def test_diff_prices_an_on_demand_change(tmp_path):
-    text = REF.read_text().replace("    nodes: {min: 1, max: 10}", "    nodes: {min: 2, max: 10}")
-    path = tmp_path / "bp.yaml"
-    path.write_text(text)
+def _json(*args, code: int = 0) -> dict:
+    result = run_cli("diff", *args, "--format", "json")
+    assert result.returncode == code, result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+def _by_name(data: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in data["resources"]}
+
+
+def test_an_availability_zone_change_replaces_the_subnets_and_what_is_in_them(tmp_path):
+    data = _json(str(REF), str(_variant(tmp_path, "availability_zone: us-east-1a", "availability_zone: us-east-1b")))
+    changes = _by_name(data)
+    subnet = changes["network-private"]
+    assert subnet["action"] == "replace"
+    assert {"path": "availabilityZone", "old": "us-east-1a", "new": "us-east-1b",
+            "forces_replacement": True} in subnet["inputs"]
+    # the cascade AWS would do: a new subnet id forces a new file system, NAT gateway, node group
+    for name in ("storage-scratch", "network-nat", "serve-gpu"):
+        assert changes[name]["action"] == "replace", name
+    fsx = changes["storage-scratch"]
+    assert any(i["path"] == "subnetIds" and i["via"] == "network-private" and i["forces_replacement"]
+               for i in fsx["inputs"])
+    effects = "\n".join(data["summary"]["effects"])
+    assert "replaces LustreFileSystem storage-scratch: the data stored on it is lost" in effects
+    assert "replaces all nodes of node group serve-gpu (1-10 x p5.48xlarge)" in effects
+    assert data["summary"]["resources"]["replace"] >= 6
+
+
+def test_a_change_of_instance_type_shows_cost_and_sizing_deltas_and_names_what_is_unpriced(tmp_path):
+    data = _json(str(REF), str(_changed(tmp_path)))
+    fleets = {f["fleet"]: f for f in data["cost"]["fleets"]}
+    train = fleets["train"]
+    assert (train["old"]["instance_type"], train["new"]["instance_type"]) == ("p5.48xlarge", "p5en.48xlarge")
+    assert train["old"]["usd_per_month"] == [None, None]  # a Capacity Block has no list price
+    sizing = {(d["fleet"], d["what"]): (d["old"], d["new"]) for d in data["sizing"]}
+    assert ("train", "wall-clock time") in sizing and sizing[("train", "wall-clock time")][0] != \
+        sizing[("train", "wall-clock time")][1]
+    text = run_cli("diff", str(REF), str(_changed(tmp_path))).stdout
+    assert "train: 6 x p5.48xlarge (not priced a month) -> 8 x p5en.48xlarge (not priced a month)" in text
+    assert "not priced (both sides): fleet train: Capacity Block prices are set per reservation" in text
+
+
+def test_an_on_demand_change_is_priced_on_both_sides(tmp_path):
+    path = _variant(tmp_path, "    nodes: {min: 1, max: 10}", "    nodes: {min: 2, max: 10}")
     out = run_cli("diff", str(REF), str(path)).stdout
-    assert "  serve: 1-10 x p5.48xlarge -> 2-10 x p5.48xlarge; $40,179-$401,792 -> $80,358-$401,792 a month " \
-           "(+40,179 to +0)" in out
+    assert ("serve: 1-10 x p5.48xlarge ($40,179-$401,792 a month) -> 2-10 x p5.48xlarge ($80,358-$401,792 a "
+            "month), +40,179 to +0 a month") in out
+    assert "replicas" not in out or "Sizing" in out
 
 
 def test_diff_reports_introduced_findings_and_markdown(tmp_path):
@@ -56,18 +88,36 @@ def test_diff_reports_introduced_findings_and_markdown(tmp_path):
     path.write_text(text)
     result = run_cli("diff", str(REF), str(path), "--format", "markdown")
     assert result.returncode == 0
-    assert result.stdout.startswith(f"### fleetform diff: {REF} -> {path}")
-    assert "#### Findings the change introduces: 1" in result.stdout and "[spot-training]" in result.stdout
-    assert "#### Rendered files: 0 changed" in result.stdout  # spot changes what is bought, not what nodes run
-    # off the Capacity Block: market options change, and the fleet gets its own cluster placement group
-    assert ("- `~ LaunchTemplate train-nodes (capacityReservationSpecification, instanceMarketOptions, placement)`"
-            in result.stdout)
-    assert "- `+ PlacementGroup train-placement`" in result.stdout
+    out = result.stdout
+    assert out.startswith(f"### fleetform diff: {REF} -> {path}")
+    assert "#### Findings the change introduces: 1" in out and "[spot-training]" in out
+    # what costs money or loses data leads; the rendered files come last
+    assert out.index("#### What this change does") < out.index("#### Cost per month") < \
+        out.index("#### Cloud resources") < out.index("#### Rendered files")
 
 
 def test_markdown_folds_each_file_diff(tmp_path):
     result = run_cli("diff", str(REF), str(_changed(tmp_path)), "--format", "markdown")
-    assert result.stdout.count("<details><summary>~ <code>") == 3 and "```diff" in result.stdout
+    assert result.stdout.count("<details><summary>~ <code>") >= 3 and "```diff" in result.stdout
+
+
+def test_markdown_stays_within_githubs_comment_limit(tmp_path):
+    from fleetform.commands.diff import GITHUB_COMMENT_LIMIT, _fit_comment
+
+    files = [{"path": f"f{i}.conf", "change": "~", "diff": "+" + "x" * 5000 + "\n"} for i in range(40)]
+    text = _fit_comment(["### lead", "", "- what costs money"], files)
+    assert len(text) <= GITHUB_COMMENT_LIMIT
+    assert text.startswith("### lead") and "more changed files are not shown here" in text
+    assert "`f39.conf`" in text  # the files left out are named
+
+
+def test_detailed_exitcode(tmp_path):
+    same = run_cli("diff", str(REF), str(REF), "--detailed-exitcode")
+    assert same.returncode == 0, same.stdout
+    changed = run_cli("diff", str(REF), str(_changed(tmp_path)), "--detailed-exitcode")
+    assert changed.returncode == 2
+    plain = run_cli("diff", str(REF), str(_changed(tmp_path)))
+    assert plain.returncode == 0
 
 
 def test_diff_against_a_git_revision(tmp_path):
@@ -83,6 +133,6 @@ def test_diff_against_a_git_revision(tmp_path):
     (repo / "blueprints/reference.yaml").write_text(_changed(tmp_path).read_text())
     result = run_cli("diff", "HEAD:blueprints/reference.yaml", "blueprints/reference.yaml", cwd=repo)
     assert result.returncode == 0, result.stderr
-    assert "== Rendered files: 3 changed" in result.stdout
+    assert "== Rendered files: 4 changed" in result.stdout  # the three Slurm files and manifest.json
     bad = run_cli("diff", "nope:blueprints/reference.yaml", "blueprints/reference.yaml", cwd=repo)
     assert bad.returncode == 2 and "cannot read nope:blueprints/reference.yaml from git" in bad.stderr

@@ -225,7 +225,8 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
     assert data["findings"] == [] and len(data["resources"]) == 92
-    assert {"type", "name", "parent", "inputs"} == set(data["resources"][0])
+    assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
+    assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases"}
     text = run_cli("plan", "blueprints/reference.yaml")
     assert "Cloud resources: 84" in text.stdout.splitlines()
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")

@@ -1,14 +1,18 @@
-"""fleetform diff OLD NEW [--format text|markdown]: what a blueprint change does, for a pull request.
+"""fleetform diff OLD NEW [--format text|markdown|json] [--detailed-exitcode]: what a blueprint
+change does, for a pull request.
 
-Each side is a blueprint file or a git `REV:path`. The diff lists the rendered files that change
-(unified diffs), the cloud resources created, deleted and changed (with the inputs that changed),
-the cost delta, and the findings the change introduces. `--format markdown` is a PR comment.
+Each side is a blueprint file or a git `REV:path`. The diff leads with what costs money or loses
+data: resources replaced (`-/+`, from the input that forces it, fleetform/changes.py), nodes rolled
+or replaced, the cost and sizing deltas; then every changed input (old -> new), the rendered files
+that change (unified diffs) and the findings the change introduces. `--format markdown` is a PR
+comment within GitHub's size limit; `--format json` the same facts as data.
 """
 
 from __future__ import annotations
 
 import difflib
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -27,8 +31,10 @@ def add_parser(sub) -> None:
                                    "change introduces.")
     p.add_argument("old", metavar="OLD", help="the blueprint before the change: a file, or REV:path in git")
     p.add_argument("new", metavar="NEW", help="the blueprint after the change: a file, or REV:path in git")
-    p.add_argument("--format", choices=("text", "markdown"), default="text",
-                   help="text for a terminal, markdown for a pull request comment (default: text)")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="text for a terminal, markdown for a pull-request comment, json for tools (default: text)")
+    p.add_argument("--detailed-exitcode", action="store_true",
+                   help="exit 0 when nothing changes, 2 when something does, 1 on an error (like terraform plan)")
     p.add_argument("--no-resources", action="store_true", help=NO_RESOURCES_HELP)
     p.set_defaults(run=run)
 
@@ -63,64 +69,215 @@ def _side(spec: str, tmp: Path, resources: bool):
     return label, result, built
 
 
-MANIFEST_TAG = "fleetform:manifest-sha256"
+GITHUB_COMMENT_LIMIT = 65536
+"""GitHub refuses issue and pull-request comments longer than 65,536 characters."""
 
 
-def _without_manifest_tag(value):
-    """The inputs less the manifest-sha256 tag (also inside tag specifications and ASG tag lists),
-    which every change of a rendered file changes: it is reported once, not for every resource."""
-    if isinstance(value, dict):
-        return {k: _without_manifest_tag(v) for k, v in value.items()
-                if k != MANIFEST_TAG and not (value.get("key") == MANIFEST_TAG and k == "value")}
-    if isinstance(value, list):
-        return [_without_manifest_tag(v) for v in value if not (isinstance(v, dict) and v.get("key") == MANIFEST_TAG)]
-    return value
-
-
-def _resource_changes(old: list[dict], new: list[dict]) -> list[tuple[str, str, str, list[str]]]:
-    before = {(r["type"], r["name"]): {**r, "inputs": _without_manifest_tag(r["inputs"])} for r in old}
-    after = {(r["type"], r["name"]): {**r, "inputs": _without_manifest_tag(r["inputs"])} for r in new}
+def _file_changes(old_files: dict[str, bytes], new_files: dict[str, bytes]) -> list[dict]:
     changes = []
-    for key in sorted(set(before) | set(after)):
-        type_ = key[0].split(":")[-1]
-        if key not in before:
-            changes.append(("+", type_, key[1], []))
-        elif key not in after:
-            changes.append(("-", type_, key[1], []))
-        else:
-            a, b = before[key]["inputs"], after[key]["inputs"]
-            changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-            if changed:
-                changes.append(("~", type_, key[1], changed))
+    for path in sorted(set(old_files) | set(new_files)):
+        a, b = old_files.get(path), new_files.get(path)
+        if a == b:
+            continue
+        mark = "+" if a is None else "-" if b is None else "~"
+        diff = "".join(difflib.unified_diff((a or b"").decode().splitlines(keepends=True),
+                                            (b or b"").decode().splitlines(keepends=True), f"a/{path}", f"b/{path}"))
+        changes.append({"path": path, "change": mark, "diff": diff})
     return changes
 
 
-def _money(value) -> str:
-    return "not priced" if value is None else f"${value:,.2f}"
+def _fleet_costs(plan: dict) -> dict[str, dict]:
+    return {f["fleet"]: f for f in plan["cost"]["fleets"]}
 
 
-def _cost_lines(old: dict, new: dict) -> list[str]:
-    lines = []
-    fleets_old = {f["fleet"]: f for f in old["cost"]["fleets"]}
-    fleets_new = {f["fleet"]: f for f in new["cost"]["fleets"]}
-    for name in sorted(set(fleets_old) | set(fleets_new)):
-        a, b = fleets_old.get(name), fleets_new.get(name)
-        pa = a["usd_per_month"] if a else [0, 0]
-        pb = b["usd_per_month"] if b else [0, 0]
-        if (a and b) and (a["instance_type"], a["nodes"], pa) == (b["instance_type"], b["nodes"], pb):
+def _cost(old: dict, new: dict) -> dict:
+    """Per changed fleet and in total: $/month min and max on each side, and what is not priced."""
+    fleets = []
+    a_all, b_all = _fleet_costs(old), _fleet_costs(new)
+    for name in sorted(set(a_all) | set(b_all)):
+        a, b = a_all.get(name), b_all.get(name)
+        key = lambda f: (f["instance_type"], f["nodes"], f["usd_per_month"]) if f else None  # noqa: E731
+        if key(a) == key(b):
             continue
-        describe = lambda f: f"{f['nodes'][0]}-{f['nodes'][1]} x {f['instance_type']}" if f else "none"  # noqa: E731
-        if None in pa or None in pb:
-            note = (b or a)["note"]
-            lines.append(f"{name}: {describe(a)} -> {describe(b)}; cost not priced ({note})")
-        else:
-            delta = [pb[0] - pa[0], pb[1] - pa[1]]
-            lines.append(f"{name}: {describe(a)} -> {describe(b)}; ${pa[0]:,.0f}-${pa[1]:,.0f} -> "
-                         f"${pb[0]:,.0f}-${pb[1]:,.0f} a month ({delta[0]:+,.0f} to {delta[1]:+,.0f})")
-    ta, tb = old["cost"]["total_usd_per_month"], new["cost"]["total_usd_per_month"]
-    lines.append(f"total priced: ${ta[0]:,.0f}-${ta[1]:,.0f} -> ${tb[0]:,.0f}-${tb[1]:,.0f} a month "
+        fleets.append({"fleet": name,
+                       "old": None if a is None else {"instance_type": a["instance_type"], "nodes": a["nodes"],
+                                                      "usd_per_month": a["usd_per_month"], "note": a["note"]},
+                       "new": None if b is None else {"instance_type": b["instance_type"], "nodes": b["nodes"],
+                                                      "usd_per_month": b["usd_per_month"], "note": b["note"]}})
+    return {"fleets": fleets,
+            "total_priced_usd_per_month": {"old": old["cost"]["total_usd_per_month"],
+                                           "new": new["cost"]["total_usd_per_month"]},
+            "unpriced": {"old": old["cost"]["unpriced"], "new": new["cost"]["unpriced"]}}
+
+
+def _sizing(old: dict, new: dict) -> list[dict]:
+    """Every sizing step whose result changes, by fleet: old -> new."""
+    deltas = []
+    before = {(s["fleet"], step["what"]): step["result"] for s in old["sizing"] for step in s["steps"]}
+    after = {(s["fleet"], step["what"]): step["result"] for s in new["sizing"] for step in s["steps"]}
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            deltas.append({"fleet": key[0], "what": key[1], "old": before.get(key), "new": after.get(key)})
+    return deltas
+
+
+def _money_range(values) -> str:
+    if values is None:
+        return "none"
+    if None in values:
+        return "not priced"
+    return f"${values[0]:,.0f}" if values[0] == values[1] else f"${values[0]:,.0f}-${values[1]:,.0f}"
+
+
+def _side_text(side: dict | None) -> str:
+    if side is None:
+        return "none"
+    low, high = side["nodes"]
+    count = f"{low}" if low == high else f"{low}-{high}"
+    return f"{count} x {side['instance_type']} ({_money_range(side['usd_per_month'])} a month)"
+
+
+def _cost_lines(cost: dict) -> list[str]:
+    lines = []
+    for fleet in cost["fleets"]:
+        line = f"{fleet['fleet']}: {_side_text(fleet['old'])} -> {_side_text(fleet['new'])}"
+        a, b = (fleet["old"] or {}).get("usd_per_month"), (fleet["new"] or {}).get("usd_per_month")
+        if a is not None and b is not None and None not in a and None not in b:
+            line += f", {b[0] - a[0]:+,.0f} to {b[1] - a[1]:+,.0f} a month"
+        lines.append(line)
+    total = cost["total_priced_usd_per_month"]
+    ta, tb = total["old"], total["new"]
+    lines.append(f"total of what is priced: {_money_range(ta)} -> {_money_range(tb)} a month "
                  f"({tb[0] - ta[0]:+,.0f} to {tb[1] - ta[1]:+,.0f})")
+    unpriced_old, unpriced_new = set(cost["unpriced"]["old"]), set(cost["unpriced"]["new"])
+    for item in sorted(unpriced_old | unpriced_new):
+        side = "both sides" if item in unpriced_old and item in unpriced_new else \
+            "before only" if item in unpriced_old else "after only"
+        lines.append(f"not priced ({side}): {item}")
     return lines
+
+
+def compute(old_label: str, old_built, new_label: str, new_built) -> dict:
+    """The facts of a diff as data: the JSON format prints it, text and markdown render it."""
+    from ..changes import SIGNS, compare
+
+    (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
+    unrecorded = next((d["resources_not_recorded"] for d in (old, new) if d["resources"] is None), None)
+    resources = [] if unrecorded else compare(old["resources"], new["resources"])
+    seen = {(f.rule, f.path, f.message) for f in old_findings}
+    introduced = [f for f in new_findings if (f.rule, f.path, f.message) not in seen]
+    counts = {action: sum(1 for c in resources if c.action == action) for action in SIGNS}
+    effects = [effect for c in resources for effect in c.effects]
+    return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
+            "summary": {"resources": counts, "effects": effects,
+                        "rendered_files_changed": sum(1 for _ in _file_changes(old_files, new_files)),
+                        "findings_introduced": len(introduced)},
+            "resources": [c.to_dict() for c in resources],
+            "cost": _cost(old, new), "sizing": _sizing(old, new),
+            "rendered_files": _file_changes(old_files, new_files),
+            "findings_introduced": [f.to_dict() for f in introduced],
+            "_introduced": introduced}
+
+
+def has_changes(data: dict) -> bool:
+    return bool(data["resources"] or data["rendered_files"] or data["cost"]["fleets"] or data["sizing"])
+
+
+def _resource_lines(data: dict, markdown: bool) -> list[str]:
+    from ..changes import SIGNS, show_value
+
+    lines = []
+    for change in data["resources"]:
+        head = f"{SIGNS[change['action']]} {change['type'].split(':')[-1]} {change['name']}"
+        if change.get("old_name"):
+            head += f" (was {change['old_name']})"
+        if change.get("replacement_data") == "missing":
+            head += " (no replacement data for this type: shown as an update)"
+        lines.append(f"- `{head}`" if markdown else f"  {head}")
+        for item in change["inputs"]:
+            text = f"{item['path']}: {show_value(item['old'])} -> {show_value(item['new'])}"
+            if item.get("via"):
+                text += f" (from {item['via']})"
+            if item["forces_replacement"]:
+                text += " forces replacement"
+            lines.append(f"  - {text}" if markdown else f"      {text}")
+    return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _summary_lines(data: dict, markdown: bool) -> list[str]:
+    counts = data["summary"]["resources"]
+    files, findings = data["summary"]["rendered_files_changed"], data["summary"]["findings_introduced"]
+    lines = [f"{counts['replace']} to replace, {counts['create']} to create, {counts['delete']} to delete, "
+             f"{counts['update']} to update in place; {_count(files, 'rendered file')} changed; "
+             f"{_count(findings, 'new finding')}"]
+    lines += data["summary"]["effects"]
+    return [(f"- {line}" if markdown else f"  {line}") for line in lines]
+
+
+def render_text(data: dict, markdown: bool) -> str:
+    out: list[str] = []
+    heading = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", f"== {t}"])
+    bullet = (lambda t: f"- {t}") if markdown else (lambda t: f"  {t}")
+    out.append(f"### fleetform diff: {data['old']} -> {data['new']}" if markdown
+               else f"fleetform diff {data['old']} -> {data['new']}")
+    out += heading("What this change does")
+    out += _summary_lines(data, markdown)
+    out += heading("Cost per month (730 h, on-demand prices of the catalog)")
+    out += [bullet(line) for line in _cost_lines(data["cost"])]
+    if data["sizing"]:
+        out += heading("Sizing")
+        out += [bullet(f"{d['fleet']}: {d['what']}: {d['old'] or 'none'} -> {d['new'] or 'none'}")
+                for d in data["sizing"]]
+    counts = data["summary"]["resources"]
+    out += heading(f"Cloud resources: not compared: {data['resources_not_recorded']}"
+                   if data["resources_not_recorded"] else
+                   f"Cloud resources: {counts['replace']} to replace, {counts['create']} to create, "
+                   f"{counts['delete']} to delete, {counts['update']} to update")
+    out += _resource_lines(data, markdown)
+    introduced = data["_introduced"]
+    out += heading(f"Findings the change introduces: {len(introduced)}")
+    out += [(f"- `{f.to_text()}`" if markdown else f"  {f.to_text()}") for f in introduced]
+    out += heading(f"Rendered files: {len(data['rendered_files'])} changed")
+    files_at = len(out)
+    for item in data["rendered_files"]:
+        if markdown:
+            out += [f"<details><summary>{item['change']} <code>{item['path']}</code></summary>", "", "```diff",
+                    item["diff"].rstrip("\n"), "```", "", "</details>"]
+        else:
+            out += [f"{item['change']} {item['path']}", item["diff"].rstrip("\n")]
+    text = "\n".join(out) + "\n"
+    if markdown and len(text) > GITHUB_COMMENT_LIMIT:
+        text = _fit_comment(out[:files_at], data["rendered_files"])
+    return text
+
+
+def _fit_comment(lead: list[str], files: list[dict]) -> str:
+    """The comment within GitHub's limit: everything before the file diffs whole, then as many file
+    diffs as fit, then the names of the rest."""
+    budget = GITHUB_COMMENT_LIMIT - 2000
+    text = "\n".join(lead) + "\n"
+    shown = 0
+    for item in files:
+        block = "\n".join([f"<details><summary>{item['change']} <code>{item['path']}</code></summary>", "",
+                           "```diff", item["diff"].rstrip("\n"), "```", "", "</details>"]) + "\n"
+        if len(text) + len(block) > budget:
+            break
+        text += block
+        shown += 1
+    rest = files[shown:]
+    if rest:
+        names = ", ".join(f"`{item['path']}`" for item in rest)
+        note = (f"\n_{len(rest)} more changed files are not shown here (GitHub's comment limit is "
+                f"{GITHUB_COMMENT_LIMIT:,} characters); run `fleetform diff` locally for them: {names}_\n")
+        if len(text) + len(note) > GITHUB_COMMENT_LIMIT:
+            note = (f"\n_{len(rest)} more changed files are not shown here (GitHub's comment limit); run "
+                    "`fleetform diff` locally for them._\n")
+        text += note
+    return text
 
 
 def run(args) -> int:
@@ -134,51 +291,20 @@ def run(args) -> int:
                 sys.stdout.write(report_text(result.findings, 1))
         sys.stdout.write("no diff: a side does not validate\n")
         return 1
-    (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
-    markdown = args.format == "markdown"
-    out: list[str] = []
-    heading = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", f"== {t}"])
-    out.append(f"### fleetform diff: {old_label} -> {new_label}" if markdown else f"fleetform diff {old_label} -> {new_label}")
-
-    paths = sorted((set(old_files) | set(new_files)) - {"manifest.json"})
-    changed = [p for p in paths if old_files.get(p) != new_files.get(p)]
-    out += heading(f"Rendered files: {len(changed)} changed")
-    for path in changed:
-        a = old_files.get(path, b"").decode().splitlines(keepends=True)
-        b = new_files.get(path, b"").decode().splitlines(keepends=True)
-        mark = "+" if path not in old_files else "-" if path not in new_files else "~"
-        diff = "".join(difflib.unified_diff(a, b, f"a/{path}", f"b/{path}"))
-        if markdown:
-            out += [f"<details><summary>{mark} <code>{path}</code></summary>", "", "```diff", diff.rstrip("\n"), "```",
-                    "", "</details>"]
-        else:
-            out += [f"{mark} {path}", diff.rstrip("\n")]
-
-    unrecorded = next((d["resources_not_recorded"] for d in (old, new) if d["resources"] is None), None)
-    changes = [] if unrecorded else _resource_changes(old["resources"], new["resources"])
-    counts = {sign: sum(1 for c in changes if c[0] == sign) for sign in "+-~"}
-    out += heading(f"Cloud resources: not compared: {unrecorded}" if unrecorded else
-                   f"Cloud resources: {counts['+']} to create, {counts['-']} to delete, {counts['~']} to change")
-    if old_files["manifest.json"] != new_files["manifest.json"] and not unrecorded:
-        note = "every tagged resource's fleetform:manifest-sha256 tag changes with the rendered files"
-        out.append(f"- _{note}_" if markdown else f"  ({note})")
-    for sign, type_, name, keys in changes:
-        line = f"{sign} {type_} {name}" + (f" ({', '.join(keys)})" if keys else "")
-        out.append(f"- `{line}`" if markdown else f"  {line}")
-
-    out += heading("Cost per month")
-    out += [(f"- {line}" if markdown else f"  {line}") for line in _cost_lines(old, new)]
-
-    seen = {(f.rule, f.path, f.message) for f in old_findings}
-    introduced = [f for f in new_findings if (f.rule, f.path, f.message) not in seen]
-    out += heading(f"Findings the change introduces: {len(introduced)}")
-    out += [(f"- `{f.to_text()}`" if markdown else f"  {f.to_text()}") for f in introduced]
-    sys.stdout.write("\n".join(out) + "\n")
-    if any(f.severity.value == "error" for f in introduced):
+    data = compute(old_label, old_built, new_label, new_built)
+    if args.format == "json":
+        public = {k: v for k, v in data.items() if not k.startswith("_")}
+        sys.stdout.write(json.dumps(public, indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_text(data, args.format == "markdown"))
+    if any(f.severity.value == "error" for f in data["_introduced"]):
         return 1
+    unrecorded = data["resources_not_recorded"]
     if unrecorded and not args.no_resources:  # asked for, not compared: see plan.py
         from ..cli import UsageError
 
         sys.stdout.flush()
         raise UsageError(unrecorded)
+    if args.detailed_exitcode:
+        return 2 if has_changes(data) else 0
     return 0

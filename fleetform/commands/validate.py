@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..findings import report_json, report_text
+from ..findings import report_github, report_json, report_text
 from ..pipeline import check
 
 
@@ -13,7 +13,9 @@ def add_parser(sub) -> None:
                        description="Check blueprints against the schema and fleetform's rules. "
                                    "Exit 0 when no error was found (warnings allowed), 1 otherwise.")
     p.add_argument("blueprints", nargs="+", metavar="BLUEPRINT", help="blueprint YAML files")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument("--format", choices=("text", "json", "github"), default="text",
+                   help="text (one compiler-style line per problem), json (the same as data) or github (GitHub "
+                        "Actions annotations at each line) (default: text)")
     p.set_defaults(run=run)
 
 
@@ -31,6 +33,6 @@ def run(args) -> int:
         findings.extend(result.findings)
         waived += result.waived
         ok = ok and result.ok
-    report = report_json if args.format == "json" else report_text
+    report = {"json": report_json, "github": report_github}.get(args.format, report_text)
     sys.stdout.write(report(findings, len(args.blueprints), waived))
     return 0 if ok else 1

@@ -1,0 +1,233 @@
+"""What a change of a blueprint does to its cloud resources, as `pulumi preview` would show it:
+each resource created, deleted, updated in place or replaced, from which input, and what that
+means for running nodes and stored data.
+
+Input: two recorded plans (fleetform/plan.py: type, name, parent, inputs, the resources each input
+was computed from, resource options). Which inputs force a replacement is data,
+providers/aws/replacements.json, taken from the AWS provider's schema with its source per type.
+A replaced resource gets a new id, so every input that reads it changes too: replacements cascade
+along the recorded dependency edges (a new subnet replaces the NAT gateway and the file system in
+it, as AWS would).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources as importlib_resources
+from typing import Any
+
+CREATE, DELETE, UPDATE, REPLACE = "create", "delete", "update", "replace"
+SIGNS = {CREATE: "+", DELETE: "-", UPDATE: "~", REPLACE: "-/+"}
+_UNSET = object()
+
+
+@lru_cache(maxsize=1)
+def replacement_data() -> dict[str, dict]:
+    """Per Pulumi resource type: replace_on, rolls_nodes_on, restarts_on, changes_on_update,
+    loses_data, source."""
+    text = importlib_resources.files("fleetform.providers.aws").joinpath("replacements.json").read_text()
+    return json.loads(text)["types"]
+
+
+@dataclass(frozen=True)
+class InputChange:
+    path: str
+    old: Any
+    new: Any
+    forces_replacement: bool
+    via: str | None = None  # the replaced or updated resource this input is computed from
+
+    def to_dict(self) -> dict:
+        data = {"path": self.path, "old": self.old, "new": self.new, "forces_replacement": self.forces_replacement}
+        if self.via:
+            data["via"] = self.via
+        return data
+
+
+@dataclass
+class Change:
+    action: str
+    type: str
+    name: str
+    old_name: str | None = None
+    inputs: list[InputChange] = field(default_factory=list)
+    effects: list[str] = field(default_factory=list)
+    known: bool = True  # False: the type has no replacement data (treated as an update)
+
+    @property
+    def short_type(self) -> str:
+        return self.type.split(":")[-1]
+
+    def to_dict(self) -> dict:
+        data = {"action": self.action, "type": self.type, "name": self.name,
+                "inputs": [i.to_dict() for i in self.inputs], "effects": self.effects}
+        if self.old_name and self.old_name != self.name:
+            data["old_name"] = self.old_name
+        if not self.known:
+            data["replacement_data"] = "missing"
+        return data
+
+
+def _leaf_changes(old: Any, new: Any, prefix: str) -> list[tuple[str, Any, Any]]:
+    """(path, old, new) of every differing value; mappings are walked, lists compared whole."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            a, b = old.get(key, _UNSET), new.get(key, _UNSET)
+            if a != b:
+                out += _leaf_changes(a, b, f"{prefix}.{key}" if prefix else key)
+        return out
+    return [(prefix, None if old is _UNSET else old, None if new is _UNSET else new)]
+
+
+def _forces(path: str, replace_on: list[str]) -> bool:
+    return any(path == r or path.startswith(r + ".") or r.startswith(path + ".") for r in replace_on)
+
+
+def _renamed(new: dict[str, dict], old_names: set[str]) -> dict[str, str]:
+    """new logical name -> old logical name, for components kept by an alias (`renamed_from`) and
+    the children named after them."""
+    mapping: dict[str, str] = {}
+    for name, res in new.items():
+        for alias in res.get("aliases", []):
+            if alias in old_names and name not in old_names:
+                mapping[name] = alias
+    for name, res in new.items():
+        if name in mapping or name in old_names:
+            continue
+        parent = res.get("parent")
+        while parent is not None:
+            if parent in mapping and name.startswith(parent + "-"):
+                candidate = mapping[parent] + name[len(parent):]
+                if candidate in old_names:
+                    mapping[name] = candidate
+                break
+            parent = new.get(parent, {}).get("parent")
+    return mapping
+
+
+def _dependency_order(resources: dict[str, dict]) -> list[str]:
+    order, seen = [], set()
+
+    def visit(name: str, stack: set[str]) -> None:
+        if name in seen or name in stack or name not in resources:
+            return
+        stack.add(name)
+        for deps in resources[name].get("deps", {}).values():
+            for dep in deps:
+                visit(dep, stack)
+        stack.discard(name)
+        seen.add(name)
+        order.append(name)
+
+    for name in sorted(resources):
+        visit(name, set())
+    return order
+
+
+def _describe_nodes(res: dict) -> str:
+    inputs = res["inputs"]
+    scaling = inputs.get("scalingConfig", {})
+    types = ", ".join(inputs.get("instanceTypes", [])) or "?"
+    low, high = scaling.get("minSize"), scaling.get("maxSize")
+    count = f"{low}" if low == high else f"{low}-{high}"
+    return f"{count} x {types}"
+
+
+def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> list[str]:
+    effects = []
+    res = new or old
+    kind = change.short_type
+    if change.action in (REPLACE, DELETE) and data.get("loses_data"):
+        effects.append(f"{'replaces' if change.action == REPLACE else 'deletes'} {kind} {change.name}: "
+                       "the data stored on it is lost")
+    if kind == "NodeGroup":
+        if change.action == REPLACE:
+            effects.append(f"replaces all nodes of node group {change.name} ({_describe_nodes(res)})")
+        elif change.action == UPDATE and any(_forces(i.path, data.get("rolls_nodes_on", [])) for i in change.inputs):
+            effects.append(f"rolls the nodes of node group {change.name}: EKS replaces each running node "
+                           f"({_describe_nodes(res)})")
+        elif change.action == DELETE:
+            effects.append(f"deletes the nodes of node group {change.name} ({_describe_nodes(res)})")
+    if kind == "Instance":
+        itype = res["inputs"].get("instanceType", "?")
+        if change.action == REPLACE:
+            effects.append(f"replaces instance {change.name} ({itype})")
+        elif change.action == UPDATE and any(_forces(i.path, data.get("restarts_on", [])) for i in change.inputs):
+            effects.append(f"stops and starts instance {change.name} ({itype})")
+    return effects
+
+
+def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change]:
+    """The changes from one recorded plan to another, in a stable order."""
+    table = replacement_data()
+    old = {r["name"]: r for r in old_resources if not r["type"].startswith("fleetform:")}
+    new = {r["name"]: r for r in new_resources if not r["type"].startswith("fleetform:")}
+    renamed = _renamed({r["name"]: r for r in new_resources}, {r["name"] for r in old_resources})
+    changes: dict[str, Change] = {}
+    matched: dict[str, str] = {}  # new name -> old name
+    for name, res in new.items():
+        old_name = name if name in old else renamed.get(name)
+        if old_name is not None and old_name in old and old[old_name]["type"] == res["type"]:
+            matched[name] = old_name
+    for name in _dependency_order(new):
+        res = new[name]
+        if name not in matched:
+            changes[name] = Change(CREATE, res["type"], name)
+            continue
+        before = old[matched[name]]
+        data = table.get(res["type"])
+        replace_on = list((data or {}).get("replace_on", [])) + res.get("options", {}).get("replaceOnChanges", [])
+        ignored = res.get("options", {}).get("ignoreChanges", [])
+        inputs = [InputChange(path, a, b, _forces(path, replace_on))
+                  for path, a, b in _leaf_changes(before["inputs"], res["inputs"], "")
+                  if not any(path == i or path.startswith(i + ".") for i in ignored)]
+        changed_paths = {i.path for i in inputs}
+        for key, deps in sorted(res.get("deps", {}).items()):
+            for dep in deps:
+                upstream = changes.get(dep)
+                if upstream is None:
+                    continue
+                if upstream.action in (REPLACE, CREATE):  # a new id
+                    if key not in changed_paths and key not in ignored:
+                        inputs.append(InputChange(key, before["inputs"].get(key), "(known after the replacement)",
+                                                  _forces(key, replace_on), via=dep))
+                        changed_paths.add(key)
+                elif upstream.action == UPDATE and table.get(upstream.type, {}).get("changes_on_update"):
+                    value = res["inputs"].get(key)
+                    path = f"{key}.version" if isinstance(value, dict) and "version" in value else key
+                    if path not in changed_paths:
+                        inputs.append(InputChange(path, value.get("version") if path != key else value,
+                                                  "(the new version)", _forces(path, replace_on), via=dep))
+                        changed_paths.add(path)
+        if not inputs:
+            continue
+        action = REPLACE if any(i.forces_replacement for i in inputs) else UPDATE
+        change = Change(action, res["type"], name, matched[name], sorted(inputs, key=lambda i: i.path),
+                        known=data is not None)
+        change.effects = _effects(change, before, res, data or {})
+        changes[name] = change
+    kept = set(matched.values())
+    for name, res in old.items():
+        if name not in kept:
+            change = Change(DELETE, res["type"], name)
+            change.effects = _effects(change, res, None, table.get(res["type"], {}))
+            changes[name] = change
+    order = {CREATE: 2, DELETE: 1, REPLACE: 0, UPDATE: 3}
+    return sorted(changes.values(), key=lambda c: (order[c.action], c.short_type, c.name))
+
+
+def show_value(value: Any, limit: int = 72) -> str:
+    """A value as a reviewer reads it: JSON; a long value by its size and the start of its sha256, so
+    two versions of a script or a policy are told apart without printing them."""
+    if isinstance(value, str) and value.startswith("(") and value.endswith(")"):
+        return value
+    text = json.dumps(value, sort_keys=True)
+    if len(text) <= limit:
+        return text
+    import hashlib
+
+    what = f"{len(value):,} characters" if isinstance(value, str) else f"{len(text):,} characters of JSON"
+    return f"<{what}, sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]}>"
