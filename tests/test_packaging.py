@@ -177,7 +177,8 @@ def test_plan_and_diff_without_the_aws_extra(bare):
 
     diff = bare.run("diff", "bp.yaml", "changed.yaml")
     assert diff.returncode == 2 and "pip install 'fleetform[aws]'" in diff.stderr, diff.stderr
-    assert "~ train/slurm/slurm.conf" in diff.stdout and "6-6 x p5.48xlarge -> 8-8 x p5en.48xlarge" in diff.stdout
+    assert "~ train/slurm/slurm.conf" in diff.stdout and "train: 6 x p5.48xlarge" in diff.stdout \
+        and "-> 8 x p5en.48xlarge" in diff.stdout
     assert "Cloud resources: not compared" in diff.stdout
     assert bare.run("diff", "bp.yaml", "changed.yaml", "--no-resources").returncode == 0
     assert bare.run("diff", "onprem.yaml", "onprem.yaml").returncode == 0
