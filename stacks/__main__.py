@@ -2,9 +2,10 @@
 key fleetform:blueprint, render its files, and build its fleets on AWS.
 
 A blueprint with errors stops the program before any resource exists, with the same findings
-`fleetform validate` prints.
+`fleetform validate` prints; so does a stack whose AWS region is not the blueprint's.
 """
 
+import os
 from pathlib import Path
 
 import pulumi
@@ -21,4 +22,13 @@ if not blueprint.is_absolute():
 result = check(blueprint, display=str(blueprint))
 if result.model is None:
     raise pulumi.RunError("the blueprint has errors; nothing was built:\n" + report_text(result.findings, 1))
-build(result.model, render(result.model))
+model = result.model
+if model.cloud == "aws":
+    # the AWS provider builds in aws:region (or AWS_REGION); a blueprint sized, priced and zoned for
+    # another region must not land there silently
+    region = pulumi.Config("aws").get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region != model.region:
+        where = f"the stack builds in {region}" if region else "the stack names no AWS region"
+        raise pulumi.RunError(f"{blueprint}: the blueprint's provider.region is {model.region}, but {where}; "
+                              f"run `pulumi config set aws:region {model.region}`. Nothing was built.")
+build(model, render(model))

@@ -274,7 +274,7 @@ def test_stack_program_builds_the_reference(tmp_path):
             return {}
 
     pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
-    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml"})
+    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1"})
 
     @pulumi.runtime.test
     def program():
@@ -285,3 +285,36 @@ def test_stack_program_builds_the_reference(tmp_path):
     finally:
         pulumi.runtime.set_all_config({})
     assert registered.count("aws:eks/cluster:Cluster") == 2 and "aws:autoscaling/group:Group" in registered
+
+
+@pytest.mark.parametrize("region", ["us-west-2", None])
+def test_stack_program_refuses_a_region_that_is_not_the_blueprints(region, monkeypatch):
+    """team-llm.yaml is us-west-2's; the example stack said us-east-1 (issue 12, defect 7)."""
+    import pulumi
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    registered = []
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            registered.append(args.typ)
+            return [f"{args.name}-id", args.inputs]
+
+        def call(self, args):
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
+    config = {"fleetform:blueprint": "../blueprints/reference.yaml"}
+    if region:
+        config["aws:region"] = region
+    pulumi.runtime.set_all_config(config)
+    try:
+        with pytest.raises(pulumi.RunError) as err:
+            runpy.run_path(str(ROOT / "stacks/__main__.py"))
+    finally:
+        pulumi.runtime.set_all_config({})
+    where = f"the stack builds in {region}" if region else "the stack names no AWS region"
+    assert f"the blueprint's provider.region is us-east-1, but {where}" in str(err.value)
+    assert "pulumi config set aws:region us-east-1" in str(err.value)
+    assert registered == []
