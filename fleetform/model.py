@@ -234,6 +234,13 @@ class Fleet:
     def training(self) -> bool:
         return self.role == "training"
 
+    @property
+    def cloud_name(self) -> str:
+        """The name cloud resources carry (EKS cluster and node group, launch template, tags): the
+        fleet's first name, so a rename with `renamed_from` changes no physical name and replaces
+        nothing. `renamed_from` lists earlier names, oldest first."""
+        return self.renamed_from[0] if self.renamed_from else self.name
+
     def devices(self) -> tuple[int, float, str] | None:
         """(devices per node, memory of one device in GB, what a device is) as pods see them: whole
         GPUs, MIG slices, or 1/replicas shares of a time-sliced or MPS GPU. None when unknown."""

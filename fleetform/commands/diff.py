@@ -86,14 +86,21 @@ def _file_changes(old_files: dict[str, bytes], new_files: dict[str, bytes]) -> l
     return changes
 
 
-def _fleet_costs(plan: dict) -> dict[str, dict]:
-    return {f["fleet"]: f for f in plan["cost"]["fleets"]}
+def _fleet_costs(plan: dict, renames: dict[str, str] | None = None) -> dict[str, dict]:
+    renames = renames or {}
+    return {renames.get(f["fleet"], f["fleet"]): f for f in plan["cost"]["fleets"]}
+
+
+def _renames(new: dict) -> dict[str, str]:
+    """old fleet name -> new, from the aliases a renamed fleet's component keeps (`renamed_from`)."""
+    return {alias: r["name"] for r in new.get("resources") or () if r["type"].startswith("fleetform:")
+            for alias in r.get("aliases", ())}
 
 
 def _cost(old: dict, new: dict) -> dict:
     """Per changed fleet and in total: $/month min and max on each side, and what is not priced."""
     fleets = []
-    a_all, b_all = _fleet_costs(old), _fleet_costs(new)
+    a_all, b_all = _fleet_costs(old, _renames(new)), _fleet_costs(new)
     for name in sorted(set(a_all) | set(b_all)):
         a, b = a_all.get(name), b_all.get(name)
         key = lambda f: (f["instance_type"], f["nodes"], f["usd_per_month"]) if f else None  # noqa: E731
@@ -113,7 +120,9 @@ def _cost(old: dict, new: dict) -> dict:
 def _sizing(old: dict, new: dict) -> list[dict]:
     """Every sizing step whose result changes, by fleet: old -> new."""
     deltas = []
-    before = {(s["fleet"], step["what"]): step["result"] for s in old["sizing"] for step in s["steps"]}
+    renames = _renames(new)
+    before = {(renames.get(s["fleet"], s["fleet"]), step["what"]): step["result"]
+              for s in old["sizing"] for step in s["steps"]}
     after = {(s["fleet"], step["what"]): step["result"] for s in new["sizing"] for step in s["steps"]}
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
