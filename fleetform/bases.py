@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
 import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .findings import Finding, Severity, format_path
-from .loader import Document, LoadError, load
+from .loader import Document, LoadError, inside, load, repository
 
 RULE = "extends"
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
@@ -29,11 +30,24 @@ _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def _roots(doc_file: str) -> list[Path]:
-    roots = [Path(doc_file).resolve().parent / "bases"]
+    """The bases/ folder beside the blueprint (as named, a symlink's own folder), then the packaged one."""
+    roots = [Path(os.path.abspath(doc_file)).parent / "bases"]
     packaged = Path(str(resources.files("fleetform.blueprints"))) / "bases"
     if packaged.resolve() not in [r.resolve() for r in roots]:
         roots.append(packaged)
     return roots
+
+
+def _confined(doc: Document, root: Path, candidate: Path, packaged: bool, top: Path) -> Path:
+    """The real path of a base file, which must lie inside its bases folder and, for the blueprint's
+    own bases, inside the blueprint's repository: a symlink leading elsewhere is an error that
+    quotes nothing of what it leads to."""
+    if not inside(candidate, root) or not (packaged or inside(root, top)):
+        where = root if not inside(candidate, root) else top
+        raise _error(doc, ("extends",), f"the base file {candidate} is a symlink that leads outside {where}",
+                     "a base must be a file inside its bases folder and the blueprint's repository; "
+                     "copy it in instead of linking it")
+    return Path(os.path.realpath(candidate))
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -45,11 +59,11 @@ def _error(doc: Document, path: tuple, message: str, hint: str = "") -> LoadErro
     return LoadError([Finding(file, line, column, Severity.ERROR, format_path(path), message, RULE, hint)])
 
 
-def _find(doc: Document, name: str, version: str, roots: list[Path]) -> Path:
-    for root in roots:
+def _find(doc: Document, name: str, version: str, roots: list[Path], top: Path) -> Path:
+    for index, root in enumerate(roots):
         candidate = root / name / f"{version}.yaml"
-        if candidate.is_file():
-            return candidate
+        if candidate.is_file() or candidate.is_symlink():
+            return _confined(doc, root, candidate, index > 0, top)
     versions = sorted({p.stem for root in roots for p in (root / name).glob("*.yaml") if _SEMVER.match(p.stem)},
                       key=_version_key)
     if versions:
@@ -169,21 +183,23 @@ def _extends(doc: Document) -> tuple[str, str] | None:
     return name, version
 
 
-def resolve(doc: Document, _chain: tuple[tuple[str, str], ...] = (), _roots_of: list[Path] | None = None) -> Document:
+def resolve(doc: Document, _chain: tuple[tuple[str, str], ...] = (), _roots_of: list[Path] | None = None,
+            _top: Path | None = None) -> Document:
     """The document with its bases merged in (raises LoadError with findings)."""
     pin = _extends(doc)
     if pin is None:
         return doc
     roots = _roots_of or _roots(doc.file)
+    top = _top or repository(doc.file)
     if pin in _chain:
         cycle = " -> ".join(f"{n} {v}" for n, v in _chain + (pin,))
         raise _error(doc, ("extends",), f"bases extend each other in a cycle: {cycle}", "break the cycle")
-    path = _find(doc, *pin, roots)
+    path = _find(doc, *pin, roots, top)
     try:
         base = load(path)
     except OSError as err:
         raise _error(doc, ("extends",), f"cannot read base {path}: {err.strerror or err}") from None
-    base = resolve(base, _chain + (pin,), roots)
+    base = resolve(base, _chain + (pin,), roots, top)
     merge = _Merge(base, doc)
     data = merge.merge(base.data, doc.data, (), (), ())
     if merge.findings:

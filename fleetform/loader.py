@@ -409,14 +409,46 @@ def parse(raw: bytes, file: str) -> Document:
     return doc
 
 
+def repository(path: str | Path) -> Path:
+    """The repository of a blueprint: the nearest folder at or above the one the path names it in
+    (a symlink's own folder, not its target's) that holds `.git` (a folder, or a worktree's file):
+    git's top level; without one, the blueprint's own folder."""
+    folder = Path(os.path.abspath(path)).parent
+    for candidate in (folder, *folder.parents):
+        if os.path.lexists(candidate / ".git"):
+            return candidate
+    return folder
+
+
+def inside(path: str | Path, root: str | Path) -> bool:
+    """Whether path, every symlink followed, is within root (also resolved)."""
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def contained(path: str | Path, display: str | None = None) -> Path:
+    """The real path of a blueprint, refused (a finding that quotes nothing of the target) when a
+    symlink leads it outside its repository: findings quote the files they point into, and a
+    blueprint's findings may be posted where the target's owner never meant them to be read."""
+    top = repository(path)
+    if not inside(path, top):
+        raise LoadError([Finding(display or str(path), 1, 1, Severity.ERROR, "",
+                                 f"the file is a symlink that leads outside its repository {top}", "file-outside",
+                                 "fleetform reads only files inside the blueprint's repository (its git top level, "
+                                 "else its folder); copy the file in instead of linking it")])
+    return Path(os.path.realpath(path))
+
+
 def load(path: str | Path, display: str | None = None) -> Document:
     """Read and parse a blueprint file. OSError propagates (a usage problem, not a finding); so does
-    NotAFile, for anything but a regular file, at once and without reading it."""
+    NotAFile, for anything but a regular file, at once and without reading it. A symlink leading
+    outside the blueprint's repository is a finding, before anything of its target is read."""
     path = Path(path)
-    _regular(os.stat(path).st_mode, path)
+    real = contained(path, display)
+    _regular(os.stat(real).st_mode, path)
     # O_NONBLOCK: should the path become a FIFO between stat and open, opening it does not wait for a
     # writer; fstat then refuses it. It changes nothing for a regular file.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd)
         _regular(size.st_mode, path)

@@ -88,17 +88,18 @@ def test_a_failed_render_leaves_the_previous_output_whole(tmp_path, monkeypatch)
     output.write(files, out)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     calls = []
+    real_open = os.open
 
-    def failing_write(self, data):
-        calls.append(self)
-        if len(calls) == 3:
-            raise OSError(28, "No space left on device")
-        return original(self, data)
+    def failing_open(path, flags, mode=0o777, **kwargs):  # the third rendered file fails: the disk is full
+        if flags & os.O_EXCL:
+            calls.append(path)
+            if len(calls) == 3:
+                raise OSError(28, "No space left on device", str(path))
+        return real_open(path, flags, mode, **kwargs)
 
-    original = type(out).write_bytes
-    monkeypatch.setattr(type(out), "write_bytes", failing_write)
+    monkeypatch.setattr(os, "open", failing_open)
     changed = dict(files, **{"train/nccl.env": b"NCCL_DEBUG=INFO\n"})
-    with pytest.raises(OSError):
+    with pytest.raises(output.OutputError, match="No space left on device"):
         output.write(changed, out)
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

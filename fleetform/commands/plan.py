@@ -168,10 +168,15 @@ def run(args) -> int:
     if args.output is not None and not incomplete:  # no plan files that look whole but lack the resources
         from pathlib import Path
 
+        from ..render.output import OutputError, write_into
+
         out = Path(args.output) if args.output else Path("rendered") / data["blueprint"]["name"]
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "plan.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        (out / "plan.md").write_text("\n".join(_with_findings(text_lines(data, True), findings, True)) + "\n")
+        plan_files = {"plan.json": (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(),
+                      "plan.md": ("\n".join(_with_findings(text_lines(data, True), findings, True)) + "\n").encode()}
+        try:
+            write_into(plan_files, out)
+        except OutputError as err:
+            raise UsageError(str(err)) from None
     if args.format == "json":
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
     else:

@@ -12,6 +12,9 @@ from ..pipeline import check
 PLAN_FILES = ("plan.json", "plan.md")
 """Written into the same folder by `fleetform plan -o`; render neither checks nor removes them."""
 
+MANIFEST_LIMIT = 64 * 1024 * 1024
+"""Most bytes of an existing manifest.json read to tell whether a folder is fleetform's."""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("render",
@@ -52,29 +55,34 @@ def run(args) -> int:
 
 def _ours(out: Path, name: str) -> bool:
     """Whether out is empty, or a folder fleetform rendered for this blueprint name: only then may
-    render replace it (it swaps the whole folder)."""
+    render replace it (it swaps the whole folder). A manifest.json that is not a regular file (a
+    symlink, a FIFO) is not fleetform's."""
+    from ..render.output import read_regular
+
     if not out.exists() or (out.is_dir() and not any(out.iterdir())):
         return True
     try:
-        manifest = json.loads((out / "manifest.json").read_text())
+        manifest = json.loads(read_regular(out / "manifest.json", MANIFEST_LIMIT) or b"")
         return manifest["blueprint"]["name"] == name and manifest["tool"]["name"] == "fleetform"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return False
 
 
 def _current_plan(out: Path, sha256: str) -> tuple[str, ...]:
     """The plan files in out that belong to this exact blueprint (same sha256); others are stale."""
+    from ..render.output import read_regular
+
     try:
-        plan = json.loads((out / "plan.json").read_text())
-    except (OSError, ValueError):
+        plan = json.loads(read_regular(out / "plan.json") or b"")
+    except (ValueError, OSError):
         return ()
-    return PLAN_FILES if plan.get("blueprint", {}).get("sha256") == sha256 else ()
+    return PLAN_FILES if isinstance(plan, dict) and plan.get("blueprint", {}).get("sha256") == sha256 else ()
 
 
 def _one(blueprint: str, result, args) -> int:
     from ..cli import UsageError
     from ..render import render
-    from ..render.output import compare, write
+    from ..render.output import OutputError
 
     if result.model is None:
         sys.stdout.write(report_text(result.findings, 1))
@@ -85,12 +93,25 @@ def _one(blueprint: str, result, args) -> int:
         sys.stdout.write(finding.to_text() + "\n")
     files = render(result.model)
     out = Path(args.output) if args.output else Path("rendered") / result.model.name
-    current_plan = _current_plan(out, result.model.sha256)
+    try:
+        return _output(files, out, blueprint, result.model, args)
+    except OutputError as err:
+        raise UsageError(str(err)) from None
+    except OSError as err:  # reading the folder before the write (its listing, its manifest)
+        raise UsageError(f"cannot read {err.filename or out}: {err.strerror or err}") from None
+
+
+def _output(files: dict[str, bytes], out: Path, blueprint: str, model, args) -> int:
+    from ..cli import UsageError
+    from ..render.output import compare, write
+
+    current_plan = _current_plan(out, model.sha256)
     if args.check:
         drift = compare(files, out, ignore=current_plan)
         for label, paths in (("stale", drift.stale), ("missing", drift.missing), ("extra", drift.extra)):
             for path in paths:
-                sys.stdout.write(f"{label}: {out / path}\n")
+                why = drift.why.get(path) if label == "stale" else None
+                sys.stdout.write(f"{label}: {out / path}{': ' + why if why else ''}\n")
         if drift.clean:
             sys.stdout.write(f"{out}: {len(files)} files up to date\n")
             return 0
@@ -100,8 +121,8 @@ def _one(blueprint: str, result, args) -> int:
         return 1
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
-    if not _ours(out, result.model.name):
-        raise UsageError(f"{out} holds files fleetform did not render for {result.model.name}, and rendering "
+    if not _ours(out, model.name):
+        raise UsageError(f"{out} holds files fleetform did not render for {model.name}, and rendering "
                          "replaces the whole folder; choose an empty folder or the default rendered/<name>/")
     write(files, out, keep=current_plan)
     sys.stdout.write(f"rendered {len(files)} files to {out}/\n")
