@@ -92,9 +92,23 @@ def summary_line(findings: Sequence[Finding], files: int, waived: int = 0) -> st
     return f"{files} {what} checked, {verdict}: {e}, {w}{note}"
 
 
+MAX_PRINTED = 200
+"""Findings a report prints; the rest are counted. 60,000 broken fleets once printed 180,000 lines."""
+
+
+def _not_shown(items: Sequence[Finding], shown: int) -> str:
+    rest = items[shown:]
+    errors = sum(1 for f in rest if f.severity is Severity.ERROR)
+    return (f"... and {len(rest):,} more finding{'s' if len(rest) != 1 else ''} not shown ({errors:,} "
+            f"error{'s' if errors != 1 else ''}, {len(rest) - errors:,} warning{'s' if len(rest) - errors != 1 else ''}); "
+            f"the first {shown} are above: fix those and run again")
+
+
 def report_text(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
     items = sorted(findings, key=Finding.sort_key)
-    lines = [f.to_text() for f in items]
+    lines = [f.to_text() for f in items[:MAX_PRINTED]]
+    if len(items) > MAX_PRINTED:
+        lines.append(_not_shown(items, MAX_PRINTED))
     lines.append(summary_line(items, files, waived))
     return "\n".join(lines) + "\n"
 
@@ -103,13 +117,15 @@ def report_json(findings: Iterable[Finding], files: int, waived: int = 0) -> str
     items = sorted(findings, key=Finding.sort_key)
     errors = sum(1 for f in items if f.severity is Severity.ERROR)
     data = {
-        "findings": [f.to_dict() for f in items],
+        "findings": [f.to_dict() for f in items[:MAX_PRINTED]],
         "summary": {
             "files": files,
             "errors": errors,
             "warnings": len(items) - errors,
             "waived": waived,
             "valid": errors == 0,
+            "shown": min(len(items), MAX_PRINTED),
+            "not_shown": max(0, len(items) - MAX_PRINTED),
         },
     }
     return json.dumps(data, indent=2) + "\n"

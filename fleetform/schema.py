@@ -188,7 +188,7 @@ def _translate(err: ValidationError, doc: Document) -> Iterator[Finding]:
         words = {"minimum": "below the minimum of", "exclusiveMinimum": "not above",
                  "maximum": "above the maximum of", "exclusiveMaximum": "not below"}[v]
         fallback = {"minimum": f"use {value} or more", "maximum": f"use {value} or less"}.get(v, "")
-        yield _finding(doc, path, f"{instance} is {words} {value}", _field_help(err.schema) or fallback)
+        yield _finding(doc, path, f"{_number(instance)} is {words} {value:,}", _field_help(err.schema) or fallback)
     elif v in ("minItems", "maxItems"):
         word = "at least" if v == "minItems" else "at most"
         yield _finding(doc, path, f"needs {word} {value} item{'s' if value != 1 else ''}, has {len(instance)}",
@@ -223,10 +223,24 @@ def _type_hint(expected: Any, instance: Any, err: ValidationError) -> str:
             return f"write it as text, e.g. \"{sub['examples'][0]}\""  # quoting alone would not make it valid
         return f"quote it to keep it text: \"{written}\""
     if "integer" in names and isinstance(instance, float):
-        return f"write a whole number, e.g. {int(instance)}" if instance.is_integer() else "write a whole number"
+        sub = _resolve(err.schema)
+        within = sub.get("minimum", -math.inf) <= instance <= sub.get("maximum", math.inf)
+        return f"write a whole number, e.g. {int(instance)}" if instance.is_integer() and within else \
+            _bounds_hint(sub) or "write a whole number"
     if "boolean" in names and isinstance(instance, str):
         return "write true or false (YAML 1.2: yes/no/on/off are text)"
     return _field_help(err.schema)
+
+
+def _number(value: Any) -> str:
+    """A number as a message quotes it: a 4,000-digit integer by its length, not its digits."""
+    text = str(value)
+    return text if len(text) <= 24 else f"a number of {len(text.lstrip('-')):,} digits"
+
+
+def _bounds_hint(sub: dict) -> str:
+    low, high = sub.get("minimum"), sub.get("maximum")
+    return f"write a whole number from {low:,} to {high:,}" if low is not None and high is not None else ""
 
 
 def _value_at(data: Any, path: tuple) -> Any:
@@ -270,7 +284,11 @@ def _best_match(err: ValidationError, doc: Document) -> Iterator[Finding]:
         if isinstance(err.instance, str) and err.instance.strip().isdigit() and _TYPE_NAMES["integer"] in kinds:
             hint = f"write the number without quotes: {err.instance.strip()}"
         elif isinstance(err.instance, float) and err.instance.is_integer() and _TYPE_NAMES["integer"] in kinds:
-            hint = f"write it as a whole number: {int(err.instance)}"
+            whole = next((_resolve(sub) for sub in err.validator_value if _resolve(sub).get("type") == "integer"), {})
+            if whole.get("minimum", -math.inf) <= err.instance <= whole.get("maximum", math.inf):
+                hint = f"write it as a whole number: {int(err.instance)}"
+            else:
+                hint = _bounds_hint(whole) or hint
         yield _finding(doc, path, message, hint)
         return
     if len(plausible) > 1:

@@ -53,8 +53,15 @@ def host_count(expression: str) -> int:
     return total
 
 
-MAX_HOSTS = 100_000
-"""The most hosts one hostlist expression may name before fleetform refuses to expand it."""
+MAX_HOSTS = 65_536
+"""The most hosts one hostlist expression may name, and the most nodes of a fleet: Slurm's own
+hostlist parser refuses a range of more (hostlist.c, MAX_RANGE 64K: slurmctld 22.05 stops with
+"Too many hosts in range" on `train-[00001-100000]`, measured)."""
+
+MAX_LEAF_SWITCHES = 1_024
+"""The most leaf switches of a fleet's topology/tree. slurmctld's start grows with the square of the
+switch count, not the node count (measured with slurmctld 22.05, benchmarks/slurmctld_topology.py):
+a multi-level tree adds switches and is slower still, so the bound is on the leaves."""
 
 
 def version_key(version: str) -> tuple[int, int]:

@@ -47,7 +47,8 @@ def test_json_format_carries_the_same_findings(write):
     result = run_cli("validate", "--format", "json", str(path))
     data = json.loads(result.stdout)
     assert result.returncode == 1
-    assert data["summary"] == {"files": 1, "errors": 1, "warnings": 1, "waived": 0, "valid": False}
+    assert data["summary"] == {"files": 1, "errors": 1, "warnings": 1, "waived": 0, "valid": False, "shown": 2,
+                               "not_shown": 0}
     rebuilt = [f"{f['file']}:{f['line']}:{f['column']}: {f['severity']}: {f['path']}: {f['message']}; {f['hint']} "
                f"[{f['rule']}]" for f in data["findings"]]
     assert rebuilt == text

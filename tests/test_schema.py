@@ -201,3 +201,61 @@ def test_nccl_env_with_template_syntax_fails_validate_render_and_plan(write):
         assert f"{bp}:64:30: error: fleets[0].nccl.env.NCCL_IB_TIMEOUT: the value holds the template " \
                "delimiter '{{'" in result.stdout
     assert not (bp.parent / "out").exists()
+
+
+# --- bounded numbers and output (issue 9, defect 11) -----------------------------------------------
+
+
+def _numeric(node):
+    types = node.get("type")
+    types = [types] if isinstance(types, str) else (types or [])
+    return "integer" in types or "number" in types
+
+
+def test_every_number_the_schema_takes_is_bounded():
+    """`slo.redundancy: 1e30` was accepted and sized into 3.75e29 replicas: every numeric property
+    has a lower and an upper bound, what a real fleet can be."""
+    numeric = [(path, node) for path, node in _objects(schema()) if _numeric(node)]
+    assert len(numeric) > 25
+    unbounded = [".".join(map(str, path)) for path, node in numeric
+                 if not {"maximum", "exclusiveMaximum"} & set(node) or not {"minimum", "exclusiveMinimum"} & set(node)]
+    assert unbounded == []
+
+
+def test_a_huge_redundancy_is_a_finding_with_a_hint_in_range():
+    found = findings("    scheduler: {type: slurm}\n  - name: serve\n    role: inference\n    instance_type: g6.xlarge\n"
+                     "    scheduler: {type: kubernetes, version: '1.33'}\n    models:\n      - {name: m, image: 'v:1', "
+                     "model: m, model_params_billion: 1, precision: bf16, tensor_parallel: 1, "
+                     "slo: {peak_qps: 1, qps_per_gpu: 1, redundancy: 1000000000000000000000000000000}}\n")
+    assert found == [("fleets[1].models[0].slo.redundancy", 15, "a number of 31 digits is above the maximum of 100,000",
+                      "spare replicas for failures (1: N+1); at most 100,000, the most replicas a model may have")]
+    found = findings("    nodes: 1.0e+30\n")
+    assert all("1000000000000000019884624838656" not in hint for *_, hint in found)  # never a hint out of range
+
+
+def test_printed_findings_are_capped_with_a_count_of_the_rest(write):
+    """60,000 invalid fleets printed 180,000 lines: the reports show the first 200 and count the rest."""
+    from fleetform.findings import MAX_PRINTED
+
+    fleets = "".join(f"  - {{name: f{i}, role: x}}\n" for i in range(300))
+    path = write("apiVersion: fleetform/v1\nkind: Blueprint\nmetadata: {name: a, version: 1.0.0}\n"
+                 "provider: {cloud: onprem}\nfleets:\n" + fleets)
+    text = run_cli("validate", str(path))
+    lines = text.stdout.splitlines()
+    assert text.returncode == 1 and len(lines) == MAX_PRINTED + 2
+    assert all(": error: fleets[" in line for line in lines[:MAX_PRINTED])
+    assert lines[-2] == ("... and 100 more findings not shown (100 errors, 0 warnings); the first 200 are above: "
+                         "fix those and run again")
+    assert lines[-1] == "1 blueprint checked, invalid: 300 errors, 0 warnings"
+    data = json.loads(run_cli("validate", "--format", "json", str(path)).stdout)
+    assert len(data["findings"]) == MAX_PRINTED
+    assert (data["summary"]["errors"], data["summary"]["shown"], data["summary"]["not_shown"]) == (300, 200, 100)
+
+
+def test_a_fleet_is_no_larger_than_slurms_hostlist_parser_accepts():
+    """slurmctld 22.05 stops on `train-[00001-100000]` ("Too many hosts in range": Slurm's hostlist
+    MAX_RANGE is 64K), which the schema once allowed; benchmarks/slurmctld_topology.py measures the
+    start of the largest fleet and topology that remain."""
+    assert findings("    nodes: 65536\n") == []
+    assert findings("    nodes: 65537\n")[0][2] == "65537 is above the maximum of 65,536"
+    assert findings("    nodes: {min: 1, max: 65537}\n")[0][2] == "65537 is above the maximum of 65,536"

@@ -29,9 +29,10 @@ def default_partition(bp: Blueprint, report: Reporter) -> None:
                        f"({', '.join(rendered) or 'none'})", "exactly one partition must be the default")
 
 
-@rule("slurm-topology", "error", "a Slurm topology gives nodes_per_switch or explicit switches, not both")
+@rule("slurm-topology", "error", "a Slurm topology gives nodes_per_switch or explicit switches, not both, "
+      "and at most 1,024 leaf switches")
 def slurm_topology(bp: Blueprint, report: Reporter) -> None:
-    from ..slurm import MAX_HOSTS, host_count
+    from ..slurm import MAX_HOSTS, MAX_LEAF_SWITCHES, host_count
 
     for fleet in _slurm_fleets(bp):
         topology = fleet.scheduler.topology
@@ -50,6 +51,13 @@ def slurm_topology(bp: Blueprint, report: Reporter) -> None:
                    f"{topology.nodes_per_switch} nodes per switch, but the fleet has at most "
                    f"{fleet.nodes.max} node{'s' if fleet.nodes.max != 1 else ''}",
                    "one switch holds the whole fleet: drop the topology, or lower nodes_per_switch")
+        elif fleet.nodes is not None and topology.nodes_per_switch and \
+                -(-fleet.nodes.max // topology.nodes_per_switch) > MAX_LEAF_SWITCHES:
+            leaves = -(-fleet.nodes.max // topology.nodes_per_switch)
+            report(topology.path + ("nodes_per_switch",),
+                   f"{topology.nodes_per_switch} nodes per switch make {leaves:,} leaf switches, more than the "
+                   f"{MAX_LEAF_SWITCHES:,} slurmctld starts with in seconds (its start grows with the square of the "
+                   "switches)", f"use nodes_per_switch: {-(-fleet.nodes.max // MAX_LEAF_SWITCHES)} or more")
 
 
 @rule("slurm-controller", "error", "an on-prem Slurm fleet names its controller host; an AWS one its instance type")
