@@ -11,19 +11,30 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .model import BYTES_PER_PARAM, Blueprint, Fleet
+from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
+                       training_state_gb, training_time)
 
 HOURS_PER_MONTH = 730
+PRICES = "on-demand prices of us-east-1: AWS Price List API, 2026-07-20"
 KV_CACHE_SHARE = 0.2  # the same room the kv-cache-room rule asks for
 
-OPTIMIZER_BYTES = {
-    # bytes per parameter for (weights + gradients + optimizer states): low = everything in the
-    # training precision; high = mixed precision with FP32 master weights and FP32 states
-    # (ZeRO, Rajbhandari et al. 2020, section 3.1: 2 + 2 + 12 = 16 bytes with Adam).
-    "adamw": ("weights, gradients, Adam m and v", 4, 16),
-    "adam": ("weights, gradients, Adam m and v", 4, 16),
-    "sgd": ("weights, gradients, momentum", 3, 12),
-    "adafactor": ("weights, gradients, factored second moments", 2, 8),
+NVLINK_GBYTES = {
+    # GPU-to-GPU bandwidth inside a node, GB/s per GPU and direction (the datasheets quote both
+    # directions together); PCIe cards talk through PCIe 4.0 x16 (16 GT/s x 16 lanes, 128b/130b)
+    "H100": (450.0, "NVLink 4, 900 GB/s per GPU both ways (NVIDIA H100 datasheet, 2023-09)"),
+    "H200": (450.0, "NVLink 4, 900 GB/s per GPU both ways (NVIDIA H200 datasheet, 2024-11)"),
+    "A100": (300.0, "NVLink 3, 600 GB/s per GPU both ways (NVIDIA A100 datasheet, 2021-06)"),
+    "B200": (900.0, "NVLink 5, 1.8 TB/s per GPU both ways (NVIDIA DGX B200 datasheet, 2024-03)"),
+    "L40S": (31.5, "PCIe 4.0 x16, no NVLink (NVIDIA L40S datasheet, 2023-08; PCIe Base Specification 4.0, 2017)"),
+    "L4": (31.5, "PCIe 4.0 x16, no NVLink (NVIDIA L4 datasheet, 2023-03; PCIe Base Specification 4.0, 2017)"),
+    "A10G": (31.5, "PCIe 4.0 x16, no NVLink (PCIe Base Specification 4.0, 2017)"),
 }
+
+HCA_GBITS = 400.0
+"""On-prem InfiniBand or RoCE: each HCA listed under interconnect.hcas is taken as a 400 Gbit/s
+NDR / 400 GbE port: ConnectX-7, as in a DGX H100 (eight single-port ConnectX-7 VPI for the
+compute fabric, up to 400 Gb/s; NVIDIA DGX BasePOD reference architecture, "Core Components",
+docs.nvidia.com/dgx-basepod, read 2026-11-22). The blueprint gives no link rate: a planning figure."""
 
 LATENCY_US = {
     "efa": (15.0, "EFA's SRD transport, about 15 us per message (Shalev et al., 'A Cloud-Optimized Transport "
@@ -53,8 +64,7 @@ class FleetSizing:
         self.steps.append(Step(what, formula, result))
 
 
-def _gb(value: float) -> str:
-    return f"{value / 1000:.2f} TB" if value >= 1000 else f"{value:,.0f} GB"
+
 
 
 def training_memory(params_b: float, precision: str, optimizer: str | None, gpu_gb: float, gpus_per_node: int,
@@ -73,16 +83,20 @@ def training_memory(params_b: float, precision: str, optimizer: str | None, gpu_
     gpus_low, gpus_high = math.ceil(low / gpu_gb), math.ceil(high / gpu_gb)
     nodes_low, nodes_high = math.ceil(gpus_low / gpus_per_node), math.ceil(gpus_high / gpus_per_node)
     out.add("GPUs to hold it (before activations)", f"{_gb(low)} / {gpu_gb:.1f} GB to {_gb(high)} / {gpu_gb:.1f} GB",
-            f"{gpus_low} to {gpus_high} GPUs: at least {nodes_low} node{'s' if nodes_low != 1 else ''} of "
-            f"{gpus_per_node}")
+            f"{gpus_low} to {gpus_high} GPUs: {_nodes(nodes_high)} of {gpus_per_node} with FP32 master weights "
+            "and states" + (f" ({_nodes(nodes_low)} only if everything stays in {precision.upper()})"
+                            if nodes_low != nodes_high else ""))
     return nodes_low, nodes_high
 
 
-def training_time(params_b: float, tokens_b: float, gpus: int, peak_tflops: float, mfu: float) -> tuple[float, float]:
-    """(GPU-hours, wall-clock hours) from 6 x parameters x tokens / (GPUs x peak x MFU)."""
-    flops = 6 * params_b * 1e9 * tokens_b * 1e9
-    gpu_hours = flops / (peak_tflops * 1e12 * mfu) / 3600
-    return gpu_hours, gpu_hours / gpus
+def _nodes(count: int) -> str:
+    return f"{count:,} node{'s' if count != 1 else ''}"
+
+
+
+
+
+
 
 
 def smallest_tensor_parallel(weights_gb: float, gpu_gb: float, gpus_per_node: int, utilization: float) -> int | None:
@@ -100,8 +114,43 @@ def slo_gpus(peak_qps: float, qps_per_gpu: float, redundancy: int, headroom: flo
 
 
 def ring_allreduce_s(n: int, message_gb: float, bandwidth_gbps: float, latency_us: float) -> float:
-    """T = 2(N-1)/N x M/B + 2(N-1) x alpha (reduce-scatter then all-gather, N-1 steps each)."""
+    """One flat ring over n GPUs: T = 2(n-1)/n x M/B + 2(n-1) x alpha (a reduce-scatter, then an
+    all-gather, of n-1 steps each; bandwidth B in Gbit/s). The bandwidth-optimal ring of Patarasuk
+    and Yuan (J. Parallel Distrib. Comput. 69(2), 2009); NCCL's bus bandwidth is M/T x 2(n-1)/n
+    for the same reason (nccl-tests doc/PERFORMANCE.md)."""
     return 2 * (n - 1) / n * message_gb * 8 / bandwidth_gbps + 2 * (n - 1) * latency_us * 1e-6
+
+
+def hierarchical_allreduce_s(nodes: int, gpus_per_node: int, message_gb: float, nvlink_gbytes: float,
+                             node_net_gbps: float, latency_us: float) -> float:
+    """All-reduce of M bytes on nodes x gpus_per_node GPUs with NVLink inside a node and all the
+    node's NICs between nodes: inside each node a reduce-scatter and an all-gather over NVLink
+    (2(G-1)/G x M at B_nvlink per GPU); between nodes each GPU's shard is all-reduced over its own
+    NICs, so the node moves 2(N-1)/N x M at the node's whole network bandwidth. NCCL pipelines the
+    two levels (chunks flow through NVLink while others cross the network), so the slower level
+    sets the time; each of the 2(N-1) network steps pays the fabric's latency."""
+    g, n = gpus_per_node, nodes
+    inside = 2 * (g - 1) / g * message_gb / nvlink_gbytes if g > 1 else 0.0
+    between = 2 * (n - 1) / n * message_gb * 8 / node_net_gbps if n > 1 else 0.0
+    return max(inside, between) + 2 * (n - 1) * latency_us * 1e-6
+
+
+def node_network(fleet: Fleet) -> tuple[float, str] | None:
+    """(Gbit/s a node has for NCCL between nodes, where the figure comes from), or None."""
+    fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
+    if fleet.instance is not None:
+        if not fleet.instance.net_baseline_gbps:
+            return None
+        return fleet.instance.net_baseline_gbps, (f"{fleet.instance.net_baseline_gbps:g} Gbit/s per instance "
+                                                  f"({fleet.instance.name}, catalog: EC2 DescribeInstanceTypes), "
+                                                  "all of its network cards in use by NCCL's channels")
+    if fabric in ("infiniband", "roce") and fleet.shape is not None:
+        hcas = len(fleet.interconnect.hcas) or fleet.shape.gpu_count
+        listed = "interconnect.hcas" if fleet.interconnect.hcas else "one per GPU (no interconnect.hcas listed)"
+        return hcas * HCA_GBITS, (f"{hcas} HCAs ({listed}) x {HCA_GBITS:g} Gbit/s (ConnectX-7 NDR / 400 GbE, "
+                                  "as in a DGX H100 per NVIDIA's DGX BasePOD reference architecture; the blueprint "
+                                  "gives no link rate)")
+    return None
 
 
 def _training(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
@@ -109,10 +158,12 @@ def _training(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
     gpu_gb = shape.gpu.memory_gb
     gpus = fleet.nodes.max * shape.gpu_count
     if work is not None:
-        low, _ = training_memory(work.model_params_billion, work.precision, work.optimizer, gpu_gb, shape.gpu_count, out)
-        out.notes.append(f"the fleet's {fleet.nodes.max} nodes ({gpus} GPUs) "
-                         + ("hold the training state" if fleet.nodes.max >= low else
-                            f"cannot hold the training state: it needs at least {low} nodes"))
+        _, high = training_memory(work.model_params_billion, work.precision, work.optimizer, gpu_gb, shape.gpu_count,
+                                  out)
+        out.notes.append(f"the fleet's {_nodes(fleet.nodes.max)} ({gpus:,} GPUs) "
+                         + ("hold the training state with FP32 master weights and states" if fleet.nodes.max >= high
+                            else f"cannot hold the training state with FP32 master weights and states: it needs "
+                                 f"at least {_nodes(high)} [training-memory]"))
         if work.tokens_billion and work.mfu:
             peak = shape.gpu.bf16_dense_tflops
             gpu_hours, hours = training_time(work.model_params_billion, work.tokens_billion, gpus, peak, work.mfu)
@@ -129,23 +180,37 @@ def _training(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
             else:
                 out.notes.append(f"training cost not priced: {_unpriced(fleet)}")
         if fleet.nodes.max > 1 and fleet.interconnect is not None:
-            fabric = fleet.interconnect.fabric
-            node_gbps = fleet.instance.net_baseline_gbps if fleet.instance else None
-            if node_gbps:
-                per_gpu = node_gbps / shape.gpu_count
-                message = work.model_params_billion * BYTES_PER_PARAM[work.precision]
-                latency, source = LATENCY_US[fabric]
-                seconds = ring_allreduce_s(gpus, message, per_gpu, latency)
-                out.add("all-reduce of the gradients (ring)",
-                        f"2({gpus}-1)/{gpus} x {_gb(message)} / {per_gpu:g} Gbit/s + 2({gpus}-1) x {latency:g} us",
-                        f"{seconds:.2f} s per step")
-                out.notes.append(f"bandwidth: {node_gbps:g} Gbit/s per instance ({fleet.instance.name}, catalog: "
-                                 f"EC2 DescribeInstanceTypes) shared by {shape.gpu_count} GPUs; latency: {source}")
-                out.notes.append("the sources' formula counts N-1 latency steps; a ring all-reduce is a reduce-scatter "
-                                 "and an all-gather of N-1 steps each, so 2(N-1) here")
-                out.add("bisection bandwidth", f"{fleet.nodes.max} nodes / 2 x {node_gbps:g} Gbit/s",
-                        f"{fleet.nodes.max / 2 * node_gbps:,.0f} Gbit/s")
+            _allreduce(fleet, work, out)
     out.notes.append("utilization: training should keep its GPUs 95%+ busy; idle reserved GPUs are the largest waste")
+
+
+def _allreduce(fleet: Fleet, work, out: FleetSizing) -> None:
+    shape, nodes = fleet.shape, fleet.nodes.max
+    network = node_network(fleet)
+    nvlink = NVLINK_GBYTES.get(shape.gpu.family)
+    if network is None or nvlink is None:
+        out.notes.append("all-reduce not estimated: the node's network bandwidth is not known for "
+                         f"{fleet.interconnect.fabric}")
+        return
+    node_gbps, network_source = network
+    (nvlink_gbytes, nvlink_source), g = nvlink, shape.gpu_count
+    gpus = nodes * g
+    message = work.model_params_billion * BYTES_PER_PARAM[work.precision]
+    latency, latency_source = LATENCY_US[fleet.interconnect.fabric]
+    seconds = hierarchical_allreduce_s(nodes, g, message, nvlink_gbytes, node_gbps, latency)
+    out.add("all-reduce of the gradients (NVLink in a node, every NIC between nodes)",
+            f"max(2({g}-1)/{g} x {_gb(message)} / {nvlink_gbytes:g} GB/s, 2({nodes}-1)/{nodes} x {_gb(message)} / "
+            f"{node_gbps / 8:g} GB/s) + 2({nodes}-1) x {latency:g} us", f"{seconds:.2f} s per step")
+    ring = ring_allreduce_s(gpus, message, min(node_gbps, nvlink_gbytes * 8), latency)
+    out.add("all-reduce as one flat ring over every GPU (the slower bound)",
+            f"2({gpus}-1)/{gpus} x {_gb(message)} / {min(node_gbps / 8, nvlink_gbytes):g} GB/s + 2({gpus}-1) x "
+            f"{latency:g} us", f"{ring:.2f} s per step")
+    out.notes.append(f"all-reduce bandwidth: {network_source}; inside a node {nvlink_source}; latency: "
+                     f"{latency_source}")
+    out.notes.append("all-reduce model: a ring's 2(N-1)/N x M per level, NVLink and network pipelined (the slower "
+                     "level sets the time); it reproduces nccl-tests all_reduce_perf on 2 x p5.48xlarge over EFA "
+                     "(AWS awsome-distributed-training) and on 8 x H100 over NVLink (NVIDIA nccl-tests #212) within 10%")
+    out.add("bisection bandwidth", f"{nodes} nodes / 2 x {node_gbps:g} Gbit/s", f"{nodes / 2 * node_gbps:,.0f} Gbit/s")
 
 
 def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
@@ -265,6 +330,8 @@ def as_dict(bp: Blueprint) -> dict:
             "total_usd_per_hour": [sum(f.usd_hour_min for f in priced), sum(f.usd_hour_max for f in priced)],
             "total_usd_per_month": [sum(f.usd_month_min for f in priced), sum(f.usd_month_max for f in priced)],
             "hours_per_month": HOURS_PER_MONTH,
+            "priced_fleets": len(priced),
+            "prices": PRICES if bp.cloud == "aws" else None,
             "unpriced": unpriced,
         },
     }

@@ -123,12 +123,16 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
         for note in fleet["notes"]:
             lines.append(f"- _{note}_" if markdown else f"    note: {note}")
     cost = data["cost"]
-    lines += h(f"Cost ({cost['hours_per_month']} h a month; on-demand prices of us-east-1 from the catalog)")
+    prices = cost.get("prices")
+    lines += h(f"Cost ({cost['hours_per_month']} h a month; {prices})" if prices
+               else "Cost (on-prem: owned hardware has no hourly price in fleetform's catalog)")
     rows = [(f["fleet"], f["instance_type"] or "-", f"{f['nodes'][0]}-{f['nodes'][1]}",
              _money(f["usd_per_hour"][0]), _money(f["usd_per_hour"][1]),
              _money(f["usd_per_month"][0]), _money(f["usd_per_month"][1])) for f in cost["fleets"]]
-    rows.append(("total (priced)", "", "", _money(cost["total_usd_per_hour"][0]), _money(cost["total_usd_per_hour"][1]),
-                 _money(cost["total_usd_per_month"][0]), _money(cost["total_usd_per_month"][1])))
+    if cost.get("priced_fleets", 1):  # no total of nothing: "$0.00" would read as free
+        rows.append(("total (priced)", "", "", _money(cost["total_usd_per_hour"][0]),
+                     _money(cost["total_usd_per_hour"][1]), _money(cost["total_usd_per_month"][0]),
+                     _money(cost["total_usd_per_month"][1])))
     header = ("fleet", "instance", "nodes", "$/h min", "$/h max", "$/month min", "$/month max")
     lines += _table(header, rows, markdown)
     lines += [f"- not priced: {u}" if markdown else f"  not priced: {u}" for u in cost["unpriced"]]

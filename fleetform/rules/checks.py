@@ -1,3 +1,3 @@
 """Imports every rule module so their rules register, in the order `fleetform rules` lists them."""
 
-from . import blueprint, fleets, inference, kubernetes, nccl, slurm, storage  # noqa: F401
+from . import blueprint, fleets, inference, kubernetes, nccl, slurm, storage, training  # noqa: F401
