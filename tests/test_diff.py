@@ -7,9 +7,8 @@ import json
 import shutil
 import subprocess
 
-import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, require, run_cli
 
 REF = ROOT / "blueprints/reference.yaml"
 
@@ -121,8 +120,7 @@ def test_detailed_exitcode(tmp_path):
 
 
 def test_diff_against_a_git_revision(tmp_path):
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    require("git", "git")
     repo = tmp_path / "repo"
     (repo / "blueprints").mkdir(parents=True)
     shutil.copy(REF, repo / "blueprints/reference.yaml")
