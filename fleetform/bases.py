@@ -14,7 +14,6 @@ Bases are looked up in the `bases/` folder beside the blueprint, then in the bas
 from __future__ import annotations
 
 import copy
-import difflib
 import os
 import re
 from importlib import resources
@@ -70,7 +69,9 @@ def _find(doc: Document, name: str, version: str, roots: list[Path], top: Path) 
         raise _error(doc, ("extends", "version"), f"base '{name}' has no version {version}",
                      f"available: {', '.join(versions)}")
     names = sorted({p.name for root in roots if root.is_dir() for p in root.iterdir() if p.is_dir()})
-    guess = difflib.get_close_matches(name, names, n=1)
+    from difflib import get_close_matches  # imported for suggestions only
+
+    guess = get_close_matches(name, names, n=1)
     hint = (f"did you mean '{guess[0]}'? " if guess else "") + (f"available bases: {', '.join(names)}" if names else
                                                                  "put bases in bases/<name>/<version>.yaml beside "
                                                                  "the blueprint")

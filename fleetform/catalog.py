@@ -7,23 +7,23 @@ JSON so that every run reads them in well under a millisecond (the pure-Python Y
 
 from __future__ import annotations
 
-import difflib
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Mapping
 
+from .records import frozen
 
-@dataclass(frozen=True, slots=True)
+
+@frozen
 class MigProfile:
     name: str
     max_per_gpu: int
     memory_mib: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Gpu:
     """A GPU model: the facts later stages need, with their source."""
 
@@ -42,7 +42,7 @@ class Gpu:
         return self.memory_mib * 1024 * 1024 / 1e9
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class InstanceType:
     name: str
     gpu: Gpu
@@ -61,7 +61,7 @@ class InstanceType:
         return self.max_efa > 0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Catalog:
     instances: Mapping[str, InstanceType]
     gpus: Mapping[str, Gpu]
@@ -72,7 +72,9 @@ class Catalog:
         return self.instances.get(name)
 
     def suggest_instance(self, name: str) -> list[str]:
-        return difflib.get_close_matches(name, list(self.instances), n=3, cutoff=0.6)
+        from difflib import get_close_matches  # imported for suggestions only
+
+        return get_close_matches(name, list(self.instances), n=3, cutoff=0.6)
 
     def find_gpu(self, query: str) -> list[Gpu]:
         """GPU models matching a name or a family, case-insensitively (`H100`, `a100-80gb`)."""

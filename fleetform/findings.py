@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from enum import Enum
 from typing import Iterable, Sequence
+
+from .records import frozen
 
 
 class Severity(str, Enum):
@@ -21,7 +23,7 @@ class Severity(str, Enum):
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Finding:
     file: str
     line: int

@@ -8,7 +8,8 @@ groups can put the same ones on the nodes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from .records import frozen
 
 GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
 """The taint on GPU nodes, so only pods that tolerate it (GPU workloads) land there."""
@@ -31,7 +32,7 @@ HPA_METRIC = "vllm_num_requests_waiting"
 """The same metric as the Prometheus adapter exposes it to the HPA (':' is not allowed there)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Autoscaling:
     kind: str  # keda | hpa
     min_replicas: int
@@ -42,7 +43,7 @@ class Autoscaling:
     prometheus: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Probe:
     kind: str  # startup | readiness | liveness
     path: str
@@ -51,14 +52,14 @@ class Probe:
     timeout_s: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Toleration:
     key: str
     operator: str  # Exists | Equal
     effect: str  # NoSchedule | PreferNoSchedule | NoExecute
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Server:
     """One model's Deployment, Service, PodDisruptionBudget, autoscaler and ServiceMonitor."""
 
@@ -88,7 +89,7 @@ class Server:
     priority_class: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class DevicePluginConfig:
     """time-slicing or MPS: the device plugin's config, selected per node by a label."""
 
@@ -98,7 +99,7 @@ class DevicePluginConfig:
     replicas: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class MigConfig:
     configmap: str
     name: str  # the mig-parted config, e.g. all-3g.40gb
@@ -107,7 +108,7 @@ class MigConfig:
     strategy: str  # single | mixed
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KubeFleet:
     version: str
     namespace: str

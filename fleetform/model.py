@@ -7,11 +7,11 @@ Rules then check it; render, plan and the Pulumi program receive it only when no
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
 from .k8s import KubeFleet
+from .records import frozen
 from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
@@ -20,7 +20,7 @@ BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.
 """Bytes one parameter takes in memory, by precision."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Size:
     """A count of nodes or replicas: fixed (min == max, `elastic` False) or a {min, max} range."""
 
@@ -30,7 +30,7 @@ class Size:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Storage:
     name: str
     type: Literal["fsx-lustre", "s3"]
@@ -43,7 +43,7 @@ class Storage:
     noncurrent_expiry_days: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Partition:
     name: str
     default: bool
@@ -53,21 +53,21 @@ class Partition:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Switch:
     name: str
     nodes: str
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Topology:
     nodes_per_switch: int | None
     switches: tuple[Switch, ...]
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SlurmScheduler:
     cluster_name: str | None
     slurm_version: str | None
@@ -80,7 +80,7 @@ class SlurmScheduler:
     type: Literal["slurm"] = "slurm"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class KubernetesScheduler:
     version: str
     namespace: str
@@ -96,7 +96,7 @@ class KubernetesScheduler:
         return int(major), int(minor)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Interconnect:
     fabric: Literal["efa", "infiniband", "roce", "tcp"]
     hcas: tuple[str, ...]
@@ -107,7 +107,7 @@ class Interconnect:
     declared: bool  # written in the blueprint (else derived from the instance type)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class EnvVar:
     """One line of a rendered environment file, with the comment that says why it is there."""
 
@@ -116,14 +116,14 @@ class EnvVar:
     why: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Nccl:
     debug: str | None
     env: Mapping[str, str]
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Workload:
     model_params_billion: float
     precision: str
@@ -133,14 +133,14 @@ class Workload:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Checkpoint:
     every_minutes: int
     location: str | None
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GpuSharing:
     strategy: Literal["none", "time-slicing", "mps", "mig"]
     profile: str | None
@@ -149,7 +149,7 @@ class GpuSharing:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Autoscale:
     metric: str
     target_per_replica: float
@@ -157,7 +157,7 @@ class Autoscale:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Slo:
     peak_qps: float
     qps_per_gpu: float
@@ -167,7 +167,7 @@ class Slo:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Model:
     name: str
     image: str
@@ -191,7 +191,7 @@ class Model:
         return self.model_params_billion * BYTES_PER_PARAM[self.precision]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NodeShape:
     """What one node has: from the instance catalog (aws) or the blueprint's hardware (onprem)."""
 
@@ -204,7 +204,7 @@ class NodeShape:
     threads_per_core: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Fleet:
     name: str
     role: Literal["training", "inference"]
@@ -258,7 +258,7 @@ class Fleet:
         return shape.gpu_count, shape.gpu.memory_gb, shape.gpu.name
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Waiver:
     rule: str
     fleet: str | None
@@ -266,7 +266,7 @@ class Waiver:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Network:
     cidr: str | None
     vpc_id: str | None
@@ -275,7 +275,7 @@ class Network:
     path: Path
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Blueprint:
     name: str
     version: str

@@ -5,17 +5,17 @@ of variables (providers/nccl-variables.tsv) that the blueprint's nccl.env entrie
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
 from .model import EnvVar
+from .records import frozen
 
 PLUGIN_PREFIXES = ("FI_", "OFI_NCCL_")
 """Variables of libfabric and the aws-ofi-nccl plugin: meaningful with EFA only."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Variable:
     name: str
     since: str

@@ -7,7 +7,6 @@ description). anyOf/oneOf failures report the branch the value was evidently mea
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -133,7 +132,9 @@ def _did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     lowered = {c.lower(): c for c in choices}
     if word.lower() in lowered:
         return lowered[word.lower()]
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    from difflib import get_close_matches  # imported for suggestions only
+
+    match = get_close_matches(word, choices, n=1, cutoff=0.6)
     return match[0] if match else None
 
 

@@ -8,9 +8,10 @@ switches, not with nodes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 import hostlist
+
+from .records import frozen
 
 SLURM_VERSIONS = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11")
 """Slurm releases fleetform renders for (YY.MM)."""
@@ -69,7 +70,7 @@ def version_key(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NodeLine:
     names: str  # hostlist expression
     cpus: int
@@ -83,7 +84,7 @@ class NodeLine:
     state: str | None  # CLOUD for nodes above an elastic fleet's minimum
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class GresLine:
     names: str
     type: str
@@ -91,7 +92,7 @@ class GresLine:
     devices: int  # how many device files `file` names
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PartitionLine:
     name: str
     nodes: str
@@ -100,14 +101,14 @@ class PartitionLine:
     priority_tier: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SwitchLine:
     name: str
     nodes: str | None
     switches: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PowerSaving:
     resume_program: str
     suspend_program: str
@@ -118,7 +119,7 @@ class PowerSaving:
     suspend_exclude: str | None  # the static nodes: never powered down
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Ec2Target:
     """What the resume and suspend programs need to start and stop this fleet's instances."""
 
@@ -127,7 +128,7 @@ class Ec2Target:
     fleet_tag: str  # value of the fleetform:fleet tag on the fleet's instances
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SlurmConfig:
     cluster_name: str
     controller_host: str

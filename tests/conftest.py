@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +26,18 @@ def run_cli(*args: str, cwd: Path | None = None, input: bytes | None = None) -> 
     """Run the real `fleetform` CLI in a subprocess."""
     return subprocess.run([sys.executable, "-m", "fleetform", *args], cwd=cwd or ROOT, input=input,
                           capture_output=True, text=input is None, timeout=120)
+
+
+def require(program: str, package: str) -> str:
+    """The path of a program a test runs. Missing, the test is skipped on a developer's machine and
+    fails in CI (`CI` set), where .ci/run installs it: a CI run never passes by skipping."""
+    path = shutil.which(program)
+    if path is None:
+        message = f"{program} is not installed (Debian package {package})"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}; CI must run this test: .ci/run installs it")
+        pytest.skip(message)
+    return path
 
 
 @pytest.fixture

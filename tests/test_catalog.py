@@ -7,14 +7,13 @@ import json
 from conftest import ROOT, run_cli
 from fleetform.catalog import load_catalog
 
-SHARED = ROOT.parent / "shared/data/aws-gpu-instances.json"
+SHARED = ROOT / "tests/data/shared"  # copies of the specification's source data, with their sources
 
 
 def test_catalog_holds_the_shared_instance_facts():
     catalog = load_catalog()
     ours = json.loads((ROOT / "providers/aws/instances.json").read_text())
-    if SHARED.exists():
-        assert ours["rows"] == json.loads(SHARED.read_text())["rows"]
+    assert ours["rows"] == json.loads((SHARED / "aws-gpu-instances.json").read_text())["rows"]
     assert len(catalog.instances) == len(ours["rows"]) == 31
     p5 = catalog.instance("p5.48xlarge")
     assert (p5.gpu.name, p5.gpu_count, p5.network_cards, p5.max_efa, p5.price_usd_hr) == ("H100-80GB", 8, 32, 32, 55.04)
@@ -31,15 +30,15 @@ def test_every_gpu_has_facts_and_a_source():
 def test_mig_profiles_match_the_shared_data():
     import yaml
 
-    shared = ROOT.parent / "shared/data/mig-profiles.yaml"
     gpus = load_catalog().gpus
     assert set(gpus["H100-80GB"].mig) == {"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}
     assert not gpus["L4"].mig and not gpus["L40S"].mig
-    if shared.exists():
-        for name, entry in yaml.safe_load(shared.read_text()).items():
-            assert gpus[name].gfd_product == entry["gfd_product"]
-            assert {p.name: {"max": p.max_per_gpu, "memory_mib": p.memory_mib} for p in gpus[name].mig.values()} \
-                == entry["profiles"]
+    shared = yaml.safe_load((SHARED / "mig-profiles.yaml").read_text())
+    assert len(shared) >= 4
+    for name, entry in shared.items():
+        assert gpus[name].gfd_product == entry["gfd_product"]
+        assert {p.name: {"max": p.max_per_gpu, "memory_mib": p.memory_mib} for p in gpus[name].mig.values()} \
+            == entry["profiles"]
 
 
 def test_catalog_cli_filters_by_gpu():

@@ -7,9 +7,8 @@ import json
 import shutil
 import subprocess
 
-import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, require, run_cli
 
 REF = ROOT / "blueprints/reference.yaml"
 
@@ -121,8 +120,7 @@ def test_detailed_exitcode(tmp_path):
 
 
 def test_diff_against_a_git_revision(tmp_path):
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    require("git", "git")
     repo = tmp_path / "repo"
     (repo / "blueprints").mkdir(parents=True)
     shutil.copy(REF, repo / "blueprints/reference.yaml")
@@ -136,3 +134,19 @@ def test_diff_against_a_git_revision(tmp_path):
     assert "== Rendered files: 4 changed" in result.stdout  # the three Slurm files and manifest.json
     bad = run_cli("diff", "nope:blueprints/reference.yaml", "blueprints/reference.yaml", cwd=repo)
     assert bad.returncode == 2 and "cannot read nope:blueprints/reference.yaml from git" in bad.stderr
+    # a revision that git would read as an option: `--output=FILE` made git archive truncate FILE
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    for rev in (f"--output={victim}", "-o" + str(victim), "--remote=ext::sh -c touch% /tmp/fleetform-pwned", ""):
+        evil = run_cli("diff", "--", f"{rev}:blueprints/reference.yaml", "blueprints/reference.yaml", cwd=repo)
+        assert evil.returncode == 2 and "is not a git revision" in evil.stderr, evil.stderr
+        assert "Traceback" not in evil.stderr
+    assert victim.read_text() == "precious\n"
+    # a folder whose name starts with '-' is a path, not an option, after --end-of-options
+    (repo / "-x").mkdir()
+    shutil.copy(REF, repo / "-x/bp.yaml")
+    subprocess.run(git + ["add", "--", "-x"], check=True)
+    subprocess.run(git + ["commit", "-qm", "dash"], check=True)
+    dashed = run_cli("diff", "--no-resources", "--", "HEAD:-x/bp.yaml", "-x/bp.yaml", cwd=repo)
+    assert dashed.returncode == 0, dashed.stderr
+    assert "== Rendered files: 0 changed" in dashed.stdout

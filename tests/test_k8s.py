@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, require
 from fleetform.pipeline import check
 from fleetform.render import render
 from fleetform.rules import run
@@ -75,9 +74,7 @@ def test_every_manifest_validates_strictly(source, tmp_path):
 
 @pytest.mark.parametrize("source", CASES)
 def test_kustomize_builds_every_fleet(source, tmp_path):
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not on this machine")
+    kubectl = require("kubectl", "kubernetes-client")
     _, files = _rendered(source, tmp_path)
     out = tmp_path / "out"
     for name, data in files.items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -47,9 +48,15 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
     if Path(spec).exists() or ":" not in spec:
         return spec, spec
     rev, _, path = spec.partition(":")
+    if rev.startswith("-") or not rev:
+        # git would read it as an option (`--output=FILE` truncated a file); no revision starts with '-'
+        raise UsageError(f"{spec}: {rev!r} is not a git revision" + (" (it would be read as an option)" if rev else ""))
     folder = str(Path(path).parent)
     try:
-        archive = subprocess.run(["git", "archive", "--format=tar", rev, "--", folder], capture_output=True, check=True)
+        # --end-of-options (git 2.24+): nothing after it is an option, whatever it starts with; with it,
+        # git archive takes the next words as the revision and pathspecs (a `--` would be a pathspec)
+        archive = subprocess.run(["git", "archive", "--format=tar", "--end-of-options", rev, folder],
+                                 capture_output=True, check=True, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
     except (OSError, subprocess.CalledProcessError) as err:
         detail = getattr(err, "stderr", b"") or str(err).encode()
         raise UsageError(f"cannot read {spec} from git: {detail.decode(errors='replace').strip()}") from None

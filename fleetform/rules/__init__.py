@@ -7,18 +7,17 @@ blueprint's waivers (warnings only) and turns what is left into positioned findi
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..findings import Finding, Severity
 from ..loader import Document
 from ..model import Blueprint, Path
+from ..records import frozen
 
 Check = Callable[[Blueprint, "Reporter"], None]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Rule:
     id: str
     severity: Severity
@@ -70,7 +69,7 @@ _register(Rule(WAIVER_INVALID, Severity.ERROR,
 _register(Rule(WAIVER_UNUSED, Severity.WARNING, "every waiver silences at least one finding", "rules"))
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Issue:
     rule: Rule
     path: Path
@@ -94,7 +93,9 @@ class Reporter:
 def did_you_mean(word: str, choices, what: str = "") -> str:
     """A hint: `did you mean 'x'?`, else the list of choices."""
     choices = sorted(str(c) for c in choices)
-    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    from difflib import get_close_matches  # imported for suggestions only
+
+    match = get_close_matches(word, choices, n=1, cutoff=0.6)
     if match:
         return f"did you mean '{match[0]}'?"
     if not choices:
