@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from conftest import AWS_TRAINING_HEAD, EXAMPLES, ROOT, run_cli
 from jsonschema import Draft202012Validator
 
-from conftest import AWS_TRAINING_HEAD, EXAMPLES, ROOT, run_cli
 from fleetform.loader import parse
 from fleetform.schema import check, schema
 
