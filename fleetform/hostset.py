@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from dataclasses import dataclass
+
+from .records import frozen
 
 Key = tuple[str, int, str]  # (prefix, digits of the number, suffix); digits 0: a name without digits
 Interval = tuple[int, int]  # inclusive
@@ -43,7 +44,7 @@ def _name_key(name: str) -> tuple[Key, int]:
     return (prefix, len(digits), suffix), int(digits)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HostSet:
     """An immutable set of host names; `parts` maps each name pattern to its merged intervals."""
 

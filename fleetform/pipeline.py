@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import bases, schema
@@ -10,11 +9,12 @@ from .catalog import load_catalog
 from .findings import Finding, Severity
 from .loader import Document, LoadError, load
 from .model import Blueprint
+from .records import frozen
 from .resolve import resolve
 from .rules import run_counting_waivers
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
     findings: list[Finding]
     model: Blueprint | None  # set only when no finding is an error
