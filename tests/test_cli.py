@@ -197,3 +197,5 @@ def test_plan_and_diff_without_pulumi_show_the_rest_and_name_the_extra(monkeypat
     out, err = capsys.readouterr()
     assert "Rendered files: 0 changed" in out and "pip install 'fleetform[aws]'" in err
     assert main(["diff", ref, ref, "--no-resources"]) == 0
+    assert main(["diff", ref, ref, "--detailed-exitcode"]) == 1  # 2 would read as "changes"
+    assert "pip install 'fleetform[aws]'" in capsys.readouterr().err

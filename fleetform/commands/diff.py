@@ -320,6 +320,9 @@ def run(args) -> int:
         from ..cli import UsageError
 
         sys.stdout.flush()
+        if args.detailed_exitcode:  # there 2 means "changes": an error is 1, as in `terraform plan`
+            print(f"fleetform: error: {unrecorded}", file=sys.stderr)
+            return 1
         raise UsageError(unrecorded)
     if args.detailed_exitcode:
         return 2 if has_changes(data) else 0
