@@ -36,7 +36,7 @@ import re
 import secrets
 import shutil
 import stat
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -337,7 +337,12 @@ def write_into(files: Mapping[str, bytes], root: Path) -> None:
                     os.unlink(temporary)  # a killed writer's leftover (we hold the lock)
                 except FileNotFoundError:
                     pass
-                _write_file(real, temporary.name, data)
-                os.replace(temporary, real / rel)
+                try:
+                    _write_file(real, temporary.name, data)
+                    os.replace(temporary, real / rel)
+                except BaseException:
+                    with suppress(OSError):
+                        os.unlink(temporary)  # nothing half-written stays
+                    raise
     except OSError as err:
         raise OutputError(f"cannot write {root}: {_reason(err, real)}") from None
