@@ -8,6 +8,7 @@ that binds root too (a path under a regular file, /proc) or an OSError injected 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
@@ -438,6 +439,23 @@ def test_the_exchange_swaps_two_folders_in_one_step(tmp_path):
     (a / "one").write_text("a\n")
     assert output.exchange(a, b) is True  # Linux with glibc >= 2.28 on a local file system
     assert (b / "one").read_text() == "a\n" and not (a / "one").exists()
+
+
+def test_a_file_system_without_exchange_takes_the_fallback(monkeypatch):
+    """renameat2 failing with EINVAL (the file system has no RENAME_EXCHANGE) or ENOSYS means "use the
+    two renames"; any other error (EBUSY: a mount point) is the write's error."""
+    def failing(code):
+        def renameat2(*args):
+            ctypes.set_errno(code)
+            return -1
+        return renameat2
+
+    for code, swapped in ((errno.EINVAL, False), (errno.ENOSYS, False)):
+        monkeypatch.setattr(output, "_renameat2", lambda code=code: failing(code))
+        assert output.exchange(Path("a"), Path("b")) is swapped
+    monkeypatch.setattr(output, "_renameat2", lambda: failing(errno.EBUSY))
+    with pytest.raises(OSError, match="Device or resource busy"):
+        output.exchange(Path("a"), Path("b"))
 
 
 # --- 13. the umask and the user's folder ------------------------------------------------------------

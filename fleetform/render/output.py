@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import os
 import re
 import secrets
@@ -220,6 +221,7 @@ _RENAME_EXCHANGE = 1 << 1  # <linux/fs.h>; util-linux's exch(1) defines it the s
 _AT_FDCWD = -100
 
 
+@functools.lru_cache(maxsize=1)
 def _renameat2():
     try:
         function = ctypes.CDLL(None, use_errno=True).renameat2  # glibc >= 2.28
