@@ -8,6 +8,7 @@ that binds root too (a path under a regular file, /proc) or an OSError injected 
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import shutil
@@ -238,17 +239,24 @@ def test_output_in_proc(capsys):
     assert code == 2 and "/proc" in err
 
 
+def _inject(monkeypatch, call: str, code: int, when) -> None:
+    """Make os.<call> fail with errno code when when(*args) holds: the read-only folder or full disk
+    that root, who ignores permission bits, cannot otherwise meet in a temporary folder."""
+    real = getattr(os, call)
+
+    def failing(*args, **kwargs):
+        if when(*args):
+            raise OSError(code, os.strerror(code), str(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(os, call, failing)
+
+
 @pytest.mark.parametrize("call", ["mkdir", "open"])
 def test_a_read_only_parent_is_a_usage_error_and_leaves_nothing(tmp_path, capsys, monkeypatch, call):
     """EROFS injected at os.mkdir (the staging folder) or at os.open (the first rendered file)."""
-    real = getattr(os, call)
-
-    def read_only(path, *args, **kwargs):
-        if ".fleetform.new." in str(path) and (call == "mkdir" or args[0] & os.O_EXCL):
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
-        return real(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, call, read_only)
+    _inject(monkeypatch, call, errno.EROFS,
+            lambda path, *args: ".fleetform.new." in str(path) and (call == "mkdir" or args[0] & os.O_EXCL))
     code, err = _cli(capsys, "render", str(REF), "-o", str(tmp_path / "out"))
     assert code == 2 and err.startswith(f"fleetform: error: cannot write {tmp_path / 'out'}: ")
     assert "Read-only file system" in err
@@ -257,17 +265,19 @@ def test_a_read_only_parent_is_a_usage_error_and_leaves_nothing(tmp_path, capsys
 
 def test_plan_into_a_read_only_folder(tmp_path, capsys, monkeypatch):
     """EACCES injected at os.open of plan.json's temporary file."""
-    real = os.open
-
-    def denied(path, flags, *args, **kwargs):
-        if str(path).endswith(".fleetform.tmp"):
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
-        return real(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", denied)
+    _inject(monkeypatch, "open", errno.EACCES, lambda path, *args: str(path).endswith(".fleetform.tmp"))
     code, err = _cli(capsys, "plan", str(REF), "-o", str(tmp_path))
     assert code == 2 and "Permission denied" in err and str(tmp_path / ".plan.json.fleetform.tmp") in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_on_a_full_disk_leaves_no_half_written_file(tmp_path, capsys, monkeypatch):
+    """ENOSPC injected at the rename of plan.md's temporary file, after it was written whole: plan.json
+    is in place, plan.md is not, and no temporary file stays."""
+    _inject(monkeypatch, "replace", errno.ENOSPC, lambda source, target, *args: str(target).endswith("plan.md"))
+    code, err = _cli(capsys, "plan", str(REF), "-o", str(tmp_path))
+    assert code == 2 and "No space left on device" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
 
 
 def test_a_previous_render_that_cannot_be_removed(tmp_path, capsys, monkeypatch):
@@ -431,6 +441,23 @@ def test_the_exchange_swaps_two_folders_in_one_step(tmp_path):
     assert (b / "one").read_text() == "a\n" and not (a / "one").exists()
 
 
+def test_a_file_system_without_exchange_takes_the_fallback(monkeypatch):
+    """renameat2 failing with EINVAL (the file system has no RENAME_EXCHANGE) or ENOSYS means "use the
+    two renames"; any other error (EBUSY: a mount point) is the write's error."""
+    def failing(code):
+        def renameat2(*args):
+            ctypes.set_errno(code)
+            return -1
+        return renameat2
+
+    for code, swapped in ((errno.EINVAL, False), (errno.ENOSYS, False)):
+        monkeypatch.setattr(output, "_renameat2", lambda code=code: failing(code))
+        assert output.exchange(Path("a"), Path("b")) is swapped
+    monkeypatch.setattr(output, "_renameat2", lambda: failing(errno.EBUSY))
+    with pytest.raises(OSError, match="Device or resource busy"):
+        output.exchange(Path("a"), Path("b"))
+
+
 # --- 13. the umask and the user's folder ------------------------------------------------------------
 
 def test_files_and_folders_follow_the_umask(tmp_path, elastic):
@@ -466,3 +493,14 @@ def test_a_dangling_symlink_as_output_is_a_usage_error(tmp_path):
     result = run_cli("render", str(REF), "-o", str(tmp_path / "out"))
     assert result.returncode == 2 and "which does not exist" in result.stderr
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_symlink_loop_as_output_is_a_usage_error(tmp_path):
+    """Path.resolve() raises RuntimeError on a loop (exit 3 before); the loop is now the write's to report."""
+    (tmp_path / "loop").symlink_to("loop")
+    for out in ("loop", "loop/x"):
+        result = run_cli("render", str(REF), "-o", str(tmp_path / out))
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert f"{tmp_path / 'loop'}" in result.stderr and "is not a folder" in result.stderr
+        assert run_cli("render", str(REF), "-o", str(tmp_path / out), "--check").returncode == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]

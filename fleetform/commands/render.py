@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -34,7 +35,7 @@ def run(args) -> int:
     if args.output and len(args.blueprints) > 1:
         raise UsageError("-o takes one blueprint; without -o each renders to rendered/<metadata.name>/")
     results = []
-    targets: dict[Path, str] = {}
+    targets: dict[str, str] = {}
     for blueprint in args.blueprints:
         try:
             result = check(blueprint, display=blueprint)
@@ -42,10 +43,11 @@ def run(args) -> int:
             raise UsageError(f"cannot read {blueprint}: {err.strerror or err}") from None
         if result.model is not None:
             out = Path(args.output) if args.output else Path("rendered") / result.model.name
-            if out.resolve() in targets:  # checked before anything is written
-                raise UsageError(f"{blueprint} and {targets[out.resolve()]} both render to {out}/ (the same "
+            real = os.path.realpath(out)  # not Path.resolve(): a symlink loop is the write's to report
+            if real in targets:  # checked before anything is written
+                raise UsageError(f"{blueprint} and {targets[real]} both render to {out}/ (the same "
                                  "metadata.name); give one another name, or render them one at a time with -o")
-            targets[out.resolve()] = blueprint
+            targets[real] = blueprint
         results.append((blueprint, result))
     status = 0
     for blueprint, result in results:

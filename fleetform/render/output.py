@@ -31,12 +31,13 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import functools
 import os
 import re
 import secrets
 import shutil
 import stat
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -220,6 +221,7 @@ _RENAME_EXCHANGE = 1 << 1  # <linux/fs.h>; util-linux's exch(1) defines it the s
 _AT_FDCWD = -100
 
 
+@functools.lru_cache(maxsize=1)
 def _renameat2():
     try:
         function = ctypes.CDLL(None, use_errno=True).renameat2  # glibc >= 2.28
@@ -337,7 +339,12 @@ def write_into(files: Mapping[str, bytes], root: Path) -> None:
                     os.unlink(temporary)  # a killed writer's leftover (we hold the lock)
                 except FileNotFoundError:
                     pass
-                _write_file(real, temporary.name, data)
-                os.replace(temporary, real / rel)
+                try:
+                    _write_file(real, temporary.name, data)
+                    os.replace(temporary, real / rel)
+                except BaseException:
+                    with suppress(OSError):
+                        os.unlink(temporary)  # nothing half-written stays
+                    raise
     except OSError as err:
         raise OutputError(f"cannot write {root}: {_reason(err, real)}") from None
