@@ -6,7 +6,7 @@ the controller's rights, scoped to this cluster, this fleet and compute nodes.
 
 `pulumi up` starts no GPU instance, so it never waits for GPU capacity: the controller's bootstrap
 powers the static nodes up through Slurm, and the keeper powers up again any that fail
-(docs/aws-training.md).
+(README, "Training fleets on AWS").
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_d
 
 def user_data(bp: Blueprint, fleet: Fleet, role: str, env: dict) -> pulumi.Output:
     """The user data of a controller or compute node: the environment file of the contract
-    (docs/aws-training.md), then download, check and bootstrap. `env` maps each key to a value or an
-    Output; the keys keep their order."""
+    (README, "Training fleets on AWS"), then download, check and bootstrap. `env` maps each key to a
+    value or an Output; the keys keep their order."""
     from fleetform.render.jinja import render
 
     keys = list(env)
@@ -242,7 +242,7 @@ class TrainingFleet(pulumi.ComponentResource):
         # `resolve:ssm:` fails with a root_block_device (terraform-provider-aws #43488) and is
         # replaced on every update without one (#43364), taking StateSaveLocation's node with it.
         # ignore_changes keeps a newer image from replacing the controller; roll it on purpose with
-        # `pulumi up --replace <controller URN>` (docs/aws-training.md).
+        # `pulumi up --replace <controller URN>` (README, "Training fleets on AWS").
         ami = image.ami or aws.ssm.get_parameter_output(name=image.ssm_parameter).value
         controller = aws.ec2.Instance(
             f"{name}-controller", ami=ami,
