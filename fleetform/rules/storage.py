@@ -35,7 +35,10 @@ def storage_cloud(bp: Blueprint, report: Reporter) -> None:
 def checkpoint_location(bp: Blueprint, report: Reporter) -> None:
     """A checkpoint on a node's root volume is lost with the node, and one on FSx for Lustre alone with
     the file system: durable is an S3 bucket, written directly or through an FSx export association
-    (resolve makes it: the directory, exported to the fleet's first attached bucket)."""
+    (resolve makes it: the directory, exported to the fleet's first attached bucket). On-prem, file
+    systems are mounted outside fleetform: it cannot tell, and says nothing."""
+    if bp.cloud != "aws":
+        return
     for fleet in bp.fleets:
         ckpt = fleet.checkpoint
         if not fleet.training or ckpt is None or ckpt.location is None or ckpt.export is not None:
