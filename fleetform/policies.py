@@ -131,7 +131,8 @@ def _listed(value) -> list[str]:
 
 def _allows(statement: dict, call) -> bool:
     """Whether an Allow statement authorizes a call on its resource type, with conditions the call
-    can meet: a request-tag condition holds only where the call tags the resource itself."""
+    can meet: a request-tag condition holds only where the call tags the resource itself, and an
+    ec2:CreateAction condition only for the tags of a launch."""
     if statement.get("Effect") != "Allow":
         return False
     if not any(fnmatch.fnmatchcase(call.action, pattern) for pattern in _listed(statement.get("Action"))):
@@ -140,6 +141,8 @@ def _allows(statement: dict, call) -> bool:
     if call.resource != "*" and not any(r == "*" or f":{call.resource}/" in r for r in resources):
         return False
     keys = [key for operator in (statement.get("Condition") or {}).values() for key in operator]
+    if "ec2:CreateAction" in keys and not call.at_launch:  # tag-on-create only, and this call tags later
+        return False
     return call.sets_tags or not any(key.startswith("aws:RequestTag/") for key in keys)
 
 

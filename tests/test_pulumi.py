@@ -185,6 +185,9 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
     assert {"arn:aws:ec2:*:*:network-interface/*", "arn:aws:ec2:*:*:volume/*"} <= set(launch["Resource"])
     assert launch["Condition"] == {"ArnLike": {"ec2:LaunchTemplate": launch["Resource"][0]}}
     assert launch["Resource"][0].startswith("arn:aws:ec2:") and ":launch-template/" in launch["Resource"][0]
+    naming = statements["NameComputeNodes"]["Condition"]  # only the name tags, only on own compute nodes
+    assert naming["ForAllValues:StringEquals"] == {"aws:TagKeys": ["Name", "fleetform:node"]}
+    assert naming["StringEquals"] == {f"aws:ResourceTag/{k}": v for k, v in own.items()}
     terminate = statements["TerminateComputeNodes"]["Condition"]["StringEquals"]
     assert terminate == {f"aws:ResourceTag/{k}": v for k, v in own.items()}
     # the condition excludes the controller itself and every other blueprint's or stack's nodes
@@ -202,7 +205,8 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
 
 
 def _program_aws_calls(files: dict[str, bytes]) -> set[tuple[str, str, str]]:
-    """(program, service, command) of every `aws` CLI call in the rendered programs."""
+    """(program, service, command) of every AWS CLI call in the rendered programs: shell lines
+    `aws [--opt value] SERVICE COMMAND` and Python calls `aws(env, "SERVICE", "COMMAND", ...)`."""
     import re
     import shlex
 
@@ -210,8 +214,11 @@ def _program_aws_calls(files: dict[str, bytes]) -> set[tuple[str, str, str]]:
     for path, data in files.items():
         if "/bin/" not in path:
             continue
-        text = data.decode().replace("\\\n", " ")
-        for line in text.splitlines():
+        program = path.rsplit("/", 1)[1]
+        text = data.decode()
+        for service, command in re.findall(r"\baws\(\s*\w+\s*,\s*[\"']([a-z0-9-]+)[\"']\s*,\s*[\"']([a-z0-9-]+)[\"']", text):
+            calls.add((program, service, command))
+        for line in text.replace("\\\n", " ").splitlines():
             if line.lstrip().startswith("#"):
                 continue
             for match in re.finditer(r"(?:^|[\s;(|&$])aws\s+(.*)", line):
@@ -221,9 +228,17 @@ def _program_aws_calls(files: dict[str, bytes]) -> set[tuple[str, str, str]]:
                     words = match.group(1).split()
                 words = [w for i, w in enumerate(words)
                          if not w.startswith("--") and not (i and words[i - 1].startswith("--") and "=" not in words[i - 1])]
-                if len(words) >= 2:
-                    calls.add((path.rsplit("/", 1)[1], words[0], words[1]))
+                if len(words) >= 2 and re.fullmatch(r"[a-z0-9-]+", words[0]) and re.fullmatch(r"[a-z0-9-]+", words[1]):
+                    calls.add((program, words[0], words[1]))
     return calls
+
+
+def test_the_program_call_scan_reads_shell_and_python():
+    files = {"t/slurm/bin/resume": b'#!/bin/bash\naws --region "$r" ec2 run-instances \\\n  --count 1\n',
+             "t/slurm/bin/bootstrap": b'#!/usr/bin/python3\nx = aws(env, "secretsmanager", "get-secret-value", "--x")\n',
+             "t/slurm/slurm.conf": b"aws ec2 nothing-here\n"}
+    assert _program_aws_calls(files) == {("resume", "ec2", "run-instances"),
+                                         ("bootstrap", "secretsmanager", "get-secret-value")}
 
 
 def test_every_aws_call_of_the_rendered_programs_is_listed_and_allowed(tmp_path):
@@ -250,6 +265,9 @@ def test_every_aws_call_of_the_rendered_programs_is_listed_and_allowed(tmp_path)
      "ec2:RunInstances on network-interface"),
     (lambda s: s["MungeKey"].update(Action="secretsmanager:GetSecretValue"), "secretsmanager:PutSecretValue"),
     (lambda s: s.pop("Describe"), "ec2:DescribeInstances"),
+    # naming the nodes after the launch: a tag-on-create grant does not cover it, nor the reverse
+    (lambda s: s.pop("NameComputeNodes"), "ec2:CreateTags on instance"),
+    (lambda s: s.pop("TagAtLaunch"), "ec2:CreateTags on volume"),
 ])
 def test_iam_caller_actions_fails_on_a_crafted_policy(break_it, missing, tmp_path):
     model, resources = _plan(VARIANTS["elastic"], tmp_path)

@@ -28,6 +28,7 @@ class Call:
     action: str  # the IAM action authorized
     resource: str = "*"  # the EC2 resource type it is authorized on (instance, volume, ...), or * for any
     sets_tags: bool = False  # the call tags this resource itself, so an aws:RequestTag condition can hold
+    at_launch: bool = False  # a tag-on-create of RunInstances (an ec2:CreateAction condition holds)
     when: str = "always"  # always | ssm-image (the launch template's image is an SSM parameter) |
     # own-buckets (the blueprint has S3 buckets of its own)
 
@@ -46,15 +47,19 @@ CONTROLLER: tuple[Call, ...] = (
     Call("bootstrap", "kms:GenerateDataKey"),
     Call("resume", "ec2:RunInstances", "instance", sets_tags=True),
     *(Call("resume", "ec2:RunInstances", resource) for resource in LAUNCH_RESOURCES),
-    Call("resume", "ec2:CreateTags", "instance", sets_tags=True),
-    Call("resume", "ec2:CreateTags", "volume"),  # the launch template's volume tags, applied at launch
+    Call("resume", "ec2:CreateTags", "instance", sets_tags=True, at_launch=True),
+    Call("resume", "ec2:CreateTags", "volume", at_launch=True),  # the launch template's volume tags
+    # one RunInstances call cannot give N instances N names: fleetform:node and Name come after it
+    Call("resume", "ec2:CreateTags", "instance"),
     Call("resume", "ec2:DescribeInstances"),  # an instance of the node already pending or running
+    Call("resume", "ec2:TerminateInstances", "instance"),  # all or nothing: a failed launch is undone
     Call("resume", "iam:PassRole"),  # the launch template's instance profile (the compute role)
     Call("resume", "ssm:GetParameters", when="ssm-image"),
     Call("suspend", "ec2:DescribeInstances"),
     Call("suspend", "ec2:TerminateInstances", "instance"),
     Call("keeper", "ec2:DescribeInstances"),
-    Call("bootstrap", "ec2:DescribeInstanceTopology"),  # topology.conf from EC2's network topology
+    Call("keeper", "ec2:TerminateInstances", "instance"),  # compute instances that never got a name
+    Call("topology", "ec2:DescribeInstanceTopology"),  # topology.conf from EC2's network topology
 )
 
 COMPUTE: tuple[Call, ...] = (

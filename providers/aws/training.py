@@ -68,6 +68,8 @@ def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_d
         "block_device_mappings": [{"device_name": "/dev/sda1", "ebs": {
             "volume_size": ROOT_GIB, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
         "iam_instance_profile": {"arn": profile_arn},
+        # a node that gives up (no name, a wrong Slurm) powers off and is gone, not left stopped
+        "instance_initiated_shutdown_behavior": "terminate",
         "user_data": user_data,
         "tag_specifications": [{"resource_type": "instance", "tags": tags}, {"resource_type": "volume", "tags": tags}],
         "tags": tags,
@@ -125,6 +127,12 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
         {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": "ec2:CreateTags",
          "Resource": ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:volume/*", "arn:aws:ec2:*:*:network-interface/*"],
          "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}}},
+        # after the launch, the node names: only on this cluster's compute nodes, only those two keys
+        # (a node can never be re-tagged into another cluster, fleet or role)
+        {"Sid": "NameComputeNodes", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": "arn:aws:ec2:*:*:instance/*",
+         "Condition": {"StringEquals": {k.replace("RequestTag", "ResourceTag"): v for k, v in own.items()},
+                       "ForAllValues:StringEquals": {"aws:TagKeys": ["Name", "fleetform:node"]}}},
         {"Sid": "Describe", "Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
          "Resource": "*"},
         {"Sid": "TerminateComputeNodes", "Effect": "Allow", "Action": "ec2:TerminateInstances",
