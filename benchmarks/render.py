@@ -21,12 +21,13 @@ metadata: {{name: bench, version: 1.0.0}}
 provider: {{cloud: aws, region: us-east-1, availability_zone: us-east-1a, network: {{cidr: 10.0.0.0/16}}}}
 storage:
   - {{name: scratch, type: fsx-lustre, capacity_gib: 48000, throughput_mb_per_tib: 250, mount_path: /fsx}}
+  - {{name: checkpoints, type: s3}}
 fleets:
   - name: train
     role: training
     instance_type: p5.48xlarge
     nodes: {{min: {static}, max: {nodes}}}
-    storage: [scratch]
+    storage: [scratch, checkpoints]
     scheduler:
       type: slurm
       partitions: [{{name: gpu, default: true, max_time: 7-00:00:00}}, {{name: debug, max_time: 60}}]

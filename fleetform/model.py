@@ -7,6 +7,7 @@ Rules then check it; render, plan and the Pulumi program receive it only when no
 
 from __future__ import annotations
 
+import posixpath
 from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
@@ -15,6 +16,19 @@ from .records import frozen
 from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
+
+IMPORT_DIR = "/data"
+"""Where on an FSx for Lustre file system its import_path appears (<mount_path>/data). Not the root:
+a data repository association at / must be the file system's only one, and the checkpoint
+directory needs an export association of its own (FSx API reference, DataRepositoryAssociation
+FileSystemPath: https://docs.aws.amazon.com/fsx/latest/APIReference/API_DataRepositoryAssociation.html)."""
+
+
+def under(path: str, directory: str) -> bool:
+    """Whether an absolute path is the directory or inside it."""
+    path, directory = posixpath.normpath(path), posixpath.normpath(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
 
 BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 """Bytes one parameter takes in memory, by precision."""
@@ -41,6 +55,22 @@ class Storage:
     import_path: str | None = None
     versioning: bool = True
     noncurrent_expiry_days: int | None = None
+
+
+@frozen
+class Image:
+    """The machine image of AWS nodes or a controller: an AMI id, or an SSM parameter holding one."""
+
+    ami: str | None
+    ssm_parameter: str | None
+    default: bool  # fleetform's default image (its Slurm release is known), not the blueprint's
+    path: Path
+
+    @property
+    def launch_id(self) -> str:
+        """How a launch template names it: the AMI id, or `resolve:ssm:` and the parameter, which EC2
+        resolves at every launch."""
+        return self.ami or f"resolve:ssm:{self.ssm_parameter}"
 
 
 @frozen
@@ -73,6 +103,7 @@ class SlurmScheduler:
     slurm_version: str | None
     controller_instance_type: str | None
     controller_host: str | None
+    controller_image: Image | None  # aws: the controller's image; None: the fleet's
     partitions: tuple[Partition, ...]
     topology: Topology | None
     auth: Literal["munge", "slurm"]
@@ -134,10 +165,22 @@ class Workload:
 
 
 @frozen
+class CheckpointExport:
+    """Checkpoints written on an FSx for Lustre file system reach an S3 bucket through a data
+    repository association that exports the checkpoint directory."""
+
+    file_system: str  # storage name of the file system
+    directory: str  # the checkpoint directory, as a path of the file system ("/checkpoints")
+    bucket: str  # storage name of the bucket
+    prefix: str  # key prefix in the bucket ("checkpoints/")
+
+
+@frozen
 class Checkpoint:
     every_minutes: int
     location: str | None
     path: Path
+    export: CheckpointExport | None = None  # where an FSx checkpoint path is exported to
 
 
 @frozen
@@ -211,6 +254,7 @@ class Fleet:
     path: Path
     instance_type: str | None
     instance: InstanceType | None  # None on-prem, or when the type is not in the catalog
+    image: Image | None  # aws: the nodes' machine image; None on-prem
     shape: NodeShape | None  # None when unknown (a rule reports why)
     nodes: Size | None
     hosts: str | None

@@ -42,6 +42,31 @@ def _quiet_loop_teardown() -> None:
     sys.unraisablehook = hook
 
 
+MOCK_AMI = "ami-0123456789abcdef0"
+
+
+def computed(type_: str, name: str, bp: Blueprint) -> dict[str, Any]:
+    """Outputs AWS computes that the program reads (the mocks' stand-ins): without them an Output the
+    user data is rendered from would stay unknown and the record would miss it."""
+    if type_ == "aws:ec2/launchTemplate:LaunchTemplate":  # IAM policies name it by its EC2 ARN
+        return {"arn": f"arn:aws:ec2:{bp.region}:123456789012:launch-template/{name}-id"}
+    if type_ == "aws:ec2/networkInterface:NetworkInterface":
+        return {"privateIp": "10.0.0.10"}
+    if type_ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+        return {"dnsName": f"{name}-id.fsx.{bp.region}.amazonaws.com", "mountName": "abcdefgh"}
+    return {}
+
+
+def invoke(token: str, args: dict, bp: Blueprint) -> dict[str, Any]:
+    """What the program's data-source calls answer under the mocks, with the fields it reads."""
+    if token == "aws:ssm/getParameter:getParameter":
+        return {"name": args["name"], "id": args["name"], "type": "String", "value": MOCK_AMI,
+                "insecureValue": MOCK_AMI, "version": 1, "arn": f"arn:aws:ssm:{bp.region}::parameter{args['name']}"}
+    if token == "aws:ec2/getSubnet:getSubnet":
+        return {"id": args.get("id"), "availabilityZone": f"{bp.region}a", "vpcId": "vpc-mock"}
+    return {}
+
+
 def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
     """Run the Pulumi program for a blueprint under mocks; return its resources, sorted."""
     import pulumi
@@ -86,6 +111,8 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
             outputs = dict(args.inputs)
             short = args.name.replace("/", "-")
+            for key, value in computed(args.typ, short, bp).items():
+                outputs.setdefault(key, value)
             outputs.setdefault("name", short)
             outputs.setdefault("arn", f"arn:aws:mock:::{args.typ.split(':')[-1].lower()}/{short}")
             outputs.setdefault("bucket", f"{short}-bucket" if "bucketPrefix" in args.inputs else short)
@@ -93,7 +120,7 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
             return [f"{short}-id", outputs]
 
         def call(self, args: pulumi.runtime.MockCallArgs):
-            return {}
+            return invoke(args.token, dict(args.args), bp)
 
     _quiet_loop_teardown()
     with _LOCK:

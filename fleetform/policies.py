@@ -6,7 +6,9 @@ violations as (resource name, message). The plan reports every violation as an e
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
+import json
 from typing import Callable
 
 from .model import Blueprint
@@ -14,6 +16,9 @@ from .model import Blueprint
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 INSTANCE = "aws:ec2/instance:Instance"
 BUCKET = "aws:s3/bucket:Bucket"
+AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 Violation = tuple[str, str]
 Policy = Callable[[list[dict], Blueprint], list[Violation]]
 POLICIES: dict[str, tuple[str, Policy]] = {}
@@ -85,6 +90,92 @@ def efa_groups(resources, bp):
             if not i.get("securityGroups"):
                 out.append((r["name"], f"interface card {i.get('networkCardIndex', 0)} device {i.get('deviceIndex')} "
                                        "has no security group"))
+    return out
+
+
+@policy("asg-zones", "every Auto Scaling group names its subnets or availability zones")
+def asg_zones(resources, bp):
+    """AWS rejects CreateAutoScalingGroup without either ("At least one Availability Zone or VPC
+    Subnet is required"); the mocks accept it. The provider documents one of `availability_zones` and
+    `vpc_zone_identifiers` as required:
+    https://www.pulumi.com/registry/packages/aws/api-docs/autoscaling/group/ and
+    https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CreateAutoScalingGroup.html
+    (fleetform's training fleets have no Auto Scaling group; EKS makes its node groups' own, which
+    the plan does not record: the check holds for any group a program adds)."""
+    return [(r["name"], "names neither subnets (vpc_zone_identifiers) nor availability zones; "
+                        "AWS rejects CreateAutoScalingGroup")
+            for r in _of(resources, AUTOSCALING_GROUP)
+            if not r["inputs"].get("vpcZoneIdentifiers") and not r["inputs"].get("availabilityZones")]
+
+
+@policy("instance-image-id", "an instance with a root_block_device names its image by AMI id, not resolve:ssm:")
+def instance_image_id(resources, bp):
+    """The AWS provider looks the image up with DescribeImages to fill a root_block_device, which
+    fails on `resolve:ssm:` (InvalidAMIID.Malformed,
+    https://github.com/hashicorp/terraform-provider-aws/issues/43488); without the block the
+    instance is replaced on every update (#43364). Resolve the id at deploy time instead."""
+    return [(r["name"], f"ami {r['inputs']['ami']!r} with a root_block_device: the provider fails with "
+                        "InvalidAMIID.Malformed (terraform-provider-aws #43488)")
+            for r in _of(resources, INSTANCE)
+            if str(r["inputs"].get("ami", "")).startswith("resolve:ssm:") and r["inputs"].get("rootBlockDevice")]
+
+
+def _statements(document: str) -> list[dict]:
+    statements = json.loads(document).get("Statement", [])
+    return [statements] if isinstance(statements, dict) else statements
+
+
+def _listed(value) -> list[str]:
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def _allows(statement: dict, call) -> bool:
+    """Whether an Allow statement authorizes a call on its resource type, with conditions the call
+    can meet: a request-tag condition holds only where the call tags the resource itself, and an
+    ec2:CreateAction condition only for the tags of a launch."""
+    if statement.get("Effect") != "Allow":
+        return False
+    if not any(fnmatch.fnmatchcase(call.action, pattern) for pattern in _listed(statement.get("Action"))):
+        return False
+    resources = _listed(statement.get("Resource"))
+    if call.resource != "*" and not any(r == "*" or f":{call.resource}/" in r for r in resources):
+        return False
+    keys = [key for operator in (statement.get("Condition") or {}).values() for key in operator]
+    if "ec2:CreateAction" in keys and not call.at_launch:  # tag-on-create only, and this call tags later
+        return False
+    return call.sets_tags or not any(key.startswith("aws:RequestTag/") for key in keys)
+
+
+@policy("iam-caller-actions", "each instance role allows every AWS call its programs make")
+def iam_caller_actions(resources, bp):
+    """The role of a controller or compute node (tag `fleetform:role`) must allow each call in
+    providers/aws/calls.py, on the resource types the call touches, under conditions the call meets.
+    EC2 authorizes RunInstances per resource it creates or uses and fails the whole launch for one
+    denied (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ExamplePolicies_EC2.html); a
+    `resolve:ssm:` image needs ssm:GetParameters
+    (https://docs.aws.amazon.com/systems-manager/latest/userguide/parameter-store-ec2-aliases.html)."""
+    from .providers.aws.calls import CALLS
+
+    ssm_fleets = {(r["inputs"].get("tags") or {}).get("fleetform:fleet") for r in _of(resources, LAUNCH_TEMPLATE)
+                  if str(r["inputs"].get("imageId", "")).startswith("resolve:ssm:")}
+    out = []
+    for role in _of(resources, ROLE):
+        tags = role["inputs"].get("tags") or {}
+        calls = CALLS.get(tags.get("fleetform:role"))
+        if calls is None:
+            continue
+        statements = [s for p in _of(resources, ROLE_POLICY) if p["inputs"].get("role") in (f"{role['name']}-id",
+                                                                                               role["name"])
+                      for s in _statements(p["inputs"].get("policy", "{}"))]
+        for call in calls:
+            if call.when == "ssm-image" and tags.get("fleetform:fleet") not in ssm_fleets:
+                continue
+            if call.when == "own-buckets" and not any(s.type == "s3" for s in bp.storage):
+                continue
+            if not any(_allows(s, call) for s in statements):
+                where = f" on {call.resource}" if call.resource != "*" else ""
+                out.append((role["name"], f"does not allow {call.action}{where}, which {call.program} calls "
+                                          "(providers/aws/calls.py)"))
     return out
 
 

@@ -6,6 +6,7 @@ Nothing here judges the blueprint: what is missing or inconsistent stays visible
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -15,15 +16,22 @@ from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .model import (
-    Autoscale, Blueprint, Checkpoint, Fleet, GpuSharing, Interconnect, KubernetesScheduler, Model,
-    Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch, Topology,
-    Waiver, Workload,
+    IMPORT_DIR, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
+    KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch,
+    Topology, Waiver, Workload, under,
 )
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default
 DEFAULT_PORT = 8000  # vLLM's OpenAI server default
 DEFAULT_SCALE_DOWN_WINDOW_S = 300  # the HPA's default scale-down stabilization
 DEFAULT_PROMETHEUS_RELEASE = "kube-prometheus-stack"  # the chart's usual release name
+DEFAULT_IMAGE = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+"""AWS's Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04), by its public SSM parameter. Its
+release notes (https://docs.aws.amazon.com/dlami/latest/devguide/, "Base OSS Nvidia Driver GPU AMI
+(Ubuntu 24.04)") list the NVIDIA driver, EFA and aws-ofi-nccl; the bootstrap installs Slurm, munge
+and the Lustre client from Ubuntu 24.04's archive."""
+DEFAULT_IMAGE_SLURM = "23.11"
+"""The Slurm release of Ubuntu 24.04's archive (slurm-wlm 23.11.4: https://packages.ubuntu.com/noble/slurm-wlm)."""
 
 
 def _size(value: Any, path: tuple) -> Size | None:
@@ -63,8 +71,20 @@ def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesSch
                          for i, s in enumerate(topo.get("switches", ())))
         topology = Topology(topo.get("nodes_per_switch"), switches, tpath)
     controller = data.get("controller", {})
+    controller_image = None
+    if "image" in controller:
+        controller_image = _image(controller["image"], path + ("controller", "image"))
     return SlurmScheduler(data.get("cluster_name"), data.get("slurm_version"), controller.get("instance_type"),
-                          controller.get("host"), parts, topology, data.get("auth", "munge"), path)
+                          controller.get("host"), controller_image, parts, topology, data.get("auth", "munge"), path)
+
+
+def _image(value: str | None, path: tuple) -> Image:
+    """A blueprint's image (an AMI id or an SSM parameter name), or fleetform's default."""
+    if value is None:
+        return Image(None, DEFAULT_IMAGE, True, path)
+    if value.startswith("ami-"):
+        return Image(value, None, False, path)
+    return Image(None, value, False, path)
 
 
 def _model(item: dict, path: tuple) -> Model:
@@ -129,6 +149,10 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
     return Fleet(
         name=item["name"], role=role, path=path,
         instance_type=item.get("instance_type"), instance=instance,
+        # AWS training fleets always have an image (the default one if they name none); elsewhere an
+        # image is only kept to be reported by the image-applies rule
+        image=(_image(item.get("image"), path + ("image",)) if cloud == "aws" and role == "training"
+               else _image(item["image"], path + ("image",)) if "image" in item else None),
         shape=_shape(item, catalog, cloud), nodes=nodes, hosts=item.get("hosts"),
         capacity_type=capacity["type"], reservation_id=capacity.get("reservation_id"),
         placement=item.get("placement", "cluster" if role == "training" else "none"),
@@ -157,6 +181,24 @@ def _env_text(value: Any) -> str:
     return str(value)
 
 
+def _checkpoint_export(fleet: Fleet, storage: tuple[Storage, ...]) -> CheckpointExport | None:
+    """The export of a checkpoint path on an attached FSx for Lustre file system to the fleet's first
+    attached bucket; None when there is none to make (the checkpoint-location rule says why)."""
+    ckpt = fleet.checkpoint
+    if ckpt is None or not ckpt.location or ckpt.location.startswith("s3://"):
+        return None
+    attached = [s for name in fleet.storage for s in storage if s.name == name]
+    bucket = next((s for s in attached if s.type == "s3"), None)
+    for fs in attached:
+        if fs.type != "fsx-lustre" or not fs.mount_path or not under(ckpt.location, fs.mount_path):
+            continue
+        directory = "/" + posixpath.relpath(posixpath.normpath(ckpt.location), posixpath.normpath(fs.mount_path))
+        if bucket is None or directory == "/." or (fs.import_path and under(directory, IMPORT_DIR)):
+            return None
+        return CheckpointExport(fs.name, directory, bucket.name, directory.strip("/") + "/")
+    return None
+
+
 def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
     """Attach what the render stage prints for a fleet: its Slurm config and NCCL environment, or
     its Kubernetes objects."""
@@ -172,6 +214,11 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
     meta, provider = data["metadata"], data["provider"]
     cloud = provider["cloud"]
     net = provider.get("network", {})
+    storage = tuple(_storage(s, ("storage", i)) for i, s in enumerate(data.get("storage", ())))
+    fleets = tuple(_derive(_fleet(f, ("fleets", i), catalog, cloud), meta, provider.get("region"), cloud)
+                   for i, f in enumerate(data["fleets"]))
+    fleets = tuple(replace(f, checkpoint=replace(f.checkpoint, export=_checkpoint_export(f, storage)))
+                   if f.checkpoint is not None else f for f in fleets)
     return Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),
@@ -179,9 +226,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         site=provider.get("site"),
         network=Network(net.get("cidr"), net.get("vpc_id"), net.get("subnet_id"),
                         tuple(net.get("ssh_ingress_cidrs", ())), ("provider", "network")),
-        storage=tuple(_storage(s, ("storage", i)) for i, s in enumerate(data.get("storage", ()))),
-        fleets=tuple(_derive(_fleet(f, ("fleets", i), catalog, cloud), meta, provider.get("region"), cloud)
-                     for i, f in enumerate(data["fleets"])),
+        storage=storage, fleets=fleets,
         waivers=tuple(Waiver(w["rule"], w.get("fleet"), w["reason"], ("waivers", i))
                       for i, w in enumerate(data.get("waivers", ()))),
         file=doc.file, sha256=doc.sha256,

@@ -52,12 +52,15 @@ def test_reference_training_fleet(tmp_path):
     assert template["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "cr-0a1b2c3d4e5f67890"}}
     assert not [r for r in resources if r["type"] == "aws:ec2/placementGroup:PlacementGroup"]
-    group = _one(resources, "aws:autoscaling/group:Group", "train-static")
-    assert (group["minSize"], group["maxSize"], group["desiredCapacity"]) == (6, 6, 6)
+    # the default image, resolved by EC2 at each launch; nodes read their own tags (their Slurm name)
+    assert template["imageId"] == ("resolve:ssm:/aws/service/deeplearning/ami/x86_64/"
+                                   "base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id")
+    assert template["metadataOptions"]["instanceMetadataTags"] == "enabled"
+    assert template["tagSpecifications"][0]["tags"]["fleetform:role"] == "compute"
+    # no Auto Scaling group: the controller's ResumeProgram launches and names every node
+    assert not [r for r in resources if r["type"] == "aws:autoscaling/group:Group"]
     fsx = _one(resources, "aws:fsx/lustreFileSystem:LustreFileSystem", "storage-scratch")
     assert (fsx["deploymentType"], fsx["storageCapacity"], fsx["perUnitStorageThroughput"]) == ("PERSISTENT_2", 9600, 250)
-    dra = _one(resources, "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation", "storage-scratch-dra")
-    assert dra["dataRepositoryPath"] == "s3://acme-llm-data/tokenized/"
     lifecycle = _one(resources, "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
                      "storage-checkpoints-lifecycle")
     assert lifecycle["rules"][0]["noncurrentVersionExpiration"] == {"noncurrentDays": 30}
@@ -70,13 +73,18 @@ def test_tags_on_every_taggable_resource(tmp_path):
 
     digest = hashlib.sha256(manifest).hexdigest()
     tagged = [r for r in resources if "tags" in r["inputs"]]
-    assert len(tagged) > 40
+    assert len(tagged) > 35
     for r in tagged:
         tags = r["inputs"]["tags"]
-        if isinstance(tags, list):  # the Auto Scaling group's tag list
-            tags = {t["key"]: t["value"] for t in tags}
         assert tags["fleetform:blueprint"] == "llm-70b" and tags["fleetform:version"] == "1.0.0"
-        assert tags["fleetform:manifest-sha256"] == digest and tags["team"] == "ml-platform", r["name"]
+        assert tags["fleetform:cluster"] == "llm-70b-plan" and tags["team"] == "ml-platform", r["name"]
+    # the digest of the rendered files changes with every render: it sits on the artifact object
+    # alone, never where a change rolls nodes (launch templates, instances)
+    carriers = [r["name"] for r in resources if "fleetform:manifest-sha256" in json.dumps(r["inputs"].get("tags"))
+                or "fleetform:manifest-sha256" in json.dumps(r["inputs"].get("tagSpecifications"))]
+    assert carriers == ["rendered-artifact"]
+    assert _one(resources, "aws:s3/bucketObjectv2:BucketObjectv2", "rendered-artifact")["tags"][
+        "fleetform:manifest-sha256"] == digest
 
 
 def test_no_resource_that_takes_tags_goes_without(tmp_path):
@@ -96,12 +104,45 @@ def test_no_resource_that_takes_tags_goes_without(tmp_path):
     assert untagged == []
 
 
-def test_rendered_files_are_uploaded_byte_for_byte(tmp_path):
+def _artifact(resources) -> bytes:
+    import base64
+
+    (obj,) = [r["inputs"] for r in resources if r["type"] == "aws:s3/bucketObjectv2:BucketObjectv2"]
+    assert obj["key"] == "fleetform/rendered.tar.gz" and obj["contentType"] == "application/gzip"
+    return base64.b64decode(obj["contentBase64"])
+
+
+def test_rendered_files_are_one_deterministic_archive(tmp_path):
+    import gzip
+    import io
+    import tarfile
+
     model, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
     files = render(model)
-    objects = {r["inputs"]["key"]: r["inputs"]["content"] for r in resources
-               if r["type"] == "aws:s3/bucketObjectv2:BucketObjectv2"}
-    assert objects == {f"1.0.0/{path}": data.decode() for path, data in files.items()}
+    data = _artifact(resources)
+    assert data == _artifact(record(model, files))  # the same bytes on every run
+    assert gzip.decompress(data)  # a gzip without a name or a time in its header
+    assert data[4:8] == b"\0\0\0\0" and not data[3] & 0x08
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = tar.getmembers()
+        assert [m.name for m in members] == sorted(files)  # sorted, manifest.json at the root
+        for m in members:
+            assert tar.extractfile(m).read() == files[m.name]  # byte for byte what reviewers read
+            assert (m.mtime, m.uid, m.gid, m.uname, m.gname) == (0, 0, 0, "", "")
+            assert m.mode == (0o755 if files[m.name].startswith(b"#!") else 0o644)
+
+
+def test_plan_does_not_grow_with_rendered_files(tmp_path):
+    """Issue 13: one object for all rendered files, so 20 models plan the same resources as 1 (the
+    models are Kubernetes objects in the rendered files, not cloud resources)."""
+    from variants import inference
+
+    counts = {}
+    for models in (1, 20):
+        model, resources = _plan(inference("many", models=models, nodes=8), tmp_path)
+        counts[models] = (len(render(model)), sorted((r["type"], r["name"]) for r in resources))
+    assert counts[20][0] > counts[1][0] + 19  # many more rendered files...
+    assert counts[20][1] == counts[1][1]  # ...and not one more resource
 
 
 def test_inference_fleet_eks(tmp_path):
@@ -126,18 +167,135 @@ def test_p4d_has_five_interfaces_over_four_cards(tmp_path):
     assert len(interfaces) == 5 and sorted({i["networkCardIndex"] for i in interfaces}) == [0, 1, 2, 3]
 
 
-def test_elastic_fleet_starts_only_the_static_nodes_and_may_resume_the_rest(tmp_path):
+def _statements(resources, name):
+    return {s["Sid"]: s for s in json.loads(_one(resources, "aws:iam/rolePolicy:RolePolicy", name)["policy"])["Statement"]}
+
+
+def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tmp_path):
     _, resources = _plan(VARIANTS["elastic"], tmp_path)
-    group = _one(resources, "aws:autoscaling/group:Group", "train-static")
-    assert (group["minSize"], group["maxSize"]) == (2, 2)
-    resume = _one(resources, "aws:iam/rolePolicy:RolePolicy", "train-resume")
-    assert resume["role"] == "train-controller-id"  # the controller's role, not the compute nodes'
-    statements = {s["Sid"]: s for s in json.loads(resume["policy"])["Statement"]}
-    assert statements["LaunchTaggedInstances"]["Condition"] == {
-        "StringEquals": {"aws:RequestTag/fleetform:fleet": "train"}}
-    assert statements["TerminateOwn"]["Condition"] == {"StringEquals": {"aws:ResourceTag/fleetform:fleet": "train"}}
-    assert statements["PassNodeRole"]["Resource"].endswith("iam-node")
+    policy = _one(resources, "aws:iam/rolePolicy:RolePolicy", "train-controller")
+    assert policy["role"] == "train-controller-id"  # the controller's role, not the compute nodes'
+    statements = _statements(resources, "train-controller")
+    own = {"fleetform:cluster": "elastic-plan", "fleetform:fleet": "train", "fleetform:role": "compute"}
+    assert statements["LaunchComputeNodes"]["Condition"] == {
+        "StringEquals": {f"aws:RequestTag/{k}": v for k, v in own.items()}}
+    assert statements["LaunchComputeNodes"]["Resource"] == "arn:aws:ec2:*:*:instance/*"
+    # the interfaces and volumes of a launch carry no tag of the call: authorized by the template
+    launch = statements["LaunchFromTheFleetTemplate"]
+    assert {"arn:aws:ec2:*:*:network-interface/*", "arn:aws:ec2:*:*:volume/*"} <= set(launch["Resource"])
+    assert launch["Condition"] == {"ArnLike": {"ec2:LaunchTemplate": launch["Resource"][0]}}
+    assert launch["Resource"][0].startswith("arn:aws:ec2:") and ":launch-template/" in launch["Resource"][0]
+    naming = statements["NameComputeNodes"]["Condition"]  # only the name tags, only on own compute nodes
+    assert naming["ForAllValues:StringEquals"] == {"aws:TagKeys": ["Name", "fleetform:node"]}
+    assert naming["StringEquals"] == {f"aws:ResourceTag/{k}": v for k, v in own.items()}
+    terminate = statements["TerminateComputeNodes"]["Condition"]["StringEquals"]
+    assert terminate == {f"aws:ResourceTag/{k}": v for k, v in own.items()}
+    # the condition excludes the controller itself and every other blueprint's or stack's nodes
+    controller = _one(resources, "aws:ec2/instance:Instance", "train-controller")["tags"]
+    assert controller["fleetform:role"] == "controller"
+    assert not all(controller.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
+    other_stack = {**own, "fleetform:cluster": "elastic-prod"}
+    assert not all(other_stack.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
+    assert statements["PassComputeRole"]["Resource"].endswith("iam-node")
+    image = statements["ResolveImage"]  # the launch template's image is the default SSM parameter
+    assert image["Action"] == "ssm:GetParameters" and image["Resource"] == (
+        "arn:aws:ssm:*:*:parameter/aws/service/deeplearning/ami/x86_64/"
+        "base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id")
     assert _one(resources, "aws:ec2/placementGroup:PlacementGroup", "train-placement")["strategy"] == "cluster"
+
+
+def _program_aws_calls(files: dict[str, bytes]) -> set[tuple[str, str, str]]:
+    """(program, service, command) of every AWS CLI call in the rendered programs: shell lines
+    `aws [--opt value] SERVICE COMMAND` and Python calls `aws(env, "SERVICE", "COMMAND", ...)`."""
+    import re
+    import shlex
+
+    calls = set()
+    for path, data in files.items():
+        if "/bin/" not in path:
+            continue
+        program = path.rsplit("/", 1)[1]
+        text = data.decode()
+        for service, command in re.findall(r"\baws\(\s*\w+\s*,\s*[\"']([a-z0-9-]+)[\"']\s*,\s*[\"']([a-z0-9-]+)[\"']", text):
+            calls.add((program, service, command))
+        for line in text.replace("\\\n", " ").splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            for match in re.finditer(r"(?:^|[\s;(|&$])aws\s+(.*)", line):
+                try:
+                    words = shlex.split(match.group(1), comments=True)
+                except ValueError:
+                    words = match.group(1).split()
+                words = [w for i, w in enumerate(words)
+                         if not w.startswith("--") and not (i and words[i - 1].startswith("--") and "=" not in words[i - 1])]
+                if len(words) >= 2 and re.fullmatch(r"[a-z0-9-]+", words[0]) and re.fullmatch(r"[a-z0-9-]+", words[1]):
+                    calls.add((program, words[0], words[1]))
+    return calls
+
+
+def test_the_program_call_scan_reads_shell_and_python():
+    files = {"t/slurm/bin/resume": b'#!/bin/bash\naws --region "$r" ec2 run-instances \\\n  --count 1\n',
+             "t/slurm/bin/bootstrap": b'#!/usr/bin/python3\nx = aws(env, "secretsmanager", "get-secret-value", "--x")\n',
+             "t/slurm/slurm.conf": b"aws ec2 nothing-here\n"}
+    assert _program_aws_calls(files) == {("resume", "ec2", "run-instances"),
+                                         ("bootstrap", "secretsmanager", "get-secret-value")}
+
+
+def test_every_aws_call_of_the_rendered_programs_is_listed_and_allowed(tmp_path):
+    """The programs train-cluster renders call only what providers/aws/calls.py lists (the controller
+    runs them all), and the recorded policies allow every listed call (iam-caller-actions)."""
+    from fleetform.providers.aws.calls import CONTROLLER, cli_action
+
+    model, resources = _plan(VARIANTS["elastic"], tmp_path)
+    calls = _program_aws_calls(render(model))
+    assert {(program, service) for program, service, _ in calls} >= {("resume", "ec2")}
+    listed = {c.action for c in CONTROLLER}
+    unlisted = sorted(f"{program}: aws {service} {command} ({cli_action(service, command)})"
+                      for program, service, command in calls if cli_action(service, command) not in listed)
+    assert unlisted == []
+    assert [v for v in check_policies(resources, model) if v[0] == "iam-caller-actions"] == []
+
+
+@pytest.mark.parametrize("break_it, missing", [
+    (lambda s: s.pop("ResolveImage"), "ssm:GetParameters"),
+    # the defect of issue 10: interfaces under a request-tag condition no call sets
+    (lambda s: s["LaunchComputeNodes"].update(Resource=["arn:aws:ec2:*:*:instance/*",
+                                                         "arn:aws:ec2:*:*:network-interface/*"])
+     or s["LaunchFromTheFleetTemplate"]["Resource"].remove("arn:aws:ec2:*:*:network-interface/*"),
+     "ec2:RunInstances on network-interface"),
+    (lambda s: s["MungeKey"].update(Action="secretsmanager:GetSecretValue"), "secretsmanager:PutSecretValue"),
+    (lambda s: s.pop("Describe"), "ec2:DescribeInstances"),
+    # naming the nodes after the launch: a tag-on-create grant does not cover it, nor the reverse
+    (lambda s: s.pop("NameComputeNodes"), "ec2:CreateTags on instance"),
+    (lambda s: s.pop("TagAtLaunch"), "ec2:CreateTags on volume"),
+])
+def test_iam_caller_actions_fails_on_a_crafted_policy(break_it, missing, tmp_path):
+    model, resources = _plan(VARIANTS["elastic"], tmp_path)
+    for r in resources:
+        if r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == "train-controller":
+            statements = {s["Sid"]: s for s in json.loads(r["inputs"]["policy"])["Statement"]}
+            break_it(statements)
+            r["inputs"]["policy"] = json.dumps({"Version": "2012-10-17", "Statement": list(statements.values())})
+    violations = check_policies(resources, model)
+    assert {v[:2] for v in violations} == {("iam-caller-actions", "train-controller")}, violations
+    assert any(f"does not allow {missing}," in v[2] for v in violations), violations
+
+
+def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
+    _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
+    munge = _statements(resources, "train-node-munge")
+    assert munge["MungeKey"]["Action"] == "secretsmanager:GetSecretValue"
+    s3 = _statements(resources, "iam-node-s3")
+    assert s3["RenderedArtifact"] == {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject",
+                                      "Resource": "arn:aws:mock:::bucket/rendered-bucket/fleetform/rendered.tar.gz"}
+    assert not [r for r in s3["OwnBuckets"]["Resource"] if "rendered" in r]  # nodes cannot rewrite it
+    secret = _one(resources, "aws:secretsmanager/secret:Secret", "train-munge")
+    assert secret["kmsKeyId"] == "arn:aws:mock:::key/train-munge"
+    deny = json.loads(_one(resources, "aws:secretsmanager/secretPolicy:SecretPolicy", "train-munge")["policy"])
+    (statement,) = deny["Statement"]
+    assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
+    assert statement["Condition"] == {"StringNotEquals": {"aws:PrincipalArn": [
+        "arn:aws:mock:::role/iam-node", "arn:aws:mock:::role/train-controller"]}}
 
 
 def test_spot_and_existing_network(tmp_path):
@@ -212,6 +370,9 @@ def _break(resources, type_, name, fn):
      lambda i: i.update(cidrIpv4="0.0.0.0/0")),
     ("efa-security-groups", LT, "train-nodes", lambda i: i["networkInterfaces"][5].update(securityGroups=[])),
     ("efa-security-groups", LT, "train-nodes", lambda i: i.update(vpcSecurityGroupIds=["sg-1"])),
+    ("instance-image-id", "aws:ec2/instance:Instance", "train-controller",
+     lambda i: i.update(ami="resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/"
+                            "ebs-gp3/ami-id")),
 ])
 def test_each_policy_fails_on_a_crafted_graph(policy, type_, name, fn, tmp_path):
     model, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
@@ -219,16 +380,30 @@ def test_each_policy_fails_on_a_crafted_graph(policy, type_, name, fn, tmp_path)
     assert [v[0] for v in violations] == [policy], violations
 
 
+def test_asg_zones_fails_on_a_crafted_group(tmp_path):
+    """No program of fleetform makes an Auto Scaling group any more; the check keeps any future one
+    honest: the group of issue 10 (no subnets, no zones) fails, one with subnets passes."""
+    model, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
+    group = {"type": "aws:autoscaling/group:Group", "name": "train-static", "parent": "train",
+             "inputs": {"minSize": 6, "maxSize": 6, "desiredCapacity": 6,
+                        "launchTemplate": {"id": "train-nodes-id", "version": "1"}}}
+    assert check_policies(resources + [group], model) == [
+        ("asg-zones", "train-static", "names neither subnets (vpc_zone_identifiers) nor availability zones; "
+                                      "AWS rejects CreateAutoScalingGroup")]
+    group["inputs"]["vpcZoneIdentifiers"] = ["network-private-id"]
+    assert check_policies(resources + [group], model) == []
+
+
 def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     first = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 92
+    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 73
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
     assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases"}
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert "Cloud resources: 84" in text.stdout.splitlines()
+    assert "Cloud resources: 65" in text.stdout.splitlines()
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
     assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 
@@ -268,10 +443,11 @@ def test_stack_program_builds_the_reference(tmp_path):
         def new_resource(self, args):
             registered.append(args.typ)
             return [f"{args.name}-id", {**args.inputs, "arn": "arn", "name": args.name, "bucket": args.name,
-                                        "latestVersion": 1}]
+                                        "latestVersion": 1, "privateIp": "10.0.0.10", "dnsName": "fsx.example",
+                                        "mountName": "abcdefgh"}]
 
         def call(self, args):
-            return {}
+            return {"value": "ami-0123456789abcdef0"} if "getParameter" in args.token else {}
 
     pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
     pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1"})
@@ -284,7 +460,8 @@ def test_stack_program_builds_the_reference(tmp_path):
         program()
     finally:
         pulumi.runtime.set_all_config({})
-    assert registered.count("aws:eks/cluster:Cluster") == 2 and "aws:autoscaling/group:Group" in registered
+    assert registered.count("aws:eks/cluster:Cluster") == 2 and "aws:ec2/instance:Instance" in registered
+    assert "aws:autoscaling/group:Group" not in registered
 
 
 @pytest.mark.parametrize("region", ["us-west-2", None])

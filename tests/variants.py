@@ -8,12 +8,13 @@ metadata: {{name: {name}, version: 1.0.0}}
 provider: {{cloud: aws, region: us-east-1, availability_zone: us-east-1a, network: {{cidr: 10.0.0.0/16}}}}
 storage:
   - {{name: scratch, type: fsx-lustre, capacity_gib: 2400, throughput_mb_per_tib: 250, mount_path: /fsx}}
+  - {{name: checkpoints, type: s3}}
 fleets:
   - name: train
     role: training
     instance_type: {instance}
-    nodes: {nodes}
-    storage: [scratch]
+{image}    nodes: {nodes}
+    storage: [scratch, checkpoints]
     scheduler:
       type: slurm
 {scheduler}
@@ -37,8 +38,9 @@ fleets:
 """
 
 
-def aws(name: str, nodes: str = "4", instance: str = "p5.48xlarge", scheduler: str = "") -> str:
-    return AWS.format(name=name, nodes=nodes, instance=instance, scheduler=scheduler)
+def aws(name: str, nodes: str = "4", instance: str = "p5.48xlarge", scheduler: str = "", image: str = "") -> str:
+    return AWS.format(name=name, nodes=nodes, instance=instance, scheduler=scheduler,
+                      image=f"    image: {image}\n" if image else "")
 
 
 def onprem(name: str, hosts: str, interconnect: str, scheduler: str = "") -> str:
@@ -54,7 +56,9 @@ VARIANTS: dict[str, str] = {
         - {name: long, max_time: UNLIMITED}"""),
     "one-node": aws("single", nodes="1", instance="p5.4xlarge"),
     "g6e": aws("lovelace", nodes="2", instance="g6e.48xlarge"),
-    "p4d-slurm-2405": aws("ampere", nodes="3", instance="p4d.24xlarge", scheduler='      slurm_version: "24.05"'),
+    # Slurm 24.05 is not what the default image runs: the blueprint names its own image
+    "p4d-slurm-2405": aws("ampere", nodes="3", instance="p4d.24xlarge", scheduler='      slurm_version: "24.05"',
+                          image="/acme/images/slurm-24.05/ami-id"),
     "10000-nodes": aws("huge", nodes="10000", scheduler="      topology: {nodes_per_switch: 32}"),
     "onprem-roce-switches": onprem(
         "roce", "gpu[01-08]", "{fabric: roce, hcas: [mlx5_0, mlx5_1], socket_ifname: eth0, gid_index: 3, traffic_class: 106}",

@@ -191,3 +191,39 @@ def interconnect(bp: Blueprint, report: Reporter) -> None:
         for field in ("gid_index", "traffic_class"):
             if getattr(net, field) is not None and net.fabric != "roce":
                 report(net.path + (field,), f"{field} applies to fabric roce", f"remove {field}")
+
+
+
+@rule("image-slurm-version", "error", "with fleetform's default image, a Slurm fleet runs the Slurm of its archive")
+def image_slurm_version(bp: Blueprint, report: Reporter) -> None:
+    """The default image (Ubuntu 24.04) installs Slurm from Ubuntu's archive, which has one release:
+    another slurm_version would render files for a Slurm the nodes do not run."""
+    from ..resolve import DEFAULT_IMAGE_SLURM
+    from ..slurm import SLURM_VERSIONS
+
+    for fleet in bp.fleets:
+        scheduler = fleet.scheduler
+        if bp.cloud != "aws" or not fleet.training or fleet.image is None or getattr(scheduler, "type", "") != "slurm":
+            continue
+        version = scheduler.slurm_version
+        release = ".".join(version.split(".")[:2]) if version else DEFAULT_IMAGE_SLURM
+        defaults = [i for i in (fleet.image, scheduler.controller_image) if i is not None and i.default]
+        if release != DEFAULT_IMAGE_SLURM and release in SLURM_VERSIONS and defaults:  # unknown: slurm-version
+            which = "the nodes" if fleet.image.default else "the controller"
+            report(scheduler.path + ("slurm_version",),
+                   f"Slurm {version}, but {which} boot fleetform's default image (Ubuntu 24.04), which runs "
+                   f"Slurm {DEFAULT_IMAGE_SLURM}",
+                   f"name an image with Slurm {release} (an AMI id or SSM parameter) in the fleet's `image:`, "
+                   f"or use slurm_version: \"{DEFAULT_IMAGE_SLURM}\"")
+
+
+@rule("image-applies", "error", "an image is named for the nodes and controller of AWS training fleets only")
+def image_applies(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        aws_training = bp.cloud == "aws" and fleet.training
+        where = "an on-prem fleet" if bp.cloud != "aws" else "an inference fleet (its EKS node group has its own image)"
+        if fleet.image is not None and not aws_training:
+            report(fleet.image.path, f"image does not apply to {where}", "remove image")
+        controller_image = getattr(fleet.scheduler, "controller_image", None)
+        if controller_image is not None and not aws_training:
+            report(controller_image.path, f"image does not apply to {where}", "remove image")

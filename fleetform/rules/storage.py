@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 
-from ..model import Blueprint
+from ..model import IMPORT_DIR, Blueprint, under
 from . import Reporter, rule
 
 
@@ -30,24 +30,41 @@ def storage_cloud(bp: Blueprint, report: Reporter) -> None:
                "but the blueprint is on-prem", "mount on-prem file systems outside fleetform; remove it")
 
 
-def _under(path: str, mount: str) -> bool:
-    path, mount = posixpath.normpath(path), posixpath.normpath(mount)
-    return path == mount or path.startswith(mount.rstrip("/") + "/")
-
-
-@rule("checkpoint-location", "warning", "training checkpoints go to attached storage")
+@rule("checkpoint-location", "error", "training checkpoints go to durable storage: an attached bucket, or an "
+      "attached FSx for Lustre directory exported to an attached bucket")
 def checkpoint_location(bp: Blueprint, report: Reporter) -> None:
+    """A checkpoint on a node's root volume is lost with the node, and one on FSx for Lustre alone with
+    the file system: durable is an S3 bucket, written directly or through an FSx export association
+    (resolve makes it: the directory, exported to the fleet's first attached bucket). On-prem, file
+    systems are mounted outside fleetform: it cannot tell, and says nothing."""
+    if bp.cloud != "aws":
+        return
     for fleet in bp.fleets:
         ckpt = fleet.checkpoint
-        if not fleet.training or ckpt is None or ckpt.location is None:
+        if not fleet.training or ckpt is None or ckpt.location is None or ckpt.export is not None:
             continue
-        attached = [bp.storage_named(n) for n in fleet.storage]
-        mounts = [s.mount_path for s in attached if s is not None and s.mount_path]
+        attached = [s for s in (bp.storage_named(n) for n in fleet.storage) if s is not None]
+        buckets = [s for s in attached if s.type == "s3"]
+        at = ckpt.path + ("path",)
         if ckpt.location.startswith("s3://"):
-            if not any(s is not None and s.type == "s3" for s in attached):
-                report(ckpt.path + ("path",), f"checkpoints go to {ckpt.location}, but fleet '{fleet.name}' "
-                       "attaches no S3 bucket", "attach the checkpoint bucket in the fleet's storage list")
-        elif not any(_under(ckpt.location, m) for m in mounts):
-            where = ", ".join(mounts) if mounts else "no file system"
-            report(ckpt.path + ("path",), f"checkpoint path {ckpt.location} is not on an attached file system "
-                   f"(mounted: {where})", "a node's local disk is lost with the node; write under a shared mount")
+            if not buckets:
+                report(at, f"checkpoints go to {ckpt.location}, but fleet '{fleet.name}' attaches no S3 bucket",
+                       "attach the checkpoint bucket in the fleet's storage list")
+            continue
+        fs = next((s for s in attached if s.type == "fsx-lustre" and s.mount_path
+                   and under(ckpt.location, s.mount_path)), None)
+        if fs is None:
+            mounts = ", ".join(s.mount_path for s in attached if s.mount_path) or "no file system"
+            report(at, f"checkpoint path {ckpt.location} is not on an attached file system (mounted: {mounts}); "
+                   "a node's local disk is lost with the node", "write under a mounted FSx for Lustre directory")
+        elif not buckets:
+            report(at, f"checkpoint path {ckpt.location} is on FSx for Lustre '{fs.name}' but fleet '{fleet.name}' "
+                   "attaches no S3 bucket to export it to; the checkpoints would live on the file system alone",
+                   "attach an S3 bucket (storage type s3) in the fleet's storage list")
+        elif posixpath.normpath(ckpt.location) == posixpath.normpath(fs.mount_path):
+            report(at, f"checkpoint path {ckpt.location} is the root of '{fs.name}'; an export association of the "
+                   "root would leave no room for the import association", f"use a directory, e.g. {fs.mount_path}/checkpoints")
+        else:
+            report(at, f"checkpoint path {ckpt.location} is under {fs.mount_path}{IMPORT_DIR}, where '{fs.name}' "
+                   f"imports {fs.import_path} (import only): checkpoints there never reach a bucket",
+                   f"use another directory, e.g. {fs.mount_path}/checkpoints")

@@ -17,9 +17,6 @@ import pulumi_aws as aws
 
 from fleetform.model import Blueprint
 
-DLAMI_SSM = "resolve:ssm:/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-"""The AWS Deep Learning Base AMI (NVIDIA driver, EFA, aws-ofi-nccl), resolved by EC2 at launch."""
-UBUNTU_SSM = "resolve:ssm:/aws/service/canonical/ubuntu/server/22.04/stable/current/amd64/hvm/ebs-gp2/ami-id"
 ROOT_GIB = 200
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 """Kubernetes taint effects as the EKS API spells them."""
@@ -28,10 +25,19 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 """FSx for Lustre: LNET (988) and the ports 1018-1023 its clients and servers use."""
 
 
-def tags_of(bp: Blueprint, manifest_sha256: str, **extra: str) -> dict[str, str]:
+def cluster_id(bp: Blueprint) -> str:
+    """What scopes every resource, instance and right of one deployment: the blueprint's name and the
+    Pulumi stack's, so two blueprints or two stacks of one blueprint in an account never touch each
+    other's nodes."""
+    return f"{bp.name}-{pulumi.get_stack()}"
+
+
+def tags_of(bp: Blueprint, **extra: str) -> dict[str, str]:
+    """The tags of every resource: the blueprint's labels, its name and version, the cluster id.
+    Nothing that changes on every render (a digest of the rendered files) is a tag here: on a launch
+    template it would roll every node; the artifact object alone carries the manifest digest."""
     tags = dict(bp.labels)
-    tags.update({"fleetform:blueprint": bp.name, "fleetform:version": bp.version,
-                 "fleetform:manifest-sha256": manifest_sha256})
+    tags.update({"fleetform:blueprint": bp.name, "fleetform:version": bp.version, "fleetform:cluster": cluster_id(bp)})
     tags.update(extra)
     return tags
 

@@ -11,27 +11,20 @@ from .common import _opts, _policy
 
 
 class Iam(pulumi.ComponentResource):
-    """Instance roles: SSM access for every node, S3 access limited to the blueprint's own buckets;
-    the EKS cluster and node roles for inference fleets."""
+    """Instance roles: the compute role of training nodes (SSM, read of the rendered artifact, the
+    blueprint's own buckets for checkpoints; each training fleet adds its munge secret); the EKS
+    cluster and node roles for inference fleets."""
 
-    def __init__(self, name: str, bp: Blueprint, bucket_arns: list, tags: dict,
+    def __init__(self, name: str, bp: Blueprint, bucket_arns: list, rendered, tags: dict,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("fleetform:aws:Iam", name, None, opts)
         ec2_trust = _policy({"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
-        self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=ec2_trust, tags=tags, opts=_opts(self))
-        aws.iam.RolePolicyAttachment(f"{name}-node-ssm", role=self.node_role.name,
-                                     policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-                                     opts=_opts(self))
-        document = pulumi.Output.all(*bucket_arns).apply(lambda arns: _policy({"Version": "2012-10-17", "Statement": [
-            {"Sid": "OwnBuckets", "Effect": "Allow",
-             "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
-             "Resource": sorted([a for a in arns] + [f"{a}/*" for a in arns])}]}))
-        aws.iam.RolePolicy(f"{name}-node-s3", role=self.node_role.id, policy=document, opts=_opts(self))
-        self.s3_policy = document
         self.ec2_trust = ec2_trust
-        self.node_profile = aws.iam.InstanceProfile(f"{name}-node", role=self.node_role.name, tags=tags,
-                                                    opts=_opts(self))
+        self.artifact_arn = pulumi.Output.concat(rendered.bucket.arn, "/", rendered.key)
+        self.node_role = self.node_profile = None
+        if any(f.training for f in bp.fleets):
+            self._compute_role(name, bucket_arns, tags)
         self.eks_cluster_role = self.eks_node_role = None
         if any(f.kube is not None for f in bp.fleets):
             eks_trust = _policy({"Version": "2012-10-17", "Statement": [
@@ -48,5 +41,24 @@ class Iam(pulumi.ComponentResource):
                 aws.iam.RolePolicyAttachment(f"{name}-eks-node-{policy}", role=self.eks_node_role.name,
                                              policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=_opts(self))
         self.register_outputs({})
+
+    def _compute_role(self, name: str, bucket_arns: list, tags: dict) -> None:
+        """The role of training fleets' compute nodes: SSM, the rendered artifact (read only: a node
+        must not rewrite what the controller installs), the blueprint's own buckets (checkpoints).
+        Its tag fleetform:role names the caller whose calls (providers/aws/calls.py) it must allow."""
+        self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=self.ec2_trust,
+                                      tags={**tags, "fleetform:role": "compute"}, opts=_opts(self))
+        aws.iam.RolePolicyAttachment(f"{name}-node-ssm", role=self.node_role.name,
+                                     policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+                                     opts=_opts(self))
+        document = pulumi.Output.all(self.artifact_arn, *bucket_arns).apply(lambda arns: _policy({
+            "Version": "2012-10-17", "Statement": [
+                {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": arns[0]}] + ([
+                {"Sid": "OwnBuckets", "Effect": "Allow",
+                 "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
+                 "Resource": sorted(list(arns[1:]) + [f"{a}/*" for a in arns[1:]])}] if arns[1:] else [])}))
+        aws.iam.RolePolicy(f"{name}-node-s3", role=self.node_role.id, policy=document, opts=_opts(self))
+        self.node_profile = aws.iam.InstanceProfile(f"{name}-node", role=self.node_role.name, tags=tags,
+                                                    opts=_opts(self))
 
 

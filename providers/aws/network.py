@@ -26,6 +26,8 @@ class Network(pulumi.ComponentResource):
             self.vpc_id = pulumi.Output.from_input(net.vpc_id)
             self.subnet_id = pulumi.Output.from_input(net.subnet_id)
             self.subnet_ids = [self.subnet_id]
+            # the zone of the user's subnet, looked up at deploy time (volumes must be in the instance's zone)
+            self.zone = aws.ec2.get_subnet_output(id=net.subnet_id).availability_zone
             self.register_outputs({"vpc_id": self.vpc_id, "subnet_id": self.subnet_id})
             return
 
@@ -62,6 +64,7 @@ class Network(pulumi.ComponentResource):
         self.vpc_id = vpc.id
         self.subnet_id = private.id
         self.subnet_ids = [private.id, private_b.id]
+        self.zone = pulumi.Output.from_input(zone)
         self.register_outputs({"vpc_id": self.vpc_id, "subnet_id": self.subnet_id})
 
 

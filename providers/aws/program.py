@@ -6,8 +6,6 @@ mocks to record what it would create. Both pass the same model and the same rend
 
 from __future__ import annotations
 
-import hashlib
-
 import pulumi
 
 from fleetform.model import Blueprint
@@ -23,18 +21,18 @@ from .training import TrainingFleet
 def build(bp: Blueprint, files: dict[str, bytes]) -> None:
     if bp.cloud != "aws":
         return
-    manifest_sha256 = hashlib.sha256(files["manifest.json"]).hexdigest()
-    tags = tags_of(bp, manifest_sha256)
+    tags = tags_of(bp)
     net = Network("network", bp, tags)
     security = Security("security", bp, net.vpc_id, tags)
     storage = Storage("storage", bp, net.subnet_id, security.group_id, tags)
     rendered = RenderedFiles("rendered", bp, files, tags)
-    iam = Iam("iam", bp, [b.arn for b in storage.buckets.values()] + [rendered.bucket.arn], tags)
+    iam = Iam("iam", bp, [b.arn for b in storage.buckets.values()], rendered, tags)
     for fleet in bp.fleets:
         opts = pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old) for old in fleet.renamed_from])
         if fleet.training and fleet.slurm is not None and fleet.instance is not None:
-            TrainingFleet(fleet.name, bp, fleet, net, security, iam, rendered, tags, opts)
+            TrainingFleet(fleet.name, bp, fleet, net, security, iam, storage, rendered, tags, opts)
         elif fleet.kube is not None and fleet.instance is not None:
             InferenceFleet(fleet.name, bp, fleet, net, security, iam, tags, opts)
     pulumi.export("config_bucket", rendered.bucket.bucket)
-    pulumi.export("manifest_sha256", manifest_sha256)
+    pulumi.export("config_key", rendered.key)
+    pulumi.export("manifest_sha256", rendered.manifest_sha256)

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+
 import pulumi
 import pulumi_aws as aws
 
-from fleetform.model import Blueprint
+from fleetform.model import IMPORT_DIR, Blueprint
+from fleetform.render.archive import archive
 
 from .common import LUSTRE_VERSION, _opts, _protect_bucket
 
+ARTIFACT_KEY = "fleetform/rendered.tar.gz"
+"""The one object of the rendered files: a stable key (the bucket keeps every version), so the user
+data that names it never changes with a render and no instance is replaced for a new config."""
+
 
 class Storage(pulumi.ComponentResource):
-    """FSx for Lustre PERSISTENT_2 file systems with their S3 data repository association, and S3
-    buckets (checkpoints), each encrypted and closed to the public."""
+    """FSx for Lustre PERSISTENT_2 file systems, and S3 buckets (checkpoints), each encrypted and
+    closed to the public. A file system's import_path is linked import-only at <mount>/data; a
+    training fleet's checkpoint directory on it is exported to the fleet's bucket by an association of
+    its own, so checkpoints reach S3 and never the training-data prefix."""
 
     def __init__(self, name: str, bp: Blueprint, subnet_id, group_id, tags: dict,
                  opts: pulumi.ResourceOptions | None = None):
@@ -29,7 +39,7 @@ class Storage(pulumi.ComponentResource):
                     data_compression_type="LZ4", tags={**tags, "Name": f"{bp.name}-{item.name}"}, opts=_opts(self))
                 if item.import_path:
                     aws.fsx.DataRepositoryAssociation(
-                        f"{base}-dra", file_system_id=fs.id, file_system_path="/",
+                        f"{base}-dra", file_system_id=fs.id, file_system_path=IMPORT_DIR,
                         data_repository_path=item.import_path, batch_import_meta_data_on_create=True,
                         s3={"auto_import_policy": {"events": ["NEW", "CHANGED", "DELETED"]}},
                         tags=tags, opts=_opts(self))
@@ -39,24 +49,39 @@ class Storage(pulumi.ComponentResource):
                                        tags=tags, opts=_opts(self))
                 _protect_bucket(base, bucket, self, item.versioning, item.noncurrent_expiry_days)
                 self.buckets[item.name] = bucket
+        exports = {}
+        for fleet in bp.fleets:
+            export = fleet.checkpoint.export if fleet.checkpoint is not None else None
+            if export is not None:  # one association per directory, whichever fleets write there
+                exports.setdefault((export.file_system, export.directory), export)
+        for (fs_name, directory), export in sorted(exports.items()):
+            bucket = self.buckets[export.bucket]
+            aws.fsx.DataRepositoryAssociation(
+                f"{name}-{fs_name}-export{directory.replace('/', '-')}", file_system_id=self.file_systems[fs_name].id,
+                file_system_path=directory,
+                data_repository_path=bucket.bucket.apply(lambda b, p=export.prefix: f"s3://{b}/{p}"),
+                s3={"auto_export_policy": {"events": ["NEW", "CHANGED", "DELETED"]}},
+                tags=tags, opts=_opts(self))
         self.register_outputs({"buckets": {k: b.bucket for k, b in self.buckets.items()}})
 
 
 class RenderedFiles(pulumi.ComponentResource):
-    """The rendered files in a bucket of their own, byte for byte what `fleetform render` wrote and
-    reviewers read; nodes install them from here after checking their sha256."""
+    """The rendered files as ONE object in a bucket of their own: a deterministic gzip'd tar of the
+    folder `fleetform render` wrote and reviewers read, manifest.json at its root. Nodes check every
+    file against manifest.json before they install it. One object whatever the number of files, so
+    the plan (and `pulumi up`) does not grow with the rendered files."""
 
     def __init__(self, name: str, bp: Blueprint, files: dict[str, bytes], tags: dict,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__("fleetform:aws:RenderedFiles", name, None, opts)
         bucket = aws.s3.Bucket(f"{name}-bucket", bucket_prefix=f"{bp.name}-config-"[:37], tags=tags, opts=_opts(self))
         _protect_bucket(f"{name}-bucket", bucket, self, True, 90)
-        self.prefix = f"{bp.version}/"
-        for path, data in sorted(files.items()):
-            aws.s3.BucketObjectv2(f"{name}-{path}", bucket=bucket.id, key=f"{self.prefix}{path}",
-                                  content=data.decode("utf-8"), content_type="text/plain; charset=utf-8",
-                                  server_side_encryption="aws:kms", tags=tags, opts=_opts(self))
+        self.manifest_sha256 = hashlib.sha256(files["manifest.json"]).hexdigest()
+        self.key = ARTIFACT_KEY
+        self.object = aws.s3.BucketObjectv2(
+            f"{name}-artifact", bucket=bucket.id, key=self.key,
+            content_base64=base64.b64encode(archive(files)).decode("ascii"), content_type="application/gzip",
+            server_side_encryption="aws:kms",
+            tags={**tags, "fleetform:manifest-sha256": self.manifest_sha256}, opts=_opts(self))
         self.bucket = bucket
-        self.register_outputs({"bucket": bucket.bucket, "prefix": self.prefix})
-
-
+        self.register_outputs({"bucket": bucket.bucket, "key": self.key})

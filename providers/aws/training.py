@@ -1,5 +1,13 @@
-"""A Slurm training fleet on EC2: placement group, EFA launch template, the static nodes and the
-Slurm controller, with the rights Slurm's resume and suspend programs need."""
+"""A Slurm training fleet on EC2, the ParallelCluster way without an Auto Scaling group: a placement
+group and an EFA launch template from which the controller's ResumeProgram launches (and names)
+every node, static ones too; the Slurm controller on a persistent network interface (a stable
+address) with its StateSaveLocation on a persistent encrypted volume; the munge key's secret; and
+the controller's rights, scoped to this cluster, this fleet and compute nodes.
+
+`pulumi up` starts no GPU instance, so it never waits for GPU capacity: the controller's bootstrap
+powers the static nodes up through Slurm, and the keeper powers up again any that fail
+(README, "Training fleets on AWS").
+"""
 
 from __future__ import annotations
 
@@ -9,12 +17,18 @@ import pulumi
 import pulumi_aws as aws
 
 from fleetform.catalog import InstanceType
-from fleetform.model import Blueprint, Fleet
+from fleetform.model import Blueprint, Fleet, Image
 
-from .common import DLAMI_SSM, ROOT_GIB, UBUNTU_SSM, _opts, _policy, _user_data
+from .common import ROOT_GIB, _opts, _policy, _user_data, cluster_id
 from .iam import Iam
 from .network import Network, Security
-from .storage import RenderedFiles
+from .storage import RenderedFiles, Storage
+
+CONTROLLER_TYPE = "m7i.2xlarge"
+CONTROLLER_ROOT_GIB = 100
+STATE_GIB = 50
+"""The controller's StateSaveLocation volume: job and node state, small but kept across replacement."""
+STATE_DEVICE = "/dev/sdf"
 
 
 @dataclass(frozen=True)
@@ -33,8 +47,9 @@ def efa_layout(instance: InstanceType) -> list[NetworkInterface]:
 
 
 def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_data, tags: dict) -> dict:
-    """What a GPU launch template of a fleet holds: EFA interfaces, IMDSv2, an encrypted gp3 root,
-    capacity targeting and the user data."""
+    """What a GPU launch template of a fleet holds: its image, EFA interfaces, IMDSv2 with the
+    instance's tags readable (a node learns its Slurm name from its `fleetform:node` tag), an
+    encrypted gp3 root, capacity targeting and the user data."""
     instance = fleet.instance
     efa = fleet.interconnect is not None and fleet.interconnect.fabric == "efa"
     if efa:
@@ -45,13 +60,16 @@ def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_d
         interfaces = [{"device_index": 0, "subnet_id": subnet_id, "security_groups": [group_id],
                        "delete_on_termination": True}]
     args = {
-        "image_id": DLAMI_SSM,
+        "image_id": fleet.image.launch_id,
         "instance_type": instance.name,
         "network_interfaces": interfaces,
-        "metadata_options": {"http_tokens": "required", "http_endpoint": "enabled", "http_put_response_hop_limit": 2},
+        "metadata_options": {"http_tokens": "required", "http_endpoint": "enabled", "http_put_response_hop_limit": 2,
+                             "instance_metadata_tags": "enabled"},
         "block_device_mappings": [{"device_name": "/dev/sda1", "ebs": {
             "volume_size": ROOT_GIB, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
         "iam_instance_profile": {"arn": profile_arn},
+        # a node that gives up (no name, a wrong Slurm) powers off and is gone, not left stopped
+        "instance_initiated_shutdown_behavior": "terminate",
         "user_data": user_data,
         "tag_specifications": [{"resource_type": "instance", "tags": tags}, {"resource_type": "volume", "tags": tags}],
         "tags": tags,
@@ -69,84 +87,186 @@ def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_d
     return args
 
 
-def _cloud_init(bp: Blueprint, fleet: Fleet, role: str, bucket, prefix: str, slurm: bool, start: str | None):
+def user_data(bp: Blueprint, fleet: Fleet, role: str, env: dict) -> pulumi.Output:
+    """The user data of a controller or compute node: the environment file of the contract
+    (README, "Training fleets on AWS"), then download, check and bootstrap. `env` maps each key to a
+    value or an Output; the keys keep their order."""
     from fleetform.render.jinja import render
 
-    return bucket.apply(lambda name: _user_data(render(
-        "cloud-init/node.yaml.j2", role=role, fleet=fleet.name, blueprint=bp.name, bucket=name, prefix=prefix,
-        slurm=slurm, start=start)))
+    keys = list(env)
+    return pulumi.Output.all(*env.values()).apply(lambda values: _user_data(render(
+        "cloud-init/user-data.sh.j2", role=role, fleet=fleet.name, blueprint=bp.name,
+        env=[(key, "" if value is None else str(value)) for key, value in zip(keys, values, strict=True)])))
 
 
-def resume_policy(fleet: str, template_arn: str, node_role_arn: str) -> str:
-    """What Slurm's resume and suspend programs may do: launch instances of this fleet's template
-    tagged as this fleet, tag them at launch, terminate only this fleet's instances."""
-    tagged = {"StringEquals": {"aws:RequestTag/fleetform:fleet": fleet}}
-    return _policy({"Version": "2012-10-17", "Statement": [
-        {"Sid": "LaunchTaggedInstances", "Effect": "Allow", "Action": "ec2:RunInstances",
-         "Resource": ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:volume/*", "arn:aws:ec2:*:*:network-interface/*"],
-         "Condition": tagged},
-        {"Sid": "LaunchFrom", "Effect": "Allow", "Action": "ec2:RunInstances",
+def _ssm_arn(parameter: str) -> str:
+    """The ARN pattern of an SSM parameter in any region and account (AWS's public parameters have no
+    account in their ARN; an IAM wildcard matches the empty string)."""
+    return f"arn:aws:ssm:*:*:parameter{parameter}"
+
+
+def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str, node_role_arn: str,
+                      secret_arn: str, key_arn: str, artifact_arn: str, region: str) -> str:
+    """What the controller's programs may do (providers/aws/calls.py lists their calls): launch from
+    this fleet's launch template only, instances that the call itself tags as compute nodes of this
+    cluster and fleet; tag them at launch; terminate only those (never the controller, never another
+    blueprint's or stack's nodes); read and write the munge key; read the rendered artifact.
+
+    Request-tag conditions sit only on the instance, the one resource the ResumeProgram tags: the
+    volumes and the (up to 33) network interfaces of a launch are authorized by the launch template
+    they come from instead."""
+    own = {f"aws:RequestTag/fleetform:{k}": v for k, v in (("cluster", cluster), ("fleet", fleet), ("role", "compute"))}
+    statements = [
+        {"Sid": "LaunchComputeNodes", "Effect": "Allow", "Action": "ec2:RunInstances",
+         "Resource": "arn:aws:ec2:*:*:instance/*", "Condition": {"StringEquals": own}},
+        {"Sid": "LaunchFromTheFleetTemplate", "Effect": "Allow", "Action": "ec2:RunInstances",
          "Resource": [template_arn, "arn:aws:ec2:*:*:subnet/*", "arn:aws:ec2:*:*:security-group/*",
-                      "arn:aws:ec2:*::image/*", "arn:aws:ec2:*:*:placement-group/*",
-                      "arn:aws:ec2:*:*:capacity-reservation/*"]},
-        {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": "ec2:CreateTags", "Resource": "*",
+                      "arn:aws:ec2:*:*:network-interface/*", "arn:aws:ec2:*:*:volume/*", "arn:aws:ec2:*::image/*",
+                      "arn:aws:ec2:*:*:placement-group/*", "arn:aws:ec2:*:*:capacity-reservation/*"],
+         "Condition": {"ArnLike": {"ec2:LaunchTemplate": template_arn}}},
+        {"Sid": "TagAtLaunch", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": ["arn:aws:ec2:*:*:instance/*", "arn:aws:ec2:*:*:volume/*", "arn:aws:ec2:*:*:network-interface/*"],
          "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}}},
-        {"Sid": "TerminateOwn", "Effect": "Allow", "Action": "ec2:TerminateInstances", "Resource": "*",
-         "Condition": {"StringEquals": {"aws:ResourceTag/fleetform:fleet": fleet}}},
-        {"Sid": "Describe", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
-        {"Sid": "PassNodeRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": node_role_arn},
-    ]})
+        # after the launch, the node names: only on this cluster's compute nodes, only those two keys
+        # (a node can never be re-tagged into another cluster, fleet or role)
+        {"Sid": "NameComputeNodes", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": "arn:aws:ec2:*:*:instance/*",
+         "Condition": {"StringEquals": {k.replace("RequestTag", "ResourceTag"): v for k, v in own.items()},
+                       "ForAllValues:StringEquals": {"aws:TagKeys": ["Name", "fleetform:node"]}}},
+        {"Sid": "Describe", "Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
+         "Resource": "*"},
+        {"Sid": "TerminateComputeNodes", "Effect": "Allow", "Action": "ec2:TerminateInstances",
+         "Resource": "arn:aws:ec2:*:*:instance/*",
+         "Condition": {"StringEquals": {k.replace("RequestTag", "ResourceTag"): v for k, v in own.items()}}},
+        {"Sid": "PassComputeRole", "Effect": "Allow", "Action": "iam:PassRole", "Resource": node_role_arn,
+         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+        {"Sid": "MungeKey", "Effect": "Allow", "Action": ["secretsmanager:GetSecretValue",
+                                                          "secretsmanager:PutSecretValue"], "Resource": secret_arn},
+        {"Sid": "MungeKeyEncryption", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+         "Resource": key_arn, "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}},
+        {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": artifact_arn},
+    ]
+    if image.ssm_parameter:  # EC2 resolves a `resolve:ssm:` image with the caller's rights
+        statements.append({"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
+                           "Resource": _ssm_arn(image.ssm_parameter)})
+    return _policy({"Version": "2012-10-17", "Statement": statements})
+
+
+def munge_reader_policy(secret_arn: str, key_arn: str, region: str) -> str:
+    """What compute nodes may do with the munge key: read it."""
+    return _policy({"Version": "2012-10-17", "Statement": [
+        {"Sid": "MungeKey", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": secret_arn},
+        {"Sid": "MungeKeyEncryption", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": key_arn,
+         "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}}]})
+
+
+def secret_policy(secret_arn: str, reader_arns: list[str]) -> str:
+    """The munge secret's resource policy: nobody but this cluster's controller and compute roles
+    reads or writes its value (administrators keep managing the secret itself)."""
+    return _policy({"Version": "2012-10-17", "Statement": [
+        {"Sid": "OnlyThisCluster", "Effect": "Deny", "Principal": "*",
+         "Action": ["secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"], "Resource": secret_arn,
+         "Condition": {"StringNotEquals": {"aws:PrincipalArn": sorted(reader_arns)}}}]})
+
+
+def lustre_mounts(bp: Blueprint, fleet: Fleet, storage: Storage) -> pulumi.Output:
+    """FLEETFORM_LUSTRE_MOUNTS: `DNS_NAME@tcp:/MOUNT_NAME=MOUNT_PATH` for each attached FSx for Lustre."""
+    entries = []
+    for name in fleet.storage:
+        item = bp.storage_named(name)
+        if item is not None and item.type == "fsx-lustre" and name in storage.file_systems:
+            fs = storage.file_systems[name]
+            entries.append(pulumi.Output.concat(fs.dns_name, "@tcp:/", fs.mount_name, "=", item.mount_path))
+    return pulumi.Output.all(*entries).apply(lambda parts: " ".join(parts))
 
 
 class TrainingFleet(pulumi.ComponentResource):
-    """A Slurm training fleet: cluster placement group, EFA launch template, Auto Scaling group of
-    the static nodes (Slurm's resume program starts the rest), and the Slurm controller."""
+    """A Slurm training fleet: placement group, EFA launch template (no Auto Scaling group: the
+    controller's ResumeProgram launches every node), munge secret, and the Slurm controller."""
 
     def __init__(self, name: str, bp: Blueprint, fleet: Fleet, net: Network, security: Security, iam: Iam,
-                 files: RenderedFiles, tags: dict, opts: pulumi.ResourceOptions | None = None):
+                 storage: Storage, files: RenderedFiles, tags: dict, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fleetform:aws:TrainingFleet", name, None, opts)
+        cluster = cluster_id(bp)
         tags = {**tags, "fleetform:fleet": fleet.name}
+        compute_tags = {**tags, "fleetform:role": "compute"}
+        controller_tags = {**tags, "fleetform:role": "controller"}
+        controller_name = fleet.slurm.controller_host if fleet.slurm else f"{fleet.name}-controller"
+
+        # the munge key: an empty secret the controller's first boot fills; only this cluster reads it
+        key = aws.kms.Key(f"{name}-munge", description=f"fleetform {cluster} {fleet.name}: munge key secret",
+                          enable_key_rotation=True, deletion_window_in_days=7, tags=tags, opts=_opts(self))
+        secret = aws.secretsmanager.Secret(f"{name}-munge", kms_key_id=key.arn, recovery_window_in_days=0,
+                                           description=f"munge.key of Slurm fleet {fleet.name} ({cluster})",
+                                           tags=tags, opts=_opts(self))
+        role = aws.iam.Role(f"{name}-controller", assume_role_policy=iam.ec2_trust, tags=controller_tags,
+                            opts=_opts(self))
+        aws.secretsmanager.SecretPolicy(
+            f"{name}-munge", secret_arn=secret.arn, block_public_policy=True,
+            policy=pulumi.Output.all(secret.arn, role.arn, iam.node_role.arn).apply(
+                lambda a: secret_policy(a[0], [a[1], a[2]])), opts=_opts(self))
+        aws.iam.RolePolicy(f"{name}-node-munge", role=iam.node_role.id, policy=pulumi.Output.all(
+            secret.arn, key.arn).apply(lambda a: munge_reader_policy(a[0], a[1], bp.region)), opts=_opts(self))
+
+        # the controller's address and state outlive the instance
+        eni = aws.ec2.NetworkInterface(f"{name}-controller", subnet_id=net.subnet_id,
+                                       security_groups=[security.group_id],
+                                       description=f"Slurm controller {controller_name} ({cluster})",
+                                       tags={**controller_tags, "Name": controller_name}, opts=_opts(self))
+        state = aws.ebs.Volume(f"{name}-controller-state", availability_zone=net.zone, size=STATE_GIB, type="gp3",
+                               encrypted=True, tags={**controller_tags, "Name": f"{controller_name}-state"},
+                               opts=_opts(self))
+        mounts = lustre_mounts(bp, fleet, storage)
+        env = {
+            "FLEETFORM_CLUSTER": cluster, "FLEETFORM_BLUEPRINT": bp.name, "FLEETFORM_FLEET": fleet.name,
+            "FLEETFORM_REGION": bp.region, "FLEETFORM_CONFIG_BUCKET": files.bucket.bucket,
+            "FLEETFORM_CONFIG_KEY": files.key, "FLEETFORM_MUNGE_SECRET": secret.arn,
+            "FLEETFORM_CONTROLLER_ADDR": eni.private_ip, "FLEETFORM_LUSTRE_MOUNTS": mounts,
+        }
+
         placement = None
         if fleet.placement in ("cluster", "spread") and fleet.capacity_type != "capacity-block":
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
                                                opts=_opts(self))
-        user_data = _cloud_init(bp, fleet, "compute node", files.bucket.bucket, files.prefix, True, "slurmd")
         template_args = _launch_template_args(fleet, security.group_id, net.subnet_id, iam.node_profile.arn,
-                                              user_data, tags)
+                                              user_data(bp, fleet, "compute nodes",
+                                                        {"FLEETFORM_ROLE": "compute", **env}),
+                                              compute_tags)
         if placement is not None:
             template_args["placement"] = {"group_name": placement.name}
-        template = aws.ec2.LaunchTemplate(f"{name}-nodes", name=f"{bp.name}-{fleet.name}",
-                                          update_default_version=True, **template_args, opts=_opts(self))
-        static = fleet.nodes.min if fleet.nodes.elastic else fleet.nodes.max
-        aws.autoscaling.Group(
-            f"{name}-static", min_size=static, max_size=static, desired_capacity=static,
-            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            placement_group=placement.id if placement is not None else None,
-            tags=[{"key": k, "value": v, "propagate_at_launch": True} for k, v in sorted(tags.items())],
-            opts=_opts(self))
-        # the controller has a role of its own: SSM, the blueprint's buckets and, for an elastic fleet,
-        # starting and stopping this fleet's instances (the compute nodes get none of that)
-        role = aws.iam.Role(f"{name}-controller", assume_role_policy=iam.ec2_trust, tags=tags, opts=_opts(self))
+        template = aws.ec2.LaunchTemplate(f"{name}-nodes", update_default_version=True, **template_args,
+                                          opts=_opts(self))
+
         aws.iam.RolePolicyAttachment(f"{name}-controller-ssm", role=role.name,
                                      policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
                                      opts=_opts(self))
-        aws.iam.RolePolicy(f"{name}-controller-s3", role=role.id, policy=iam.s3_policy, opts=_opts(self))
-        if fleet.slurm is not None and fleet.slurm.power is not None:
-            aws.iam.RolePolicy(f"{name}-resume", role=role.id, policy=pulumi.Output.all(
-                template.arn, iam.node_role.arn).apply(lambda arns: resume_policy(fleet.name, *arns)),
-                opts=_opts(self))
-        profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=tags, opts=_opts(self))
-        controller_data = _cloud_init(bp, fleet, "Slurm controller", files.bucket.bucket, files.prefix, True,
-                                      "slurmctld")
-        aws.ec2.Instance(
-            f"{name}-controller", ami=UBUNTU_SSM, instance_type=fleet.scheduler.controller_instance_type or "m7i.2xlarge",
-            subnet_id=net.subnet_id, vpc_security_group_ids=[security.group_id],
-            iam_instance_profile=profile.name, user_data_base64=controller_data,
-            metadata_options={"http_tokens": "required", "http_endpoint": "enabled"},
-            root_block_device={"volume_size": 100, "volume_type": "gp3", "encrypted": True},
-            tags={**tags, "Name": fleet.slurm.controller_host if fleet.slurm else f"{fleet.name}-controller"},
-            opts=_opts(self))
+        image = fleet.scheduler.controller_image or fleet.image
+        aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
+            template.arn, iam.node_role.arn, secret.arn, key.arn, iam.artifact_arn).apply(
+                lambda a: controller_policy(cluster, fleet.name, fleet.image, *a, bp.region)), opts=_opts(self))
+        profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
+                                          opts=_opts(self))
+        # The image id is resolved now, at deploy time, and then kept: an instance whose ami is
+        # `resolve:ssm:` fails with a root_block_device (terraform-provider-aws #43488) and is
+        # replaced on every update without one (#43364), taking StateSaveLocation's node with it.
+        # ignore_changes keeps a newer image from replacing the controller; roll it on purpose with
+        # `pulumi up --replace <controller URN>` (README, "Training fleets on AWS").
+        ami = image.ami or aws.ssm.get_parameter_output(name=image.ssm_parameter).value
+        controller = aws.ec2.Instance(
+            f"{name}-controller", ami=ami,
+            instance_type=fleet.scheduler.controller_instance_type or CONTROLLER_TYPE,
+            primary_network_interface={"network_interface_id": eni.id},
+            iam_instance_profile=profile.name,
+            user_data_base64=user_data(bp, fleet, "Slurm controller", {
+                "FLEETFORM_ROLE": "controller", **env, "FLEETFORM_LAUNCH_TEMPLATE": template.id,
+                "FLEETFORM_STATE_VOLUME": state.id}),
+            metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
+                              "instance_metadata_tags": "enabled"},
+            root_block_device={"volume_size": CONTROLLER_ROOT_GIB, "volume_type": "gp3", "encrypted": True},
+            tags={**controller_tags, "Name": controller_name},
+            # one network interface cannot be on two instances: the old controller goes first
+            opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object]))
+        aws.ec2.VolumeAttachment(f"{name}-controller-state", device_name=STATE_DEVICE, volume_id=state.id,
+                                 instance_id=controller.id, opts=_opts(self))
         self.launch_template = template
-        self.register_outputs({"launch_template": template.name})
-
-
+        self.register_outputs({"launch_template": template.id, "controller_address": eni.private_ip})

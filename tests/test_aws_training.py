@@ -1,0 +1,280 @@
+"""A training fleet on AWS as the Pulumi program records it (issue 10, Pulumi side): the controller's
+lasting address, state and image; the user data that writes cluster.env and installs the checked
+artifact (shellcheck-clean, and run for real against a stand-in `aws` command); FSx associations;
+images a blueprint names."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from conftest import ROOT
+from fleetform.plan import MOCK_AMI, record
+from fleetform.render import manifest, render
+from fleetform.render.archive import archive
+from test_k8s import _rendered
+from variants import VARIANTS
+
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+CONTRACT_KEYS = ["FLEETFORM_ROLE", "FLEETFORM_CLUSTER", "FLEETFORM_BLUEPRINT", "FLEETFORM_FLEET", "FLEETFORM_REGION",
+                 "FLEETFORM_CONFIG_BUCKET", "FLEETFORM_CONFIG_KEY", "FLEETFORM_MUNGE_SECRET",
+                 "FLEETFORM_CONTROLLER_ADDR", "FLEETFORM_LUSTRE_MOUNTS"]
+"""The keys of /etc/fleetform/cluster.env every node gets (CONTRACT-train.md); the controller also
+gets FLEETFORM_LAUNCH_TEMPLATE and FLEETFORM_STATE_VOLUME."""
+
+
+def _plan(source, tmp_path):
+    model, files = _rendered(source, tmp_path)
+    return model, record(model, files)
+
+
+def _one(resources, type_, name):
+    (found,) = [r for r in resources if r["type"] == type_ and r["name"] == name]
+    return found
+
+
+def _user_data(resources, controller: bool) -> str:
+    if controller:
+        return base64.b64decode(_one(resources, INSTANCE, "train-controller")["inputs"]["userDataBase64"]).decode()
+    return base64.b64decode(_one(resources, LT, "train-nodes")["inputs"]["userData"]).decode()
+
+
+def _program(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not installed; .ci/run installs it")
+        pytest.skip(f"{name} is not installed")
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return _plan(ROOT / "blueprints/reference.yaml", tmp_path_factory.mktemp("ref"))
+
+
+def test_controller_keeps_its_address_state_and_image(reference):
+    _, resources = reference
+    controller = _one(resources, INSTANCE, "train-controller")
+    inputs = controller["inputs"]
+    # the image id is resolved at deploy time (an invoke of the SSM parameter), never `resolve:ssm:`
+    # beside a root_block_device (terraform-provider-aws #43488), and a newer image does not replace it
+    assert inputs["ami"] == MOCK_AMI and inputs["rootBlockDevice"]["encrypted"] is True
+    # its address lives on a persistent interface; one interface cannot be on two instances
+    assert controller["options"] == {"ignoreChanges": ["ami"], "deleteBeforeReplace": True}
+    assert inputs["primaryNetworkInterface"] == {"networkInterfaceId": "train-controller-id"}
+    assert "subnetId" not in inputs and "vpcSecurityGroupIds" not in inputs
+    eni = _one(resources, "aws:ec2/networkInterface:NetworkInterface", "train-controller")["inputs"]
+    assert eni["subnetId"] == "network-private-id" and eni["securityGroups"] == ["security-nodes-id"]
+    assert inputs["metadataOptions"] == {"httpEndpoint": "enabled", "httpTokens": "required",
+                                         "instanceMetadataTags": "enabled"}
+    assert inputs["tags"]["Name"] == "train-controller" and inputs["tags"]["fleetform:role"] == "controller"
+    # StateSaveLocation on an encrypted volume of its own, attached to whichever instance is current
+    volume = _one(resources, "aws:ebs/volume:Volume", "train-controller-state")["inputs"]
+    assert volume["encrypted"] is True and volume["availabilityZone"] == "us-east-1a"
+    attachment = _one(resources, "aws:ec2/volumeAttachment:VolumeAttachment", "train-controller-state")["inputs"]
+    assert attachment == {"deviceName": "/dev/sdf", "instanceId": "train-controller-id",
+                          "volumeId": "train-controller-state-id"}
+
+
+def test_no_instance_at_deploy_time_but_the_controller(reference):
+    """`pulumi up` starts no GPU instance: no Auto Scaling group, no other instance."""
+    _, resources = reference
+    assert [r["name"] for r in resources if r["type"] == INSTANCE] == ["train-controller"]
+    assert not [r for r in resources if r["type"].startswith("aws:autoscaling/")]
+
+
+def _env(user_data: str) -> dict[str, str]:
+    """The cluster.env the user data writes, read the way the bootstrap reads it (sourced by bash)."""
+    block = user_data.split("<<'FLEETFORM_ENV'\n", 1)[1].split("\nFLEETFORM_ENV\n", 1)[0]
+    out = subprocess.run(["bash", "-c", 'set -a; eval "$1"; for k in ${!FLEETFORM_*}; do printf "%s=%s\\0" '
+                          '"$k" "${!k}"; done', "-", block], capture_output=True, text=True, check=True,
+                         env={"PATH": os.environ["PATH"]}).stdout
+    keys = [line.split("=", 1)[0] for line in block.splitlines()]
+    values = dict(item.split("=", 1) for item in out.split("\0") if item)
+    assert list(values) == sorted(keys)  # nothing else, nothing lost
+    return {k: values[k] for k in keys}
+
+
+def test_user_data_writes_the_contract_environment(reference):
+    _, resources = reference
+    compute, controller = _env(_user_data(resources, False)), _env(_user_data(resources, True))
+    assert list(compute) == CONTRACT_KEYS
+    assert list(controller) == CONTRACT_KEYS + ["FLEETFORM_LAUNCH_TEMPLATE", "FLEETFORM_STATE_VOLUME"]
+    # the nodes get the same values as the controller, less the controller's own
+    assert compute == {k: v for k, v in controller.items() if k in CONTRACT_KEYS} | {"FLEETFORM_ROLE": "compute"}
+    assert controller["FLEETFORM_ROLE"] == "controller"
+    assert controller["FLEETFORM_CLUSTER"] == "llm-70b-plan"  # <metadata.name>-<pulumi stack>
+    assert (controller["FLEETFORM_BLUEPRINT"], controller["FLEETFORM_FLEET"], controller["FLEETFORM_REGION"]) == (
+        "llm-70b", "train", "us-east-1")
+    assert (controller["FLEETFORM_CONFIG_BUCKET"], controller["FLEETFORM_CONFIG_KEY"]) == (
+        "rendered-bucket-bucket", "fleetform/rendered.tar.gz")
+    assert controller["FLEETFORM_MUNGE_SECRET"] == "arn:aws:mock:::secret/train-munge"
+    assert controller["FLEETFORM_CONTROLLER_ADDR"] == "10.0.0.10"  # the persistent interface's address
+    assert controller["FLEETFORM_LUSTRE_MOUNTS"] == "storage-scratch-id.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh=/fsx"
+    assert controller["FLEETFORM_LAUNCH_TEMPLATE"] == "train-nodes-id"
+    assert controller["FLEETFORM_STATE_VOLUME"] == "train-controller-state-id"
+
+
+def test_environment_values_are_shell_quoted():
+    """A value can never become shell code in cluster.env, whatever it holds."""
+    from fleetform.render.jinja import render as render_template
+
+    hostile = "a'b \"c\" $(touch /tmp/fleetform-pwned) `id` ; x=1 \\"
+    text = render_template("cloud-init/user-data.sh.j2", role="compute nodes", fleet="train", blueprint="bp",
+                           env=[("FLEETFORM_ROLE", "compute"), ("FLEETFORM_LUSTRE_MOUNTS", hostile),
+                                ("FLEETFORM_EMPTY", "")]).decode()
+    assert _env(text) == {"FLEETFORM_ROLE": "compute", "FLEETFORM_LUSTRE_MOUNTS": hostile, "FLEETFORM_EMPTY": ""}
+    assert not os.path.exists("/tmp/fleetform-pwned")
+
+
+@pytest.mark.parametrize("controller", [False, True], ids=["compute", "controller"])
+def test_user_data_is_shellcheck_clean(reference, controller):
+    shellcheck = _program("shellcheck")
+    result = subprocess.run([shellcheck, "--shell=bash", "-"], input=_user_data(reference[1], controller),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+FAKE_AWS = """#!/bin/bash
+# stand-in for the AWS CLI: `s3api get-object` of the one artifact, from a local file
+printf '%s\\n' "$*" >> "$FAKE_AWS_LOG"
+[ "$1 $2" = "s3api get-object" ] || { echo "unexpected aws call: $*" >&2; exit 2; }
+[ "$4 $6 $8" = "us-east-1 rendered-bucket-bucket fleetform/rendered.tar.gz" ] || { echo "wrong object: $*" >&2; exit 2; }
+cp "$FAKE_ARTIFACT" "$9"
+"""
+
+BOOTSTRAP = b"""#!/bin/bash
+# stand-in bootstrap: records what it was started with
+set -eu
+. "$FLEETFORM_TEST_ROOT/etc/fleetform/cluster.env"
+echo "$FLEETFORM_ROLE $FLEETFORM_CLUSTER $FLEETFORM_FLEET" > "$FLEETFORM_TEST_ROOT/bootstrapped"
+"""
+
+
+def _run_user_data(reference, tmp_path, files: dict[str, bytes], tamper=None):
+    """Run the compute nodes' user data for real, in a sandbox: /etc/fleetform and /opt/fleetform
+    moved under tmp_path (the one test-only change to the script), `aws` a stand-in that serves the
+    artifact; everything else (heredoc, quoting, tar, the manifest check, exec) runs as on a node."""
+    root = tmp_path / "root"
+    root.mkdir()
+    script = _user_data(reference[1], False).replace("/etc/fleetform", f"{root}/etc/fleetform").replace(
+        "/opt/fleetform", f"{root}/opt/fleetform")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "aws").write_text(FAKE_AWS)
+    (bin_dir / "aws").chmod(0o755)
+    data = archive(files)
+    if tamper is not None:
+        data = tamper(files)
+    (tmp_path / "artifact.tar.gz").write_bytes(data)
+    (tmp_path / "user-data").write_text(script)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_AWS_LOG": str(tmp_path / "aws.log"),
+           "FAKE_ARTIFACT": str(tmp_path / "artifact.tar.gz"), "FLEETFORM_TEST_ROOT": str(root)}
+    result = subprocess.run(["bash", str(tmp_path / "user-data")], capture_output=True, text=True, env=env, timeout=60)
+    return root, result
+
+
+def _with_bootstrap(model) -> dict[str, bytes]:
+    """The reference's rendered files with a stand-in bootstrap, the manifest made anew."""
+    files = {k: v for k, v in render(model).items() if k != "manifest.json"}
+    files["train/slurm/bin/bootstrap"] = BOOTSTRAP
+    files["manifest.json"] = manifest(model, files)
+    return files
+
+
+def test_user_data_installs_the_checked_artifact_and_runs_the_bootstrap(reference, tmp_path):
+    model, _ = reference
+    files = _with_bootstrap(model)
+    root, result = _run_user_data(reference, tmp_path, files)
+    assert result.returncode == 0, result.stderr
+    assert (root / "bootstrapped").read_text() == "compute llm-70b-plan train\n"
+    env_file = root / "etc/fleetform/cluster.env"
+    assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+    installed = root / "opt/fleetform/rendered"
+    for path, data in files.items():
+        assert (installed / path).read_bytes() == data
+        assert (installed / path).stat().st_mode & 0o777 == (0o755 if data.startswith(b"#!") else 0o644)
+    assert (tmp_path / "aws.log").read_text().count("s3api get-object") == 1
+
+
+def _tampered(files):
+    changed = dict(files)
+    changed["train/slurm/slurm.conf"] = files["train/slurm/slurm.conf"] + b"SlurmctldHost=evil\n"
+    return archive(changed)
+
+
+def _with_extra(files):
+    return archive({**files, "train/slurm/bin/extra": b"#!/bin/sh\n"})
+
+
+@pytest.mark.parametrize("tamper, named", [(_tampered, "train/slurm/slurm.conf"), (_with_extra, "train/slurm/bin/extra")])
+def test_user_data_refuses_an_artifact_that_does_not_match_its_manifest(reference, tmp_path, tamper, named):
+    model, _ = reference
+    root, result = _run_user_data(reference, tmp_path, _with_bootstrap(model), tamper)
+    assert result.returncode != 0
+    assert f"the rendered files do not match manifest.json: {named}" in result.stderr
+    assert not (root / "bootstrapped").exists() and not (root / "opt/fleetform/rendered").exists()
+
+
+def test_checkpoints_are_exported_to_the_checkpoint_bucket_not_the_import_prefix(reference):
+    _, resources = reference
+    associations = {r["name"]: r["inputs"] for r in resources if r["type"] == DRA}
+    assert associations["storage-scratch-dra"]["fileSystemPath"] == "/data"  # training data, import only
+    assert set(associations["storage-scratch-dra"]["s3"]) == {"autoImportPolicy"}
+    export = associations["storage-scratch-export-checkpoints"]
+    assert export["fileSystemPath"] == "/checkpoints"  # /fsx/checkpoints of the blueprint
+    assert export["dataRepositoryPath"] == "s3://storage-checkpoints-bucket/checkpoints/"
+    assert export["s3"] == {"autoExportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}
+    paths = sorted(a["fileSystemPath"] for a in associations.values())
+    assert not any(b.startswith(a.rstrip("/") + "/") for a in paths for b in paths if a != b)  # no overlap
+
+
+IMAGED = VARIANTS["partitions"].replace("    instance_type: p5.48xlarge\n",
+                                        "    instance_type: p5.48xlarge\n    image: __IMAGE__\n")
+
+
+@pytest.mark.parametrize("nodes, controller, template_image, controller_ami, resolves", [
+    ("ami-0aaaaaaaaaaaaaaaa", None, "ami-0aaaaaaaaaaaaaaaa", "ami-0aaaaaaaaaaaaaaaa", False),
+    ("/acme/images/gpu/ami-id", None, "resolve:ssm:/acme/images/gpu/ami-id", MOCK_AMI, True),
+    ("/acme/images/gpu/ami-id", "ami-0bbbbbbbbbbbbbbbb", "resolve:ssm:/acme/images/gpu/ami-id",
+     "ami-0bbbbbbbbbbbbbbbb", True),
+])
+def test_a_blueprint_names_its_own_images(tmp_path, nodes, controller, template_image, controller_ami, resolves):
+    text = IMAGED.replace("__IMAGE__", nodes)
+    if controller:
+        text = text.replace("      type: slurm\n", f"      type: slurm\n      controller: {{image: {controller}}}\n")
+    _, resources = _plan(text, tmp_path)
+    assert _one(resources, LT, "train-nodes")["inputs"]["imageId"] == template_image
+    assert _one(resources, INSTANCE, "train-controller")["inputs"]["ami"] == controller_ami
+    policy = json.loads(_one(resources, "aws:iam/rolePolicy:RolePolicy", "train-controller")["inputs"]["policy"])
+    resolve = [s for s in policy["Statement"] if s["Sid"] == "ResolveImage"]
+    assert resolve == ([{"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
+                         "Resource": "arn:aws:ssm:*:*:parameter/acme/images/gpu/ami-id"}] if resolves else [])
+
+
+def test_an_existing_subnet_gives_the_state_volume_its_zone(tmp_path):
+    text = VARIANTS["partitions"].replace("network: {cidr: 10.0.0.0/16}",
+                                          "network: {vpc_id: vpc-0a1b2c3d4e5f67890, subnet_id: subnet-0a1b2c3d4e5f67890}")
+    _, resources = _plan(text, tmp_path)
+    # looked up from the subnet at deploy time (under the mocks: the region's zone a)
+    assert _one(resources, "aws:ebs/volume:Volume", "train-controller-state")["inputs"]["availabilityZone"] == "us-east-1a"
+    assert _one(resources, "aws:ec2/networkInterface:NetworkInterface", "train-controller")["inputs"][
+        "subnetId"] == "subnet-0a1b2c3d4e5f67890"
+
+
+def test_the_artifact_is_what_the_user_data_installs(reference):
+    """The plan's artifact holds exactly the rendered files (manifest.json included)."""
+    model, resources = reference
+    (obj,) = [r["inputs"] for r in resources if r["type"] == "aws:s3/bucketObjectv2:BucketObjectv2"]
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(obj["contentBase64"]))) as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == render(model)
