@@ -196,11 +196,14 @@ def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change
                                                   _forces(key, replace_on), via=dep))
                         changed_paths.add(key)
                 elif upstream.action == UPDATE and table.get(upstream.type, {}).get("changes_on_update"):
+                    # an in-place update changes the upstream's version output (a launch template's
+                    # latestVersion): only a reference that carries a version reads it; its id and
+                    # ARN stay as they are
                     value = res["inputs"].get(key)
-                    path = f"{key}.version" if isinstance(value, dict) and "version" in value else key
-                    if path not in changed_paths:
-                        inputs.append(InputChange(path, value.get("version") if path != key else value,
-                                                  "(the new version)", _forces(path, replace_on), via=dep))
+                    path = f"{key}.version"
+                    if isinstance(value, dict) and "version" in value and path not in changed_paths:
+                        inputs.append(InputChange(path, value["version"], "(the new version)",
+                                                  _forces(path, replace_on), via=dep))
                         changed_paths.add(path)
         if not inputs:
             continue
