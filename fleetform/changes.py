@@ -108,22 +108,28 @@ def _renamed(new: dict[str, dict], old_names: set[str]) -> dict[str, str]:
     return mapping
 
 
+def _key(res: dict) -> str:
+    """A resource's identity in a plan: logical names repeat across types (a role and an instance
+    both called train-controller), type and name together do not."""
+    return f"{res['type']}::{res['name']}"
+
+
 def _dependency_order(resources: dict[str, dict]) -> list[str]:
     order, seen = [], set()
 
-    def visit(name: str, stack: set[str]) -> None:
-        if name in seen or name in stack or name not in resources:
+    def visit(key: str, stack: set[str]) -> None:
+        if key in seen or key in stack or key not in resources:
             return
-        stack.add(name)
-        for deps in resources[name].get("deps", {}).values():
+        stack.add(key)
+        for deps in resources[key].get("deps", {}).values():
             for dep in deps:
                 visit(dep, stack)
-        stack.discard(name)
-        seen.add(name)
-        order.append(name)
+        stack.discard(key)
+        seen.add(key)
+        order.append(key)
 
-    for name in sorted(resources):
-        visit(name, set())
+    for key in sorted(resources):
+        visit(key, set())
     return order
 
 
@@ -163,21 +169,23 @@ def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> 
 def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change]:
     """The changes from one recorded plan to another, in a stable order."""
     table = replacement_data()
-    old = {r["name"]: r for r in old_resources if not r["type"].startswith("fleetform:")}
-    new = {r["name"]: r for r in new_resources if not r["type"].startswith("fleetform:")}
+    old = {_key(r): r for r in old_resources if not r["type"].startswith("fleetform:")}
+    new = {_key(r): r for r in new_resources if not r["type"].startswith("fleetform:")}
     renamed = _renamed({r["name"]: r for r in new_resources}, {r["name"] for r in old_resources})
     changes: dict[str, Change] = {}
-    matched: dict[str, str] = {}  # new name -> old name
-    for name, res in new.items():
-        old_name = name if name in old else renamed.get(name)
-        if old_name is not None and old_name in old and old[old_name]["type"] == res["type"]:
-            matched[name] = old_name
-    for name in _dependency_order(new):
-        res = new[name]
-        if name not in matched:
-            changes[name] = Change(CREATE, res["type"], name)
+    matched: dict[str, str] = {}  # new key -> old key
+    for key, res in new.items():
+        candidates = [key, f"{res['type']}::{renamed[res['name']]}" if res["name"] in renamed else None]
+        found = next((c for c in candidates if c in old), None)
+        if found is not None:
+            matched[key] = found
+    for key in _dependency_order(new):
+        res = new[key]
+        name = res["name"]
+        if key not in matched:
+            changes[key] = Change(CREATE, res["type"], name)
             continue
-        before = old[matched[name]]
+        before = old[matched[key]]
         data = table.get(res["type"])
         replace_on = list((data or {}).get("replace_on", [])) + res.get("options", {}).get("replaceOnChanges", [])
         ignored = res.get("options", {}).get("ignoreChanges", [])
@@ -185,39 +193,40 @@ def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change
                   for path, a, b in _leaf_changes(before["inputs"], res["inputs"], "")
                   if not any(path == i or path.startswith(i + ".") for i in ignored)]
         changed_paths = {i.path for i in inputs}
-        for key, deps in sorted(res.get("deps", {}).items()):
+        for input_key, deps in sorted(res.get("deps", {}).items()):
             for dep in deps:
                 upstream = changes.get(dep)
                 if upstream is None:
                     continue
                 if upstream.action in (REPLACE, CREATE):  # a new id
-                    if key not in changed_paths and key not in ignored:
-                        inputs.append(InputChange(key, before["inputs"].get(key), "(known after the replacement)",
-                                                  _forces(key, replace_on), via=dep))
-                        changed_paths.add(key)
+                    if input_key not in changed_paths and input_key not in ignored:
+                        inputs.append(InputChange(input_key, before["inputs"].get(input_key),
+                                                  "(known after the replacement)", _forces(input_key, replace_on),
+                                                  via=upstream.name))
+                        changed_paths.add(input_key)
                 elif upstream.action == UPDATE and table.get(upstream.type, {}).get("changes_on_update"):
                     # an in-place update changes the upstream's version output (a launch template's
                     # latestVersion): only a reference that carries a version reads it; its id and
                     # ARN stay as they are
-                    value = res["inputs"].get(key)
-                    path = f"{key}.version"
+                    value = res["inputs"].get(input_key)
+                    path = f"{input_key}.version"
                     if isinstance(value, dict) and "version" in value and path not in changed_paths:
                         inputs.append(InputChange(path, value["version"], "(the new version)",
-                                                  _forces(path, replace_on), via=dep))
+                                                  _forces(path, replace_on), via=upstream.name))
                         changed_paths.add(path)
         if not inputs:
             continue
         action = REPLACE if any(i.forces_replacement for i in inputs) else UPDATE
-        change = Change(action, res["type"], name, matched[name], sorted(inputs, key=lambda i: i.path),
+        change = Change(action, res["type"], name, before["name"], sorted(inputs, key=lambda i: i.path),
                         known=data is not None)
         change.effects = _effects(change, before, res, data or {})
-        changes[name] = change
+        changes[key] = change
     kept = set(matched.values())
-    for name, res in old.items():
-        if name not in kept:
-            change = Change(DELETE, res["type"], name)
+    for key, res in old.items():
+        if key not in kept:
+            change = Change(DELETE, res["type"], res["name"])
             change.effects = _effects(change, res, None, table.get(res["type"], {}))
-            changes[name] = change
+            changes[key] = change
     order = {CREATE: 2, DELETE: 1, REPLACE: 0, UPDATE: 3}
     return sorted(changes.values(), key=lambda c: (order[c.action], c.short_type, c.name))
 

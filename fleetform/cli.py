@@ -119,12 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     if command is None and not {"-h", "--help", "--version"} & set(argv):
         parser.print_help(sys.stderr)  # `fleetform` alone: the whole help, as a usage error
         return EXIT_USAGE
-    args = parser.parse_args(argv)
+    # `diff --detailed-exitcode` gives 2 the meaning "changes", like terraform plan: any error is 1 there
+    usage_exit = EXIT_FAILED if command == "diff" and "--detailed-exitcode" in argv else EXIT_USAGE
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as err:
+        if err.code == EXIT_USAGE:
+            return usage_exit
+        raise
     try:
         return args.run(args)
     except UsageError as err:
         print(f"fleetform: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_exit
     except BrokenPipeError:  # `fleetform schema | head`
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -76,12 +76,14 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
 
     registered: list[dict] = []
     names: dict[str, str] = {}
+    keys: dict[str, str] = {}
     stacks: set[str] = set()
 
     class Monitor(pulumi_mocks.MockMonitor):
         def RegisterResource(self, request):  # noqa: N802 (Pulumi's name)
             response = super().RegisterResource(request)
             names[response.urn] = request.name
+            keys[response.urn] = f"{request.type}::{request.name}"  # names repeat across types
             if request.type == "pulumi:pulumi:Stack":
                 stacks.add(response.urn)
             else:
@@ -93,7 +95,7 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
                     entry["aliases"] = aliases
                 # which resources each input was computed from: the diff follows these edges when a
                 # replaced resource's id changes in everything that reads it
-                deps = {key: sorted({names[u] for u in dep.urns if u in names and u not in stacks})
+                deps = {key: sorted({keys[u] for u in dep.urns if u in keys})
                         for key, dep in request.propertyDependencies.items()}
                 deps = {key: value for key, value in sorted(deps.items()) if value}
                 if deps:

@@ -41,8 +41,8 @@ def test_a_forcing_input_replaces_and_a_plain_one_updates():
 def test_a_replacement_cascades_along_forcing_inputs_only():
     def plan(zone):
         return [_res(SUBNET, "s", {"availabilityZone": zone}),
-                _res(FSX, "fs", {"subnetIds": "s-id"}, deps={"subnetIds": ["s"]}),
-                _res(LT, "lt", {"networkInterfaces": [{"subnetId": "s-id"}]}, deps={"networkInterfaces": ["s"]})]
+                _res(FSX, "fs", {"subnetIds": "s-id"}, deps={"subnetIds": [f"{SUBNET}::s"]}),
+                _res(LT, "lt", {"networkInterfaces": [{"subnetId": "s-id"}]}, deps={"networkInterfaces": [f"{SUBNET}::s"]})]
 
     changes = compare(plan("us-east-1a"), plan("us-east-1b"))
     fs = _one(changes, "fs")
@@ -56,7 +56,7 @@ def test_a_changed_launch_template_rolls_the_node_group_that_uses_it():
         return [_res(LT, "lt", {"userData": user_data}),
                 _res(NG, "ng", {"amiType": ami_type, "launchTemplate": {"id": "lt-id", "version": "1"},
                                 "instanceTypes": ["p5.48xlarge"], "scalingConfig": {"minSize": 1, "maxSize": 10}},
-                     deps={"launchTemplate": ["lt"]})]
+                     deps={"launchTemplate": [f"{LT}::lt"]})]
 
     rolled = _one(compare(plan("a"), plan("b")), "ng")
     assert rolled.action == UPDATE
@@ -88,6 +88,16 @@ def test_a_renamed_component_and_its_children_are_matched_by_alias():
     unaliased = [_res("fleetform:aws:InferenceFleet", "chat", {}),
                  _res(LT, "chat-nodes", {"userData": "x"}, parent="chat")]
     assert sorted(c.action for c in compare(old, unaliased)) == [CREATE, DELETE]
+
+
+def test_resources_of_two_types_may_share_a_name():
+    """The Slurm controller's role and its instance are both train-controller."""
+    role, instance = "aws:iam/role:Role", "aws:ec2/instance:Instance"
+    old = [_res(instance, "c", {"instanceType": "m7i.4xlarge"}), _res(role, "c", {"path": "/"})]
+    new = [_res(instance, "c", {"instanceType": "m7i.8xlarge"}), _res(role, "c", {"path": "/"})]
+    (change,) = compare(old, new)
+    assert (change.type, change.action) == (instance, UPDATE)
+    assert change.effects == ["stops and starts instance c (m7i.8xlarge)"]
 
 
 def test_a_type_without_replacement_data_is_marked():

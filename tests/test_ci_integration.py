@@ -66,7 +66,9 @@ def test_comment_workflow_comments_without_running_pull_request_code():
     steps = workflow["jobs"]["comment"]["steps"]
     assert not any(step.get("uses", "").startswith("actions/checkout") for step in steps)
     script = "\n".join(step.get("run", "") for step in steps)
-    assert "gh pr comment" in script and "*[!0-9]*" in script  # the artifact's PR number is checked
+    assert "gh pr comment" in script and "*[!0-9]*" in script  # the artifact's PR number is checked,
+    assert '"$head" != "$HEAD_SHA"' in script  # and trusted only for the pull request that ran
+    assert "limit, path = 65536" in script
 
 
 @pytest.mark.parametrize("name", ["github-workflow.yml", "github-workflow-comment.yml"])

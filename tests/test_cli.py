@@ -199,3 +199,21 @@ def test_plan_and_diff_without_pulumi_show_the_rest_and_name_the_extra(monkeypat
     assert main(["diff", ref, ref, "--no-resources"]) == 0
     assert main(["diff", ref, ref, "--detailed-exitcode"]) == 1  # 2 would read as "changes"
     assert "pip install 'fleetform[aws]'" in capsys.readouterr().err
+
+
+def test_validate_checks_every_readable_blueprint_when_one_cannot_be_read(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("x: [\n")
+    result = run_cli("validate", str(broken), str(tmp_path / "missing.yaml"), "blueprints/reference.yaml")
+    assert result.returncode == 2
+    assert f"{broken}:2:1: error: YAML syntax error" in result.stdout
+    assert result.stdout.splitlines()[-1].startswith("2 blueprints checked, invalid: 1 error")
+    assert f"cannot read {tmp_path / 'missing.yaml'}" in result.stderr
+
+
+def test_diff_detailed_exitcode_reports_every_error_as_1(tmp_path):
+    """2 means "changes" with --detailed-exitcode (terraform plan's convention), never a usage error."""
+    ref = "blueprints/reference.yaml"
+    assert run_cli("diff", "nosuchrev:" + ref, ref, "--detailed-exitcode").returncode == 1
+    assert run_cli("diff", ref, ref, "--format", "yaml", "--detailed-exitcode").returncode == 1
+    assert run_cli("diff", ref, ref, "--format", "yaml").returncode == 2  # without the flag: a usage error

@@ -119,7 +119,8 @@ def test_detailed_exitcode(tmp_path):
     assert plain.returncode == 0
 
 
-def test_diff_against_a_git_revision(tmp_path):
+def _git_repo(tmp_path):
+    """A git repository whose one commit holds the reference blueprint."""
     require("git", "git")
     repo = tmp_path / "repo"
     (repo / "blueprints").mkdir(parents=True)
@@ -128,6 +129,11 @@ def test_diff_against_a_git_revision(tmp_path):
     subprocess.run(git[:3] + ["init", "-q"], check=True)
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "base"], check=True)
+    return repo, git
+
+
+def test_diff_against_a_git_revision(tmp_path):
+    repo, git = _git_repo(tmp_path)
     (repo / "blueprints/reference.yaml").write_text(_changed(tmp_path).read_text())
     result = run_cli("diff", "HEAD:blueprints/reference.yaml", "blueprints/reference.yaml", cwd=repo)
     assert result.returncode == 0, result.stderr
@@ -150,3 +156,20 @@ def test_diff_against_a_git_revision(tmp_path):
     dashed = run_cli("diff", "--no-resources", "--", "HEAD:-x/bp.yaml", "-x/bp.yaml", cwd=repo)
     assert dashed.returncode == 0, dashed.stderr
     assert "== Rendered files: 0 changed" in dashed.stdout
+
+
+def test_a_finding_whose_figures_change_is_changed_not_new(tmp_path):
+    """The reference's capacity-duration warning goes from 512 to 384 days with 8 nodes: the same
+    rule at the same path, so it is a changed finding, not one the change introduces."""
+    data = _json(str(REF), str(_changed(tmp_path)))
+    assert [f["rule"] for f in data["findings_introduced"]] == []
+    (changed,) = data["findings_changed"]
+    assert changed["old"]["rule"] == changed["new"]["rule"] == "capacity-duration"
+    assert "512 days" in changed["old"]["message"] and "512 days" not in changed["new"]["message"]
+
+
+def test_findings_of_a_git_revision_name_the_revision(tmp_path):
+    repo, _ = _git_repo(tmp_path)
+    (repo / "blueprints/reference.yaml").write_text(REF.read_text().replace("nodes: 6 ", "nodes: 5 ", 1))
+    out = run_cli("diff", "blueprints/reference.yaml", "HEAD:blueprints/reference.yaml", cwd=repo).stdout
+    assert "HEAD:blueprints/reference.yaml:" in out and "fleetform-diff-" not in out

@@ -180,3 +180,13 @@ def test_plan_formats_carry_sizing_and_cost():
     assert markdown.startswith("### fleetform plan: llm-70b 1.0.0")
     assert "| serve | p5.48xlarge | 1-10 | $55.04 | $550.40 | $40,179.20 | $401,792.00 |" in markdown
     assert "\n\n**serve** (inference)" in markdown  # a blank line ends train's list, so fleets do not run together
+
+
+def test_plan_says_which_security_policies_it_checked(tmp_path):
+    """A reviewer must tell "passed" from "not run"."""
+    from fleetform.policies import POLICIES
+
+    out = run_cli("plan", "blueprints/reference.yaml").stdout
+    assert f"Security policies: {len(POLICIES)} checked, 0 violated: " in out
+    left_out = run_cli("plan", "blueprints/reference.yaml", "--no-resources").stdout
+    assert "Security policies" not in left_out and "Cloud resources: not recorded" in left_out

@@ -72,7 +72,7 @@ def _side(spec: str, tmp: Path, resources: bool):
     from .plan import build
 
     path, label = _materialize(spec, tmp)
-    result, built = build(path, resources)
+    result, built = build(path, resources, display=label)  # findings name REV:path, not a temporary copy
     return label, result, built
 
 
@@ -180,8 +180,12 @@ def compute(old_label: str, old_built, new_label: str, new_built) -> dict:
     (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
     unrecorded = next((d["resources_not_recorded"] for d in (old, new) if d["resources"] is None), None)
     resources = [] if unrecorded else compare(old["resources"], new["resources"])
-    seen = {(f.rule, f.path, f.message) for f in old_findings}
-    introduced = [f for f in new_findings if (f.rule, f.path, f.message) not in seen]
+    before = {(f.rule, f.path): f for f in old_findings}
+    introduced = [f for f in new_findings if (f.rule, f.path) not in before]
+    changed = [(before[(f.rule, f.path)], f) for f in new_findings
+               if (f.rule, f.path) in before and before[(f.rule, f.path)].message != f.message]
+    after = {(f.rule, f.path) for f in new_findings}
+    resolved = [f for f in old_findings if (f.rule, f.path) not in after]
     counts = {action: sum(1 for c in resources if c.action == action) for action in SIGNS}
     effects = [effect for c in resources for effect in c.effects]
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
@@ -192,7 +196,9 @@ def compute(old_label: str, old_built, new_label: str, new_built) -> dict:
             "cost": _cost(old, new), "sizing": _sizing(old, new),
             "rendered_files": _file_changes(old_files, new_files),
             "findings_introduced": [f.to_dict() for f in introduced],
-            "_introduced": introduced}
+            "findings_changed": [{"old": a.to_dict(), "new": b.to_dict()} for a, b in changed],
+            "findings_resolved": [f.to_dict() for f in resolved],
+            "_introduced": introduced, "_changed": changed, "_resolved": resolved}
 
 
 def has_changes(data: dict) -> bool:
@@ -257,6 +263,14 @@ def render_text(data: dict, markdown: bool) -> str:
     introduced = data["_introduced"]
     out += heading(f"Findings the change introduces: {len(introduced)}")
     out += [(f"- `{f.to_text()}`" if markdown else f"  {f.to_text()}") for f in introduced]
+    if data["_changed"]:
+        out += heading(f"Findings that change: {len(data['_changed'])}")
+        for a, b in data["_changed"]:
+            out += ([f"- was `{a.to_text()}`", f"  now `{b.to_text()}`"] if markdown
+                    else [f"  was {a.to_text()}", f"  now {b.to_text()}"])
+    if data["_resolved"]:
+        out += heading(f"Findings the change resolves: {len(data['_resolved'])}")
+        out += [(f"- `{f.to_text()}`" if markdown else f"  {f.to_text()}") for f in data["_resolved"]]
     out += heading(f"Rendered files: {len(data['rendered_files'])} changed")
     files_at = len(out)
     for item in data["rendered_files"]:

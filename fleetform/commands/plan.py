@@ -64,7 +64,7 @@ def short_type(type_: str) -> str:
     return type_.split(":")[-1]
 
 
-def build(path: str, resources: bool = True):
+def build(path: str, resources: bool = True, display: str | None = None):
     """(validation result, plan data or None). Imports pulumi only when the blueprint is valid, on
     AWS, and the resources are asked for; data["resources"] is None when they were not recorded
     (left out, or the aws extra is missing: data["resources_not_recorded"] says which)."""
@@ -73,7 +73,7 @@ def build(path: str, resources: bool = True):
     from ..render import render
     from ..sizing import as_dict
 
-    result = check(path, display=path)
+    result = check(path, display=display or path)
     if result.model is None:
         return result, None
     model, doc = result.model, result.document
@@ -90,14 +90,22 @@ def build(path: str, resources: bool = True):
         from ..plan import record
 
         recorded = record(model, files)
+    violations = []
     if recorded is not None:
         owner = owners(recorded)
         fleet_paths = {f.name: f.path for f in model.fleets}
-        for pid, name, message in check_policies(recorded, model):
+        violations = check_policies(recorded, model)
+        for pid, name, message in violations:
             findings.append(doc.finding(fleet_paths.get(owner.get(name), ()), f"{name}: {message}", pid))
     data = {"blueprint": {"name": model.name, "version": model.version, "sha256": model.sha256},
             **as_dict(model), "resources": recorded,
             "findings": [f.to_dict() for f in sorted(findings, key=Finding.sort_key)]}
+    if recorded is not None:
+        from ..policies import POLICIES
+
+        broken = {pid for pid, _, _ in violations} if model.cloud == "aws" else set()
+        data["policies"] = {"checked": sorted(POLICIES) if model.cloud == "aws" else [],
+                            "violated": sorted(broken)}
     if missing is not None:
         data["resources_not_recorded"] = missing
     return result, (data, files, findings)
@@ -139,6 +147,12 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
     if data["resources"] is None:
         return lines + h("Cloud resources: not recorded") + [
             f"- _{data['resources_not_recorded']}_" if markdown else f"  {data['resources_not_recorded']}"]
+    policies = data.get("policies", {})
+    if policies.get("checked"):  # "passed" and "not run" must not read alike
+        checked, violated = policies["checked"], policies["violated"]
+        line = (f"Security policies: {len(checked)} checked, {len(violated)} violated"
+                + (f" ({', '.join(violated)}; see the findings)" if violated else f": {', '.join(checked)}"))
+        lines += h(line)
     counts = Counter((owners(data["resources"])[r["name"]], short_type(r["type"]))
                      for r in data["resources"] if not r["type"].startswith("fleetform:"))
     lines += h(f"Cloud resources: {sum(counts.values())}" if counts else "Cloud resources: none (on-prem blueprint)")

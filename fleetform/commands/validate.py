@@ -25,14 +25,21 @@ def run(args) -> int:
     findings = []
     waived = 0
     ok = True
+    unreadable = []
     for path in args.blueprints:
         try:
             result = check(path, display=path)
-        except OSError as err:
-            raise UsageError(f"cannot read {path}: {err.strerror or err}") from None
+        except OSError as err:  # the others are still checked: every problem in one run
+            unreadable.append(f"cannot read {path}: {err.strerror or err}")
+            continue
         findings.extend(result.findings)
         waived += result.waived
         ok = ok and result.ok
     report = {"json": report_json, "github": report_github}.get(args.format, report_text)
-    sys.stdout.write(report(findings, len(args.blueprints), waived))
+    checked = len(args.blueprints) - len(unreadable)
+    if checked:
+        sys.stdout.write(report(findings, checked, waived))
+    if unreadable:
+        sys.stdout.flush()
+        raise UsageError("; ".join(unreadable))
     return 0 if ok else 1
