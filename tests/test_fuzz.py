@@ -115,7 +115,8 @@ def _parent(data, path):
 
 @st.composite
 def mutants(draw):
-    """(seed name, mutant text, the string the mutant set and the twin text with INERT instead, or None)."""
+    """(seed name, mutant text, and (the string the mutant set, the twin's text with INERT in its place)
+    or None when the mutant has no such twin)."""
     name = draw(st.sampled_from(sorted(SEEDS)))
     data = copy.deepcopy(SEEDS[name])
     twin = None
