@@ -98,19 +98,24 @@ MAX_PRINTED = 200
 """Findings a report prints; the rest are counted. 60,000 broken fleets once printed 180,000 lines."""
 
 
-def _not_shown(items: Sequence[Finding], shown: int) -> str:
-    rest = items[shown:]
+def printed(findings: Iterable[Finding]) -> tuple[list[Finding], str | None]:
+    """The findings a report prints (sorted, at most MAX_PRINTED) and, when some are left out, the
+    line that counts them."""
+    items = sorted(findings, key=Finding.sort_key)
+    if len(items) <= MAX_PRINTED:
+        return items, None
+    rest = items[MAX_PRINTED:]
     errors = sum(1 for f in rest if f.severity is Severity.ERROR)
-    return (f"... and {len(rest):,} more finding{'s' if len(rest) != 1 else ''} not shown ({errors:,} "
-            f"error{'s' if errors != 1 else ''}, {len(rest) - errors:,} warning{'s' if len(rest) - errors != 1 else ''}); "
-            f"the first {shown} are above: fix those and run again")
+    return items[:MAX_PRINTED], (
+        f"... and {len(rest):,} more finding{'s' if len(rest) != 1 else ''} not shown ({errors:,} "
+        f"error{'s' if errors != 1 else ''}, {len(rest) - errors:,} warning{'s' if len(rest) - errors != 1 else ''}); "
+        f"the first {MAX_PRINTED} are above: fix those and run again")
 
 
 def report_text(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
     items = sorted(findings, key=Finding.sort_key)
-    lines = [f.to_text() for f in items[:MAX_PRINTED]]
-    if len(items) > MAX_PRINTED:
-        lines.append(_not_shown(items, MAX_PRINTED))
+    shown, rest = printed(items)
+    lines = [f.to_text() for f in shown] + ([rest] if rest else [])
     lines.append(summary_line(items, files, waived))
     return "\n".join(lines) + "\n"
 
@@ -144,13 +149,15 @@ def report_github(findings: Iterable[Finding], files: int, waived: int = 0) -> s
     """One GitHub Actions `::error`/`::warning` workflow command per finding, so a pull request shows
     each problem at its line, then the summary line for the job log."""
     items = sorted(findings, key=Finding.sort_key)
+    shown, rest = printed(items)
     lines = []
-    for f in items:
+    for f in shown:
         props = ",".join(f"{key}={_workflow_escape(str(value), True)}" for key, value in
                          (("file", f.file), ("line", f.line), ("col", f.column), ("title", f"fleetform {f.rule}")))
         text = f.message if not f.hint else f"{f.message}; {f.hint}"
         where = f"{f.path}: " if f.path else ""
         lines.append(f"::{'error' if f.severity is Severity.ERROR else 'warning'} {props}::"
                      f"{_workflow_escape(where + text)}")
+    lines += [rest] if rest else []
     lines.append(summary_line(items, files, waived))
     return "\n".join(lines) + "\n"

@@ -166,3 +166,15 @@ def test_a_number_too_long_for_python_is_a_finding():
     """Python refuses int() of more than 4,300 digits; that was a ValueError and exit 3."""
     found = findings_of(HEAD + "x: " + "9" * 5000 + "\n")
     assert found == [("yaml", 3, 4, "")]
+
+
+def test_diff_refuses_what_is_not_a_file_like_validate(tmp_path):
+    import os
+
+    from conftest import ROOT
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    for old in (str(fifo), "/dev/zero", str(tmp_path / "missing.yaml")):
+        result = _cli("diff", old, str(ROOT / "blueprints/reference.yaml"))
+        assert result.returncode == 2 and result.stderr.startswith(f"fleetform: error: cannot read {old}: "), result

@@ -257,3 +257,16 @@ def test_a_fleet_is_no_larger_than_slurms_hostlist_parser_accepts():
     assert findings("    nodes: 65536\n") == []
     assert findings("    nodes: 65537\n")[0][2] == "65537 is above the maximum of 65,536"
     assert findings("    nodes: {min: 1, max: 65537}\n")[0][2] == "65537 is above the maximum of 65,536"
+
+
+def test_every_report_format_caps_the_findings_it_prints():
+    from fleetform.findings import MAX_PRINTED, Finding, Severity, report_github, report_text
+
+    many = [Finding("bp.yaml", i + 1, 1, Severity.WARNING if i % 3 else Severity.ERROR, "x", "m", "r")
+            for i in range(MAX_PRINTED + 50)]
+    for report in (report_text, report_github):
+        lines = report(many, 1).splitlines()
+        assert len(lines) == MAX_PRINTED + 2, report.__name__
+        assert lines[-2] == ("... and 50 more findings not shown (17 errors, 33 warnings); the first 200 are above: "
+                             "fix those and run again")
+        assert lines[-1] == "1 blueprint checked, invalid: 84 errors, 166 warnings"

@@ -71,8 +71,13 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
 def _side(spec: str, tmp: Path, resources: bool):
     from .plan import build
 
+    from ..cli import UsageError
+
     path, label = _materialize(spec, tmp)
-    result, built = build(path, resources, display=label)  # findings name REV:path, not a temporary copy
+    try:  # findings name REV:path, not a temporary copy
+        result, built = build(path, resources, display=label)
+    except OSError as err:  # a missing file, a FIFO or a device: a usage error, as validate says it
+        raise UsageError(f"cannot read {spec}: {err.strerror or err}") from None
     return label, result, built
 
 

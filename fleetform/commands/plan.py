@@ -13,7 +13,7 @@ import json
 import sys
 from collections import Counter
 
-from ..findings import Finding, Severity, report_text
+from ..findings import Finding, Severity, printed, report_text
 
 
 def add_parser(sub) -> None:
@@ -209,5 +209,6 @@ def run(args) -> int:
 def _with_findings(lines: list[str], findings: list, markdown: bool) -> list[str]:
     if findings:
         lines = lines + (["", "#### Findings", ""] if markdown else ["", "Findings"])
-        lines += [(f"- `{f.to_text()}`" if markdown else f.to_text()) for f in sorted(findings, key=Finding.sort_key)]
+        shown, rest = printed(findings)
+        lines += [(f"- `{f.to_text()}`" if markdown else f.to_text()) for f in shown] + ([rest] if rest else [])
     return lines

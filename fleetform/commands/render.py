@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..findings import Severity, report_text
+from ..findings import Severity, printed, report_text
 from ..pipeline import check
 
 PLAN_FILES = ("plan.json", "plan.md")
@@ -90,9 +90,8 @@ def _one(blueprint: str, result, args) -> int:
         sys.stdout.write(report_text(result.findings, 1))
         sys.stdout.write("nothing rendered: fix the errors above\n")
         return 1
-    warnings = [f for f in result.findings if f.severity is Severity.WARNING]
-    for finding in sorted(warnings, key=lambda f: f.sort_key()):
-        sys.stdout.write(finding.to_text() + "\n")
+    shown, rest = printed(f for f in result.findings if f.severity is Severity.WARNING)
+    sys.stdout.write("".join(f"{line}\n" for line in [f.to_text() for f in shown] + ([rest] if rest else [])))
     files = render(result.model)
     out = Path(args.output) if args.output else Path("rendered") / result.model.name
     try:
