@@ -69,9 +69,8 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
 
 
 def _side(spec: str, tmp: Path, resources: bool):
-    from .plan import build
-
     from ..cli import UsageError
+    from .plan import build
 
     path, label = _materialize(spec, tmp)
     try:  # findings name REV:path, not a temporary copy
