@@ -28,8 +28,53 @@ CACHE_EXTRA_GIB = 10
 """The model cache holds the downloaded weights (plus 20% and 10 GiB for tokenizer and compile caches)."""
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
-HPA_METRIC = "vllm_num_requests_waiting"
-"""The same metric as the Prometheus adapter exposes it to the HPA (':' is not allowed there)."""
+HPA_METRIC = QUEUE_METRIC
+"""The HPA asks the custom metrics API for the queue under vLLM's own name: the rendered Prometheus
+adapter rule (ADAPTER_RULE) exposes it so, and the HPA's metric name may hold ':' (Kubernetes
+validates it with IsValidPathSegmentName, which refuses only '/', '%', '.' and '..')."""
+
+ADAPTER_METRICS_QUERY = "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"
+"""The Prometheus adapter's per-pod query template (its documented default form)."""
+
+RUN_AS = 10001
+"""UID and GID of the server: above 10000, so it is no host account (checkov CKV_K8S_40). The image has
+no passwd entry for it: USER and LOGNAME below keep getpass.getuser() off the passwd database."""
+
+CACHE_DIR = "/cache"
+TMP_SIZE_GIB = 4
+"""/tmp is an emptyDir bounded to this size (the S3 streamer puts config and tokenizer files there)."""
+
+ENDPOINT_GRACE_S = 10
+"""preStop waits this long before draining: time for the endpoint to leave the Service everywhere."""
+EXIT_MARGIN_S = 30
+"""terminationGracePeriodSeconds = ENDPOINT_GRACE_S + the drain + this, for vLLM to exit after SIGTERM."""
+
+READY_OVERHEAD_S = 120
+"""Engine start beyond reading weights: CUDA graph capture and torch.compile (vLLM logs both)."""
+LOAD_GB_PER_S = {"hub": 0.2, "s3": 1.0, "volume": 0.5}
+"""Estimated weight read rate per replica by source (GB/s): a Hub download through NAT, the Run:ai
+streamer from S3 in the same region, a shared file system. Only sizes the default scale-up period."""
+
+DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+"""vLLM --dtype of an unquantized precision (vLLM's ModelConfig dtype choices)."""
+
+OWNED_FLAGS = frozenset({
+    "--model", "--served-model-name", "--tensor-parallel-size", "-tp", "--port", "--host", "--uds",
+    "--gpu-memory-utilization", "--max-model-len", "--dtype", "--quantization", "-q", "--revision",
+    "--tokenizer-revision", "--code-revision", "--load-format", "--download-dir", "--api-key", "--config",
+})
+"""vLLM flags fleetform sets (or must not be overridden: --config would replace them): extra_args may
+not give them."""
+
+PRE_STOP_SCRIPT = (
+    "import time,urllib.request as u;time.sleep({grace});d=time.time()+{drain};"
+    "f=lambda:sum(float(l.split()[-1]) for l in u.urlopen('http://127.0.0.1:{port}/metrics',timeout=5)"
+    ".read().decode().splitlines() if l.startswith(('vllm:num_requests_running','vllm:num_requests_waiting')));"
+    "all(f()>0 and not time.sleep(2) for _ in iter(lambda:time.time()<d,False))"
+)
+"""The preStop hook: vLLM 0.11 does not drain on SIGTERM (its serve_http signal handler cancels the
+server task, entrypoints/launcher.py), so the hook first lets the endpoint leave the Service, then
+waits until vLLM reports no running or waiting request, for at most the model's drain_s."""
 
 
 @frozen
@@ -41,6 +86,48 @@ class Autoscaling:
     scale_down_window_s: int
     query: str  # PromQL of the summed queue (KEDA)
     prometheus: str
+    scale_up_pods: int  # at most this many replicas added per period...
+    scale_up_percent: int | None  # ...or this percentage of the current ones, whichever is more (None: pods only)
+    scale_up_period_s: int
+    fallback_replicas: int  # KEDA: held while the metric cannot be read (more if more run)
+    fallback_failures: int
+
+
+@frozen
+class EnvVar:
+    name: str
+    value: str
+
+
+@frozen
+class SecretEnv:
+    name: str
+    secret: str
+    key: str
+
+
+@frozen
+class Volume:
+    """A pod volume and where the server mounts it."""
+
+    name: str
+    mount_path: str
+    kind: str  # emptyDir | persistentVolumeClaim | secret
+    read_only: bool = False
+    size_limit: str | None = None  # emptyDir
+    medium: str | None = None  # emptyDir: Memory for /dev/shm
+    source: str | None = None  # the claim or secret name
+    items: tuple[tuple[str, str], ...] = ()  # secret: key -> file
+
+
+@frozen
+class WeightsAccess:
+    """What the EKS Pod Identity association of a model streaming its weights from S3 needs."""
+
+    namespace: str
+    service_account: str
+    bucket: str
+    prefix: str
 
 
 @frozen
@@ -87,6 +174,16 @@ class Server:
     autoscaling: Autoscaling | None
     hf_token_secret: str | None
     priority_class: str
+    env: tuple[EnvVar, ...] = ()
+    secret_env: tuple[SecretEnv, ...] = ()
+    volumes: tuple[Volume, ...] = ()
+    ephemeral_storage: str = "1Gi"  # requested: the cache plus /tmp
+    pre_stop: tuple[str, ...] = ()
+    grace_s: int = 60
+    run_as: int = RUN_AS
+    service_account: str | None = None  # a ServiceAccount of its own (S3 weights), else the default one
+    automount_token: bool = False
+    weights_access: WeightsAccess | None = None
 
 
 @frozen
@@ -109,6 +206,28 @@ class MigConfig:
 
 
 @frozen
+class NetworkPolicy:
+    """Who may reach the model servers: pods of the namespace, pods anywhere labelled as its clients,
+    and Prometheus; only on the servers' ports."""
+
+    name: str
+    pod_selector: tuple[tuple[str, str], ...]
+    ports: tuple[int, ...]
+    client_label: tuple[str, str]
+    prometheus_namespace: str
+
+
+@frozen
+class AdapterRule:
+    """A Prometheus adapter custom-metrics rule (chart value rules.custom[])."""
+
+    series_query: str
+    name_matches: str
+    name_as: str
+    metrics_query: str
+
+
+@frozen
 class KubeFleet:
     version: str
     namespace: str
@@ -121,6 +240,9 @@ class KubeFleet:
     gpu_operator_namespace: str
     monitor_labels: tuple[tuple[str, str], ...]
     dcgm_monitor: str  # name of the ServiceMonitor of the GPU Operator's DCGM exporter
+    psa_labels: tuple[tuple[str, str], ...] = ()  # Pod Security Admission labels of the namespace
+    network_policy: NetworkPolicy | None = None
+    adapter_rules: tuple[AdapterRule, ...] = ()  # what the HPA's metric needs from the Prometheus adapter
 
 
 def _gib(value: float) -> str:
@@ -158,6 +280,7 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
             resource = f"nvidia.com/mig-{profile.name}"
     namespace = scheduler.namespace
     priority_class = f"{blueprint_name}-{fleet.name}"
+    prometheus = scheduler.prometheus_url or DEFAULT_PROMETHEUS
     servers = []
     for model in fleet.models:
         selector = (("app.kubernetes.io/name", model.name), ("app.kubernetes.io/instance", f"{fleet.name}-{model.name}"))
@@ -168,39 +291,138 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
         # vLLM's utilization is a fraction of the whole physical GPU: pods sharing one by time-slicing
         # or MPS must split it, or the second pod on a GPU finds no memory left
         utilization = model.gpu_memory_utilization / (sharing.replicas if device_plugin is not None else 1)
-        args = ["--model", model.model, "--served-model-name", model.name,
+        weights = model.weights
+        source = weights.source if weights is not None else "hub"
+        args = ["--model", model_location(model), "--served-model-name", model.name,
                 "--tensor-parallel-size", str(model.tensor_parallel), "--port", str(model.port),
                 "--gpu-memory-utilization", f"{math.floor(utilization * 1000) / 1000:g}"]
         if model.max_model_len:
             args += ["--max-model-len", str(model.max_model_len)]
-        startup_s = STARTUP_BASE_S + STARTUP_S_PER_GB * model.weights_gb
+        args += precision_args(model)
+        if source == "hub" and weights is not None and weights.revision:
+            args += ["--revision", weights.revision]  # the tokenizer follows (ModelConfig: tokenizer_revision = revision)
+        if source == "s3":
+            args += ["--load-format", "runai_streamer"]
+        args += list(model.extra_args)
+        checkpoint_gb = model.checkpoint_gb
+        downloaded = source == "hub"
+        startup_s = STARTUP_BASE_S + STARTUP_S_PER_GB * (checkpoint_gb if downloaded else checkpoint_gb / 5)
+        cache_gib = math.ceil(checkpoint_gb * CACHE_FACTOR + CACHE_EXTRA_GIB) if downloaded else CACHE_EXTRA_GIB
         autoscaling = None
         if model.replicas.elastic and model.autoscale is not None and scheduler.autoscaler in ("keda", "hpa"):
+            auto = model.autoscale
+            ready_s = READY_OVERHEAD_S + checkpoint_gb / LOAD_GB_PER_S[source]
             autoscaling = Autoscaling(
                 scheduler.autoscaler, model.replicas.min, model.replicas.max,
-                f"{model.autoscale.target_per_replica:g}", model.autoscale.scale_down_window_s,
-                f'sum({QUEUE_METRIC}{{namespace="{namespace}",model_name="{model.name}"}})',
-                scheduler.prometheus_url or DEFAULT_PROMETHEUS)
+                f"{auto.target_per_replica:g}", auto.scale_down_window_s,
+                f'sum({QUEUE_METRIC}{{namespace="{namespace}",model_name="{model.name}"}})', prometheus,
+                scale_up_pods=auto.scale_up_replicas or 2,
+                scale_up_percent=None if auto.scale_up_replicas else 100,
+                scale_up_period_s=auto.scale_up_period_s or min(1800, max(60, math.ceil(ready_s))),
+                fallback_replicas=auto.fallback_replicas if auto.fallback_replicas is not None else model.replicas.min,
+                fallback_failures=3)
+        env = [EnvVar("HOME", CACHE_DIR), EnvVar("USER", "vllm"), EnvVar("LOGNAME", "vllm"),
+               EnvVar("XDG_CACHE_HOME", CACHE_DIR), EnvVar("XDG_CONFIG_HOME", f"{CACHE_DIR}/config"),
+               EnvVar("VLLM_CACHE_ROOT", f"{CACHE_DIR}/vllm"),
+               EnvVar("TORCHINDUCTOR_CACHE_DIR", f"{CACHE_DIR}/torchinductor"),
+               EnvVar("TRITON_CACHE_DIR", f"{CACHE_DIR}/triton"), EnvVar("HF_HOME", f"{CACHE_DIR}/huggingface"),
+               EnvVar("VLLM_NO_USAGE_STATS", "1"), EnvVar("DO_NOT_TRACK", "1")]
+        volumes = [Volume("shm", "/dev/shm", "emptyDir", size_limit="16Gi" if model.tensor_parallel > 1 else "4Gi",
+                          medium="Memory"),
+                   Volume("cache", CACHE_DIR, "emptyDir", size_limit=f"{cache_gib}Gi"),
+                   Volume("tmp", "/tmp", "emptyDir", size_limit=f"{TMP_SIZE_GIB}Gi")]
+        secret_env = []
+        if model.hf_token_secret and source == "hub":
+            # a file, not an environment variable (huggingface_hub reads HF_TOKEN_PATH)
+            volumes.append(Volume("hf-token", "/etc/huggingface", "secret", read_only=True,
+                                  source=model.hf_token_secret, items=(("HF_TOKEN", "token"),)))
+            env.append(EnvVar("HF_TOKEN_PATH", "/etc/huggingface/token"))
+        if source == "volume":
+            volumes.append(Volume("weights", WEIGHTS_MOUNT, "persistentVolumeClaim", read_only=True, source=weights.claim))
+            env.append(EnvVar("HF_HUB_OFFLINE", "1"))  # everything is on the volume
+        if model.api_key_secret:
+            secret_env.append(SecretEnv("VLLM_API_KEY", model.api_key_secret, "VLLM_API_KEY"))
+        access = None
+        if source == "s3":
+            access = WeightsAccess(namespace, f"{model.name}-weights", weights.bucket, weights.prefix)
+        drain = model.drain_s
         servers.append(Server(
             name=model.name, namespace=namespace, labels=object_labels, selector=selector, image=model.image,
             args=tuple(args), port=model.port, gpu_resource=resource,
             gpu_count=model.tensor_parallel,
             cpu_request=str(max(1, math.floor(shape.vcpus * 0.9 * share))),
             memory=_gib(shape.memory_gib * 0.9 * share),
-            shm_size="16Gi" if model.tensor_parallel > 1 else "4Gi",
-            cache_size=f"{math.ceil(model.weights_gb * CACHE_FACTOR + CACHE_EXTRA_GIB)}Gi",
+            shm_size=volumes[0].size_limit,
+            cache_size=f"{cache_gib}Gi",
             monitor_labels=(("release", scheduler.prometheus_release),) if scheduler.prometheus_release else (),
             node_selector=(("nvidia.com/gpu.product", product), ("fleetform.dev/fleet", fleet.name)),
             tolerations=(Toleration(GPU_TAINT[0], "Exists", GPU_TAINT[2]),),
-            probes=(Probe("startup", "/health", PROBE_PERIOD_S, math.ceil(startup_s / PROBE_PERIOD_S), 1),
-                    Probe("readiness", "/health", PROBE_PERIOD_S, 3, 1),
-                    Probe("liveness", "/health", 15, 4, 5)),
+            # readiness and liveness answer within 5 and 10 s: /health waits on the engine, which is
+            # busy under load, and a 1 s timeout took loaded pods out of the Service
+            probes=(Probe("startup", "/health", PROBE_PERIOD_S, math.ceil(startup_s / PROBE_PERIOD_S), 5),
+                    Probe("readiness", "/health", PROBE_PERIOD_S, 3, 5),
+                    Probe("liveness", "/health", 15, 4, 10)),
             service_type="ClusterIP",
             max_surge=model.max_surge, max_unavailable=0 if model.max_surge else 1,
             replicas=None if autoscaling else model.replicas.min,
             autoscaling=autoscaling, hf_token_secret=model.hf_token_secret, priority_class=priority_class,
+            env=tuple(env), secret_env=tuple(secret_env), volumes=tuple(volumes),
+            ephemeral_storage=f"{cache_gib + TMP_SIZE_GIB}Gi",
+            pre_stop=("python3", "-c", PRE_STOP_SCRIPT.format(grace=ENDPOINT_GRACE_S, drain=drain, port=model.port)),
+            grace_s=ENDPOINT_GRACE_S + drain + EXIT_MARGIN_S,
+            service_account=access.service_account if access else None,
+            # EKS Pod Identity hands credentials over a projected service account token
+            automount_token=access is not None,
+            weights_access=access,
         ))
+    monitor = (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else ()
+    minor = scheduler.version
+    psa = tuple((f"pod-security.kubernetes.io/{mode}{suffix}", value) for mode in ("enforce", "audit", "warn")
+                for suffix, value in (("", "restricted"), ("-version", f"v{minor}")))
+    policy = NetworkPolicy(f"{fleet.name}-model-servers", (("fleetform.dev/fleet", fleet.name),),
+                           tuple(sorted({m.port for m in fleet.models})), (CLIENT_LABEL, namespace),
+                           prometheus_namespace(prometheus))
+    rules = ()
+    if any(s.autoscaling is not None and s.autoscaling.kind == "hpa" for s in servers):
+        rules = (AdapterRule(f'{QUEUE_METRIC}{{namespace!="",pod!=""}}', f"^{QUEUE_METRIC}$", HPA_METRIC,
+                             ADAPTER_METRICS_QUERY),)
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
-                     tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE,
-                     (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else (),
-                     f"{fleet.name}-dcgm-exporter")
+                     tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE, monitor,
+                     f"{fleet.name}-dcgm-exporter", psa, policy, rules)
+
+
+WEIGHTS_MOUNT = "/weights"
+CLIENT_LABEL = "fleetform.dev/client-of"
+"""Pods of other namespaces carrying this label with the fleet's namespace as value may call the models."""
+
+
+def model_location(model) -> str:
+    """What vLLM's --model names: the Hub id, the S3 prefix, or the folder on the mounted volume."""
+    weights = model.weights
+    if weights is None or weights.source == "hub":
+        return model.model
+    if weights.source == "s3":
+        return weights.uri
+    return f"{WEIGHTS_MOUNT}/{weights.subpath}" if weights.subpath else WEIGHTS_MOUNT
+
+
+def precision_args(model) -> list[str]:
+    """The flags that make vLLM load what the memory rules sized (vLLM 0.11 ModelConfig): a 16/32-bit
+    checkpoint served in fp8 is quantized on load; an unquantized precision is the --dtype; a
+    pre-quantized checkpoint (fp8, int8, int4) names its method in config.json, and an explicit
+    --quantization that differs from it is an error in vLLM, so none is given."""
+    if model.quantize_on_load:
+        return ["--quantization", "fp8", "--dtype", "float16" if model.checkpoint == "fp16" else "bfloat16"]
+    if model.precision in DTYPE:
+        return ["--dtype", DTYPE[model.precision]]
+    return []
+
+
+def prometheus_namespace(url: str) -> str:
+    """The namespace of an in-cluster Prometheus service URL (http://name.namespace.svc:port); monitoring
+    (kube-prometheus-stack's usual one) for any other URL."""
+    host = url.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]
+    parts = host.split(".")
+    if len(parts) >= 3 and parts[2] == "svc":
+        return parts[1]
+    return "monitoring"

@@ -198,6 +198,29 @@ class Autoscale:
     target_per_replica: float
     scale_down_window_s: int
     path: Path
+    scale_up_replicas: int | None = None  # None: fleetform's default step
+    scale_up_period_s: int | None = None  # None: the estimated time a replica takes to become ready
+    fallback_replicas: int | None = None  # None: replicas.min
+
+
+@frozen
+class Weights:
+    """Where a model's replicas load the weights from."""
+
+    source: Literal["hub", "s3", "volume"]
+    revision: str | None  # hub: the pinned commit, tag or branch
+    uri: str | None  # s3: s3://bucket/prefix/
+    claim: str | None  # volume: the PersistentVolumeClaim
+    subpath: str | None  # volume: the model's folder in it
+    path: Path
+
+    @property
+    def bucket(self) -> str | None:
+        return self.uri[5:].split("/", 1)[0] if self.uri else None
+
+    @property
+    def prefix(self) -> str | None:
+        return self.uri[5:].partition("/")[2] if self.uri else None
 
 
 @frozen
@@ -227,11 +250,40 @@ class Model:
     slo: Slo | None
     hf_token_secret: str | None
     path: Path
+    checkpoint_precision: str = ""  # as the blueprint says it; "" when it does not (see `checkpoint`)
+    weights: Weights | None = None  # None: the Hub, floating revision
+    extra_args: tuple[str, ...] = ()
+    drain_s: int = 120
+    api_key_secret: str | None = None
 
     @property
     def weights_gb(self) -> float:
         """Weights in decimal GB: parameters x bytes per parameter of the precision."""
         return self.model_params_billion * BYTES_PER_PARAM[self.precision]
+
+    @property
+    def checkpoint_gb(self) -> float:
+        """The checkpoint's size in decimal GB: what a replica downloads or streams."""
+        return self.model_params_billion * BYTES_PER_PARAM[self.checkpoint]
+
+    @property
+    def checkpoint(self) -> str:
+        """The checkpoint's precision: as given, else the served precision."""
+        return self.checkpoint_precision or self.precision
+
+    @property
+    def quantize_on_load(self) -> bool:
+        """vLLM quantizes a 16/32-bit checkpoint to fp8 while loading (--quantization fp8)."""
+        return self.precision == "fp8" and self.checkpoint in ("fp32", "bf16", "fp16")
+
+    @property
+    def load_gb(self) -> float:
+        """GPU memory the weights take while loading: vLLM 0.11 allocates a layer quantized on load in the
+        checkpoint's 16-bit dtype and quantizes only after every weight is in (fp8.py create_weights,
+        base_loader.py process_weights_after_loading), so the peak is the unquantized size."""
+        if self.quantize_on_load:
+            return self.model_params_billion * 2.0
+        return self.weights_gb
 
 
 @frozen

@@ -18,12 +18,13 @@ from .loader import Document
 from .model import (
     IMPORT_DIR, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
     KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch,
-    Topology, Waiver, Workload, under,
+    Topology, Waiver, Weights, Workload, under,
 )
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default
 DEFAULT_PORT = 8000  # vLLM's OpenAI server default
 DEFAULT_SCALE_DOWN_WINDOW_S = 300  # the HPA's default scale-down stabilization
+DEFAULT_DRAIN_S = 120  # long enough for a few thousand tokens at typical decode speeds
 DEFAULT_PROMETHEUS_RELEASE = "kube-prometheus-stack"  # the chart's usual release name
 DEFAULT_IMAGE = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 """AWS's Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04), by its public SSM parameter. Its
@@ -90,6 +91,7 @@ def _image(value: str | None, path: tuple) -> Image:
 def _model(item: dict, path: tuple) -> Model:
     auto = item.get("autoscale")
     slo = item.get("slo")
+    weights = item.get("weights")
     return Model(
         name=item["name"], image=item["image"], model=item["model"],
         model_params_billion=item["model_params_billion"], precision=item["precision"],
@@ -100,12 +102,21 @@ def _model(item: dict, path: tuple) -> Model:
         max_surge=item.get("max_surge", 0),
         autoscale=None if auto is None else Autoscale(
             auto["metric"], auto["target_per_replica"],
-            auto.get("scale_down_window_s", DEFAULT_SCALE_DOWN_WINDOW_S), path + ("autoscale",)),
+            auto.get("scale_down_window_s", DEFAULT_SCALE_DOWN_WINDOW_S), path + ("autoscale",),
+            auto.get("scale_up", {}).get("replicas"), auto.get("scale_up", {}).get("period_s"),
+            auto.get("fallback_replicas")),
         slo=None if slo is None else Slo(
             slo["peak_qps"], slo["qps_per_gpu"], slo.get("latency_s"), slo.get("redundancy", 0),
             slo.get("burst_headroom", 0.0), path + ("slo",)),
         hf_token_secret=item.get("hf_token_secret"),
         path=path,
+        checkpoint_precision=item.get("checkpoint_precision", ""),
+        weights=None if weights is None else Weights(
+            weights.get("source", "hub"), weights.get("revision"), weights.get("uri"), weights.get("claim"),
+            weights.get("path"), path + ("weights",)),
+        extra_args=tuple(item.get("extra_args", ())),
+        drain_s=item.get("drain_s", DEFAULT_DRAIN_S),
+        api_key_secret=item.get("api_key_secret"),
     )
 
 

@@ -139,7 +139,9 @@ def test_plan_does_not_grow_with_rendered_files(tmp_path):
 
     counts = {}
     for models in (1, 20):
-        model, resources = _plan(inference("many", models=models, nodes=8), tmp_path)
+        # 20 one-GPU replicas need 3 p5 nodes from the start (min-nodes-hold)
+        text = inference("many", models=models, nodes=8).replace("min: 1, max: 8", "min: 3, max: 8")
+        model, resources = _plan(text, tmp_path)
         counts[models] = (len(render(model)), sorted((r["type"], r["name"]) for r in resources))
     assert counts[20][0] > counts[1][0] + 19  # many more rendered files...
     assert counts[20][1] == counts[1][1]  # ...and not one more resource

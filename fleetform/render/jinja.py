@@ -6,7 +6,7 @@ character or template delimiters: a value can never add a line to a rendered con
 refused is fleetform.plaintext's rule, which the schema stage reports as a finding first.
 
 YAML templates print every value through `q` (a JSON string, which is a YAML double-quoted scalar)
-or `n` (a number): a name spelt `on`, `no`, `null` or `4711` stays a string for a YAML 1.1 reader
+or `n` (a number) or `b` (a bool): a name spelt `on`, `no`, `null` or `4711` stays a string for a YAML 1.1 reader
 such as kubectl's, and tests/test_k8s.py refuses a bare `{{ value }}` in templates/k8s.
 """
 
@@ -47,7 +47,15 @@ def environment() -> jinja2.Environment:
     env.filters["sh"] = lambda value: shlex.quote(str(value))
     env.filters["q"] = lambda value: json.dumps(str(value))  # a JSON string is a valid double-quoted YAML scalar
     env.filters["n"] = _number
+    env.filters["b"] = _boolean
     return env
+
+
+def _boolean(value) -> str:
+    """A YAML boolean, from a Python bool only."""
+    if not isinstance(value, bool):
+        raise RenderError(f"refusing to render {value!r} as a boolean")
+    return "true" if value else "false"
 
 
 def _number(value) -> str:

@@ -1,5 +1,6 @@
 """<fleet>/k8s/: the Kubernetes objects of an inference fleet, one file each, and the
-kustomization that lists them; <fleet>/gpu-operator-values.yaml for the GPU Operator's chart."""
+kustomization that lists them; <fleet>/gpu-operator-values.yaml for the GPU Operator's chart and,
+when a model scales with the HPA, <fleet>/prometheus-adapter-values.yaml for the adapter's chart."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     objects: dict[str, bytes] = {
         "namespace.yaml": render("k8s/namespace.yaml.j2", **common),
         "priorityclass.yaml": render("k8s/priorityclass.yaml.j2", **common),
+        "networkpolicy.yaml": render("k8s/networkpolicy.yaml.j2", n=kube.network_policy, **common),
     }
     for server in kube.servers:
         one = {"s": server, "a": server.autoscaling, "hpa_metric": HPA_METRIC}
@@ -25,6 +27,8 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
         objects[f"{server.name}-service.yaml"] = render("k8s/service.yaml.j2", **one)
         objects[f"{server.name}-pdb.yaml"] = render("k8s/pdb.yaml.j2", **one)
         objects[f"{server.name}-servicemonitor.yaml"] = render("k8s/servicemonitor.yaml.j2", **one)
+        if server.service_account is not None:
+            objects[f"{server.name}-serviceaccount.yaml"] = render("k8s/serviceaccount.yaml.j2", **one)
         if server.autoscaling is not None:
             kind = server.autoscaling.kind
             template = "k8s/scaledobject.yaml.j2" if kind == "keda" else "k8s/hpa.yaml.j2"
@@ -39,4 +43,6 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
                                                          resources=sorted(objects))
     out[f"{fleet.name}/gpu-operator-values.yaml"] = render("k8s/gpu-operator-values.yaml.j2", d=kube.device_plugin,
                                                            m=kube.mig, **common)
+    if kube.adapter_rules:
+        out[f"{fleet.name}/prometheus-adapter-values.yaml"] = render("k8s/prometheus-adapter-values.yaml.j2", **common)
     return out

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
+from functools import lru_cache
+from importlib import resources
 
+from ..k8s import OWNED_FLAGS
 from ..model import Blueprint, Model
 from . import Reporter, did_you_mean, rule
 
@@ -46,7 +50,7 @@ def _usable_gb(model: Model, device_gb: float) -> float:
     return model.tensor_parallel * device_gb * model.gpu_memory_utilization
 
 
-@rule("model-fits", "error", "a model's weights fit the memory of its tensor_parallel GPUs")
+@rule("model-fits", "error", "a model's weights fit the memory of its tensor_parallel GPUs, while loading too")
 def model_fits(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
         devices = fleet.devices()
@@ -55,14 +59,198 @@ def model_fits(bp: Blueprint, report: Reporter) -> None:
         _, device_gb, device = devices
         for model in fleet.models:
             usable = _usable_gb(model, device_gb)
+            where = (f"the {usable:.1f} GB vLLM may use on {model.tensor_parallel} x {device} "
+                     f"({device_gb:.1f} GB x {model.gpu_memory_utilization:g})")
             if model.weights_gb > usable:
                 report(model.path + ("tensor_parallel",),
                        f"{model.model_params_billion:g}B parameters in {model.precision} take {model.weights_gb:.1f} GB, "
-                       f"more than the {usable:.1f} GB vLLM may use on {model.tensor_parallel} x {device} "
-                       f"({device_gb:.1f} GB x {model.gpu_memory_utilization:g})",
+                       f"more than {where}",
                        "raise tensor_parallel, pick a GPU with more memory, or serve a quantized precision")
+            elif model.load_gb > usable:
+                report(model.path + ("tensor_parallel",),
+                       f"vLLM loads the {model.checkpoint} checkpoint whole before quantizing it to fp8: "
+                       f"{model.load_gb:.1f} GB while loading, more than {where}",
+                       "serve an fp8 checkpoint (checkpoint_precision: fp8), raise tensor_parallel, "
+                       "or pick a GPU with more memory")
 
 
+QUANTIZED = ("fp8", "int8", "int4")
+QUANTIZED_NAME = re.compile(r"fp8|int8|int4|awq|gptq|w8a8|w8a16|w4a16|nvfp4|mxfp4|quantized|bnb|4bit|8bit", re.I)
+"""Words that quantized checkpoints carry in their Hub ids (RedHatAI/...-FP8-dynamic, ...-AWQ, ...-GPTQ-Int4)."""
+
+
+@rule("model-precision", "error", "vLLM can serve the precision from the checkpoint's precision")
+def model_precision(bp: Blueprint, report: Reporter) -> None:
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            served, stored = model.precision, model.checkpoint
+            if served == stored or model.quantize_on_load or (served not in QUANTIZED and stored not in QUANTIZED):
+                continue
+            path = model.path + ("checkpoint_precision",)
+            if stored in QUANTIZED:
+                report(path, f"a {stored} checkpoint cannot be served in {served}",
+                       f"vLLM runs a quantized checkpoint in the precision it was quantized to; set precision: {stored}")
+            else:
+                report(path, f"vLLM 0.11 cannot quantize a {stored} checkpoint to {served} while loading",
+                       f"serve a checkpoint quantized to {served} (AWQ, GPTQ, compressed-tensors) with "
+                       f"checkpoint_precision: {served}, or precision: fp8")
+
+
+@rule("checkpoint-precision", "warning", "a quantized precision says whether the checkpoint is already quantized")
+def checkpoint_precision(bp: Blueprint, report: Reporter) -> None:
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            if model.precision in QUANTIZED and not model.checkpoint_precision and not QUANTIZED_NAME.search(model.model):
+                report(model.path + ("precision",),
+                       f"precision {model.precision} with no checkpoint_precision: '{model.model}' is taken for a "
+                       f"{model.precision} checkpoint, but its name does not say it is quantized",
+                       "if it is a bf16 checkpoint, say checkpoint_precision: bf16 (vLLM then quantizes it to fp8 "
+                       "on load); if it is quantized, say checkpoint_precision: " + model.precision)
+
+
+@lru_cache(maxsize=1)
+def gated_prefixes() -> tuple[str, ...]:
+    """Hub id prefixes of gated models (providers/hf-gated-models.tsv, with the source of each)."""
+    text = resources.files("fleetform.providers").joinpath("hf-gated-models.tsv").read_text(encoding="utf-8")
+    return tuple(line.split("\t", 1)[0] for line in text.splitlines()
+                 if line and not line.startswith("#") and not line.startswith("prefix\t"))
+
+
+@rule("hf-gated", "warning", "a gated Hugging Face model downloaded from the Hub has a token")
+def hf_gated(bp: Blueprint, report: Reporter) -> None:
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            hub = model.weights is None or model.weights.source == "hub"
+            prefix = next((p for p in gated_prefixes() if model.model.lower().startswith(p.lower())), None)
+            if hub and prefix and not model.hf_token_secret:
+                report(model.path + ("model",),
+                       f"'{model.model}' is gated on the Hugging Face Hub ({prefix}*) and no hf_token_secret is given: "
+                       "the download gets HTTP 401 and the pods crash-loop",
+                       "add hf_token_secret: <Secret with key HF_TOKEN> of an account that accepted the license, "
+                       "or load the weights from s3 or a volume")
+
+
+@rule("weight-source", "error", "a model's weight source has what it needs, and only that")
+def weight_source(bp: Blueprint, report: Reporter) -> None:
+    needs = {"hub": set(), "s3": {"uri"}, "volume": {"claim"}}
+    allowed = {"hub": {"revision"}, "s3": {"uri"}, "volume": {"claim", "subpath"}}
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            weights = model.weights
+            if weights is None:
+                continue
+            for field in needs[weights.source]:
+                if getattr(weights, field) is None:
+                    report(weights.path, f"weights from {weights.source} need {field}",
+                           "s3: uri: s3://bucket/prefix/" if field == "uri" else "claim: <PersistentVolumeClaim name>")
+            for field in ("revision", "uri", "claim", "subpath"):
+                if getattr(weights, field) is not None and field not in allowed[weights.source]:
+                    key = "path" if field == "subpath" else field
+                    report(weights.path + (key,), f"{key} does nothing for weights from {weights.source}",
+                           "remove it, or set source to the one it belongs to")
+            if weights.source == "s3" and bp.cloud != "aws":
+                report(weights.path + ("source",), "weights from s3 need EKS Pod Identity, which is AWS only",
+                       "use a volume on this provider")
+
+
+@lru_cache(maxsize=1)
+def vllm_flags() -> dict[str, str]:
+    """vLLM's server flags of the pinned image line and their status (providers/vllm-serve-flags.tsv)."""
+    text = resources.files("fleetform.providers").joinpath("vllm-serve-flags.tsv").read_text(encoding="utf-8")
+    table = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and not line.startswith("flag\t"):
+            flag, _group, status = line.split("\t")
+            table[flag] = status
+    return table
+
+
+def flag_name(arg: str) -> str:
+    """The flag an argv item names, as vLLM's parser reads it: without =value, `_` as `-`, and the
+    top-level name of a --json-arg.key form."""
+    name = arg.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    return name
+
+
+@rule("extra-args", "error", "extra_args are vLLM server flags of the pinned image line, and none fleetform sets")
+def extra_args(bp: Blueprint, report: Reporter) -> None:
+    flags = vllm_flags()
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            for i, arg in enumerate(model.extra_args):
+                if not arg.startswith("-") or re.fullmatch(r"-[0-9.]+", arg):
+                    continue  # a value of the flag before it
+                name = flag_name(arg)
+                path = model.path + ("extra_args", i)
+                if name in OWNED_FLAGS or (name.startswith("-O") and "--compilation-config" in OWNED_FLAGS):
+                    report(path, f"{name} is set by fleetform", "it follows from the model's fields; change those")
+                elif name not in flags and not re.fullmatch(r"-O[0-3]?", name):
+                    report(path, f"{name} is not a flag of vLLM 0.11's server",
+                           did_you_mean(name, flags, "flags") + " (providers/vllm-serve-flags.tsv)")
+                elif flags.get(name) == "deprecated":
+                    report(path, f"{name} is deprecated in vLLM 0.11", "see vllm serve --help for its replacement")
+
+
+def _node_fit(fleet, end: str):
+    """(nodes the fleet has, nodes its models' `end` replicas need, devices per node, device, detail),
+    or None when unknown or when tensor-parallel reports a model that fits no node."""
+    devices = fleet.devices()
+    if devices is None or fleet.nodes is None or not fleet.models:
+        return None
+    per_node, _, device = devices
+    if any(m.tensor_parallel > per_node or per_node % m.tensor_parallel for m in fleet.models):
+        return None
+    replicas = [(m.tensor_parallel, getattr(m.replicas, end)) for m in fleet.models]
+    per_size: dict[int, int] = {}
+    for tp, n in replicas:
+        per_size[tp] = per_size.get(tp, 0) + n
+    detail = " + ".join(f"{n} x {tp}" for tp, n in sorted(per_size.items(), reverse=True))
+    return getattr(fleet.nodes, end), nodes_needed(replicas, per_node), per_node, device, detail
+
+
+@rule("autoscaler-reach", "error", "the fleet's largest size holds every model at its maximum replicas")
+def autoscaler_reach(bp: Blueprint, report: Reporter) -> None:
+    for fleet in _inference(bp):
+        fit = _node_fit(fleet, "max")
+        if fit is not None and fit[1] > fit[0]:
+            have, need, per_node, device, detail = fit
+            report(fleet.nodes.path,
+                   f"at most {_count(have, 'node')} x {per_node} = {have * per_node} devices ({device}), "
+                   f"but the models' maximum replicas need {detail} devices, whole replicas on {_count(need, 'node')}",
+                   f"raise nodes.max to {need} or lower replicas.max")
+
+
+@rule("min-nodes-hold", "error", "the fleet's minimum nodes hold every model at its minimum replicas")
+def min_nodes_hold(bp: Blueprint, report: Reporter) -> None:
+    for fleet in _inference(bp):
+        fit, top = _node_fit(fleet, "min"), _node_fit(fleet, "max")
+        if fit is None or fit[1] <= fit[0] or (top is not None and top[1] > top[0]):
+            continue  # fits, or autoscaler-reach already says the fleet is too small
+        have, need, per_node, device, detail = fit
+        report(fleet.nodes.path,
+               f"{_count(have, 'node')} x {per_node} {device} devices cannot hold the models' minimum replicas "
+               f"({detail} devices, whole replicas per node): they need {_count(need, 'node')}",
+               f"raise nodes.min to {need} or lower replicas.min: the plan prices {_count(have, 'node')}, and the "
+               "replicas beyond them wait Pending for the node autoscaler")
+
+
+def nodes_needed(replicas: list[tuple[int, int]], per_node: int) -> int:
+    """Nodes that hold `count` replicas of `size` devices each, whole on one node. Sizes that divide the
+    node (as tensor-parallel checks) fill nodes exactly largest first, so first-fit decreasing is
+    optimal here: every size divides every larger one when they are powers of two, and the count
+    is never below the devices' sum over the node."""
+    free: list[int] = []
+    for size, count in sorted(replicas, reverse=True):
+        for _ in range(count):
+            for i, room in enumerate(free):
+                if room >= size:
+                    free[i] -= size
+                    break
+            else:
+                free.append(per_node - size)
+    return len(free)
 @rule("kv-cache-room", "warning", f"weights leave at least {KV_CACHE_MIN_SHARE:.0%} of usable GPU memory for the KV cache")
 def kv_cache_room(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
@@ -79,25 +267,6 @@ def kv_cache_room(bp: Blueprint, report: Reporter) -> None:
                        f"({room / usable:.0%}) for the KV cache",
                        f"keep at least {KV_CACHE_MIN_SHARE:.0%} for the KV cache: raise tensor_parallel "
                        "or use a GPU with more memory")
-
-
-@rule("autoscaler-reach", "error", "the fleet's largest size holds every model at its maximum replicas")
-def autoscaler_reach(bp: Blueprint, report: Reporter) -> None:
-    for fleet in _inference(bp):
-        devices = fleet.devices()
-        if devices is None or fleet.nodes is None or not fleet.models:
-            continue
-        per_node, _, device = devices
-        if any(per_node % m.tensor_parallel for m in fleet.models):
-            continue  # tensor-parallel reports the model that does not fit a node
-        wanted = sum(m.replicas.max * m.tensor_parallel for m in fleet.models)
-        have = fleet.nodes.max * per_node
-        if wanted > have:
-            detail = " + ".join(f"{m.replicas.max} x {m.tensor_parallel}" for m in fleet.models)
-            report(fleet.nodes.path,
-                   f"at most {_count(fleet.nodes.max, 'node')} x {per_node} = {have} devices ({device}), "
-                   f"but the models' maximum replicas need {detail} = {wanted}",
-                   f"raise nodes.max to {math.ceil(wanted / per_node)} or lower replicas.max")
 
 
 @rule("autoscale-config", "error", "autoscaled replicas ({min, max}) have an autoscale target and an autoscaler")
