@@ -52,7 +52,7 @@ def main() -> int:
         blueprints = {}
         for models in (20, 200, 1_000):
             blueprints[f"{models:,} models"] = inference_blueprint(models)
-        for nodes in (10, 10_000):
+        for nodes in (10, 10_000):  # one fleet each
             blueprints[f"{nodes:,} nodes"] = training_blueprint(nodes)
         cases, resources = {}, {}
         for name, text in blueprints.items():
