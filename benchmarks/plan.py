@@ -8,6 +8,8 @@ Whole command: `fleetform plan BP --format json`, a fresh process per run, the s
   cost grows at most linearly with what truly is a resource), and plan at 200 models must stay
   under 300 MiB peak RSS.
 - A training fleet of 10 and 10,000 nodes: the recorded resources must not grow with the nodes.
+- `fleetform render` of 20 and 1,000 models in the same rounds, to show plan's own work apart from
+  rendering (which grows with the models' files by design).
 In-process (after imports; one warm-up, then the median of 2 runs) beside the whole command for the
 smaller cases; the 1,000-model case is measured as a whole command only (it is the slow one).
 """
@@ -61,10 +63,14 @@ def main() -> int:
             cases[name] = FLEETFORM + ["plan", str(path), "--format", "json"]
             _, out = run(cases[name], capture=True)  # the warm-up run, which also counts the resources
             resources[name] = len(json.loads(out)["resources"])
+        for models in ("20 models", "1,000 models"):  # what rendering alone costs, to set plan's own work apart
+            cases[f"render {models}"] = FLEETFORM + ["render", cases[models][-3], "-o", str(Path(tmp) / models)]
         samples = interleaved(cases, args.runs, warmup=0)
         print(f"\n{'blueprint':>13}  {'resources':>9}  {'whole command, CPU':>26}  {'per resource':>12}  "
               f"{'peak RSS':>10}  {'in-process':>10} {'first':>9}")
         for name, command in cases.items():
+            if name.startswith("render "):
+                continue
             inside = ""
             if name != "1,000 models":
                 d = json.loads(subprocess.run(PY + ["-c", CHILD, command[-3]], check=True, capture_output=True,
@@ -73,13 +79,17 @@ def main() -> int:
             per = median(samples[name]) / resources[name]
             print(f"{name:>13}  {resources[name]:>9,}  {spread(samples[name], scale=1, unit='s'):>26}  "
                   f"{per * 1000:>9.2f} ms  {median(samples[name], 'rss_mib'):>6.0f} MiB  {inside}")
-    per = {name: median(samples[name]) / resources[name] for name in samples}
+    per = {name: median(samples[name]) / resources[name] for name in resources}
     goal = per["1,000 models"] / per["20 models"]
     rss = median(samples["200 models"], "rss_mib")
     print(f"\ngoal 2: cost per recorded resource {per['20 models'] * 1000:.2f} ms at 20 models "
           f"({resources['20 models']} resources), {per['1,000 models'] * 1000:.2f} ms at 1,000 models "
           f"({resources['1,000 models']:,} resources): {goal:.2f}x ({verdict(goal, GOAL_PER_RESOURCE)})")
     print(f"goal 2: plan at 200 models peaks at {rss:.0f} MiB ({verdict(rss, GOAL_RSS_MIB)})")
+    own = {m: median(samples[m]) - median(samples[f"render {m}"]) for m in ("20 models", "1,000 models")}
+    print(f"plan beyond `fleetform render` of the same blueprint: {own['20 models']:.2f} s at 20 models, "
+          f"{own['1,000 models']:.2f} s at 1,000 ({spread(samples['render 1,000 models'], scale=1, unit='s')} "
+          "to render 1,000 models)")
     same = resources["10 nodes"] == resources["10,000 nodes"]
     print(f"training: {resources['10 nodes']} resources at 10 nodes, {resources['10,000 nodes']} at 10,000 nodes "
           f"({'do not grow with nodes' if same else 'GROW WITH NODES'})")
