@@ -23,6 +23,7 @@ Interval = tuple[int, int]  # inclusive
 _ITEM = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?([^,\[]*)")
 _TRAILING_DIGITS = re.compile(r"(\d*)$")
 _LAST_DIGITS = re.compile(r"^(.*?)(\d+)(\D*)$")
+_ONE_RANGE = re.compile(r"([^,\[\]]*\D)\[(\d+)-(\d+)\]")  # `train-[001-032]`: what fleetform itself writes
 
 
 def _merge(intervals: list[Interval]) -> list[Interval]:
@@ -57,6 +58,12 @@ class HostSet:
     @classmethod
     def parse(cls, expression: str) -> HostSet:
         """The hosts of a schema-valid hostlist expression (`a-[01-04,07],b-9`)."""
+        simple = _ONE_RANGE.fullmatch(expression)
+        if simple:
+            prefix, low_text, high_text = simple.groups()
+            low, high = int(low_text), int(high_text)
+            if len(low_text) == len(high_text) and len(str(high)) <= len(low_text) and low <= high:
+                return cls(((((prefix, len(low_text), ""), ((low, high),)),)))
         groups: dict[Key, list[Interval]] = {}
         for match in _ITEM.finditer(expression):
             if not match.group(0):
