@@ -18,7 +18,18 @@ SLURM_VERSIONS = ("22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11")
 
 DEFAULT_SLURM_VERSION = "23.11"
 MEMORY_SHARE = 0.95
-"""RealMemory is 95% of the node's memory; the rest is the OS's (AWS ParallelCluster's default)."""
+"""RealMemory is 95% of the node's nominal memory: what the kernel reliably reports of it (AWS
+ParallelCluster's `realmemory_to_ec2memory_ratio`), so a node never registers with less."""
+MEM_SPEC_SHARE, MEM_SPEC_MIN_MIB = 0.02, 2048
+"""MemSpecLimit: of RealMemory, 2% of the node's memory (at least 2 GiB) stays with the OS, slurmd
+and the Lustre client; jobs share the rest (slurm.conf(5) MemSpecLimit)."""
+NODE_REG_MEM_PERCENT = 90
+"""A cloud node may register with 90% of RealMemory before Slurm calls it invalid (Slurm's default
+for State=CLOUD nodes, written out so it does not change under us; slurm.conf(5))."""
+POWER_SAVE_MIN_INTERVAL_S = 30
+CLOUD_TREE_WIDTH = 65533
+"""Cloud nodes are not in DNS: slurmd cannot forward to its peers by name, so fan-out is off
+(TreeWidth's maximum; SchedMD CHANGELOG 23.02: unresolvable cloud nodes must set it large)."""
 
 STATIC_WEIGHT, CLOUD_WEIGHT = 1, 100
 """Slurm picks lower weights first: running static nodes before powered-down cloud nodes."""
@@ -26,12 +37,16 @@ STATIC_WEIGHT, CLOUD_WEIGHT = 1, 100
 RESUME_TIMEOUT_S = 1800  # a GPU instance boots, pulls its image and mounts FSx within 30 minutes
 SUSPEND_TIME_S = 600  # an idle cloud node is stopped after 10 minutes
 SUSPEND_TIMEOUT_S = 300
-PROGRAM_DIR = "/opt/fleetform/slurm/bin"  # where the node image installs <fleet>/slurm/bin/
+PROGRAM_DIR = "/opt/fleetform/slurm/bin"  # on-prem: where the site installs <fleet>/slurm/bin/
+RENDERED_DIR = "/opt/fleetform/rendered"
+"""On AWS the user data extracts the rendered folder here (docs/aws-training.md)."""
 
 FEATURES_SINCE = {"auth/slurm": "23.11"}
 """Features that need a newer Slurm than the oldest fleetform renders for."""
-REMOVED_IN = {"CgroupAutomount": "24.05"}
-"""Keys removed from Slurm's config files in a release: not written for that release or later."""
+REMOVED_IN = {"CgroupAutomount": "23.11", "cloud_reg_addrs": "23.11"}
+"""Keys removed from Slurm's config files in a release: not written for that release or later
+(SchedMD CHANGELOG/slurm-23.11.md: "Remove CgroupAutomount= option from cgroup.conf", "Remove
+cloud_reg_addrs and make it default behavior")."""
 
 
 _HOST_ITEM = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?[^,\[]*")
@@ -78,10 +93,11 @@ class NodeLine:
     cores_per_socket: int
     threads_per_core: int
     real_memory_mib: int
+    mem_spec_limit_mib: int  # of RealMemory, kept for the OS, slurmd and the Lustre client
     gres: str  # gpu:<type>:<count>
     features: str  # comma-separated
     weight: int
-    state: str | None  # CLOUD for nodes above an elastic fleet's minimum
+    state: str | None  # CLOUD: every AWS node, and on-prem nodes above an elastic fleet's minimum
 
 
 @frozen
@@ -117,15 +133,19 @@ class PowerSaving:
     suspend_time_s: int
     suspend_timeout_s: int
     suspend_exclude: str | None  # the static nodes: never powered down
+    resume_rate: int  # nodes started per minute; 0: no limit (the resume program launches all at once)
+    suspend_rate: int
 
 
 @frozen
-class Ec2Target:
-    """What the resume and suspend programs need to start and stop this fleet's instances."""
+class Ec2Nodes:
+    """What the programs in <fleet>/slurm/bin/ know of an AWS fleet at render time. Deploy-time
+    values (cluster id, region, launch template, secret, addresses) come from the node's
+    /etc/fleetform/cluster.env, so the same rendered files serve every stack."""
 
-    region: str
-    launch_template: str
-    fleet_tag: str  # value of the fleetform:fleet tag on the fleet's instances
+    program_dir: str  # where the user data extracts <fleet>/slurm/bin/
+    static_nodes: str | None  # powered up by the controller's bootstrap and keeper, never suspended
+    elastic_nodes: str | None  # started by jobs, stopped after SuspendTime idle
 
 
 @frozen
@@ -141,8 +161,10 @@ class SlurmConfig:
     partitions: tuple[PartitionLine, ...]
     switches: tuple[SwitchLine, ...]
     power: PowerSaving | None
-    ec2: Ec2Target | None
+    ec2: Ec2Nodes | None
     cgroup_automount: bool  # written only for releases that still have CgroupAutomount
+    slurmctld_parameters: tuple[str, ...]
+    tree_width: int | None  # None: Slurm's default
     all_nodes: str  # every node of the fleet, as one hostlist expression
     def_cpu_per_gpu: int  # a job that asks for GPUs but not for CPUs or memory gets its node's share
     def_mem_per_gpu_mib: int
@@ -150,6 +172,12 @@ class SlurmConfig:
     @property
     def topology_plugin(self) -> str | None:
         return "topology/tree" if self.switches else None
+
+    @property
+    def topology_from_ec2(self) -> bool:
+        """On AWS topology.conf starts flat and the controller rewrites it from EC2's
+        DescribeInstanceTopology (bin/topology): EC2, not the blueprint, knows the switches."""
+        return self.ec2 is not None
 
 
 def node_names(prefix: str, first: int, last: int, width: int) -> str:
@@ -203,17 +231,21 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
     features = ",".join(x for x in (fleet.instance_type, type_, fabric) if x)
     cpus = shape.sockets * shape.cores_per_socket * shape.threads_per_core
     memory = int(shape.memory_gib * 1024 * MEMORY_SHARE)
+    mem_spec = max(MEM_SPEC_MIN_MIB, int(shape.memory_gib * 1024 * MEM_SPEC_SHARE))
+    aws = cloud == "aws"
 
-    def node_line(names: str, state: str | None) -> NodeLine:
-        return NodeLine(names, cpus, shape.sockets, shape.cores_per_socket, shape.threads_per_core, memory,
+    def node_line(names: str, elastic: bool) -> NodeLine:
+        # on AWS every node is State=CLOUD: only the resume program starts an instance, and it
+        # names it (static nodes too: SuspendExcNodes keeps them up once started)
+        return NodeLine(names, cpus, shape.sockets, shape.cores_per_socket, shape.threads_per_core, memory, mem_spec,
                         f"gpu:{type_}:{shape.gpu_count}", features,
-                        CLOUD_WEIGHT if state == "CLOUD" else STATIC_WEIGHT, state)
+                        CLOUD_WEIGHT if elastic else STATIC_WEIGHT, "CLOUD" if elastic or aws else None)
 
     width = name_width(size.max)
     if fleet.hosts is not None:
         every = hostlist.expand_hostlist(fleet.hosts)
         everyone = hostlist.collect_hostlist(every)
-        groups = [(everyone, None)]
+        groups = [(everyone, False)]
 
         def leaf_nodes(first: int, last: int) -> str:  # 0-based, inclusive
             return hostlist.collect_hostlist(every[first:last + 1])
@@ -222,13 +254,15 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         static = size.min if size.elastic else size.max
         groups = []
         if static:
-            groups.append((node_names(fleet.name, 1, static, width), None))
+            groups.append((node_names(fleet.name, 1, static, width), False))
         if size.max > static:
-            groups.append((node_names(fleet.name, static + 1, size.max, width), "CLOUD"))
+            groups.append((node_names(fleet.name, static + 1, size.max, width), True))
 
         def leaf_nodes(first: int, last: int) -> str:  # 0-based, inclusive; names are computed, not collected
             return node_names(fleet.name, first + 1, last + 1, width)
-    nodes = tuple(node_line(names, state) for names, state in groups)
+    nodes = tuple(node_line(names, elastic) for names, elastic in groups)
+    static_nodes = next((names for names, elastic in groups if not elastic), None)
+    elastic_nodes = next((names for names, elastic in groups if elastic), None)
     total = len(every) if fleet.hosts is not None else size.max
     devices = shape.gpu_count
     file = "/dev/nvidia0" if devices == 1 else f"/dev/nvidia[0-{devices - 1}]"
@@ -243,7 +277,12 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
 
     switches: tuple[SwitchLine, ...] = ()
     topology = scheduler.topology
-    if topology is not None and topology.nodes_per_switch:
+    if aws:
+        # EC2 does not place train-001 and train-002 under one switch because the blueprint says
+        # so: topology.conf starts with one switch over every node (no placement claim) and the
+        # controller's bin/topology rewrites it from DescribeInstanceTopology once nodes run
+        switches = (SwitchLine("ec2", everyone, None),)
+    elif topology is not None and topology.nodes_per_switch:
         step = topology.nodes_per_switch
         starts = range(0, total, step)
         digits = max(2, len(str(len(starts))))
@@ -259,12 +298,20 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         if len(leaves) > 1:
             switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
 
-    elastic = any(line.state == "CLOUD" for line in nodes)
-    static_nodes = next((line.names for line in nodes if line.state is None), None)
-    power = PowerSaving(f"{PROGRAM_DIR}/resume", f"{PROGRAM_DIR}/suspend", f"{PROGRAM_DIR}/resume-fail",
-                        RESUME_TIMEOUT_S, SUSPEND_TIME_S, SUSPEND_TIMEOUT_S, static_nodes) if elastic else None
-    ec2 = Ec2Target(region or "", f"{blueprint_name}-{fleet.name}", fleet.name) if elastic and cloud == "aws" else None
     version = scheduler.slurm_version or DEFAULT_SLURM_VERSION
+    ec2 = Ec2Nodes(f"{RENDERED_DIR}/{fleet.name}/slurm/bin", static_nodes, elastic_nodes) if aws else None
+    power = None
+    parameters: tuple[str, ...] = ()
+    if ec2 is not None or elastic_nodes is not None:
+        bin_dir = ec2.program_dir if ec2 is not None else PROGRAM_DIR
+        power = PowerSaving(f"{bin_dir}/resume", f"{bin_dir}/suspend", f"{bin_dir}/resume-fail", RESUME_TIMEOUT_S,
+                            SUSPEND_TIME_S, SUSPEND_TIMEOUT_S, static_nodes, 0, 0)
+        parameters = ("idle_on_node_suspend",)
+    if ec2 is not None:
+        # slurmctld learns a cloud node's address when it registers (the default from 23.11 on)
+        parameters = (("cloud_reg_addrs",) if version_key(version) < version_key(REMOVED_IN["cloud_reg_addrs"])
+                      else ()) + parameters + (f"power_save_min_interval={POWER_SAVE_MIN_INTERVAL_S}",
+                                               f"node_reg_mem_percent={NODE_REG_MEM_PERCENT}")
     auth = scheduler.auth
     controller = scheduler.controller_host or f"{fleet.name}-controller"
     return SlurmConfig(
@@ -273,7 +320,8 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         auth_type=f"auth/{auth}", cred_type=f"cred/{auth}", gres_types=("gpu",),
         nodes=nodes, gres=gres, partitions=partitions, switches=switches, power=power, ec2=ec2,
         cgroup_automount=version_key(version) < version_key(REMOVED_IN["CgroupAutomount"]),
+        slurmctld_parameters=parameters, tree_width=CLOUD_TREE_WIDTH if ec2 is not None else None,
         all_nodes=everyone,
         def_cpu_per_gpu=max(1, cpus // shape.gpu_count),
-        def_mem_per_gpu_mib=memory // shape.gpu_count,
+        def_mem_per_gpu_mib=(memory - mem_spec) // shape.gpu_count,
     )

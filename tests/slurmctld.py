@@ -9,6 +9,7 @@ rendered: nodes, GRES, partitions, topology, cgroup and plugins. It passes when 
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import re
@@ -30,6 +31,17 @@ OVERRIDES = {
     "CredType": "cred/none",
     "AccountingStorageType": "accounting_storage/none",
 }
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process group, SIGKILL after 10 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 @dataclass
@@ -103,13 +115,7 @@ def check(folder: Path, timeout: float = 60.0) -> Outcome:
                     lines.append(f"(no `{READY}` within {timeout:.0f} s)")
                     break
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop(proc)
         log = tmp / "slurmctld.log"
         if log.exists():
             lines += log.read_text(errors="replace").splitlines()
@@ -118,3 +124,29 @@ def check(folder: Path, timeout: float = 60.0) -> Outcome:
 
 def problems(outcome: Outcome) -> list[str]:
     return [line for line in outcome.output.splitlines() if re.search(r"\b(fatal|error):", line)]
+
+
+@contextlib.contextmanager
+def running(folder: Path, tmp: Path, timeout: float = 60.0, extra: str = ""):
+    """A slurmctld on a localized copy of a rendered <fleet>/slurm folder that keeps running for
+    the block (for `scontrol` against it); yields the copy's slurm.conf. `extra` lines are appended
+    to slurm.conf. Stopped with SIGTERM (then SIGKILL) when the block ends."""
+    copy = tmp / "etc"
+    shutil.copytree(folder, copy)
+    (tmp / "state").mkdir()
+    (tmp / "spool").mkdir()
+    conf = copy / "slurm.conf"
+    conf.write_text(_localize(conf.read_text(), tmp) + extra)
+    proc = subprocess.Popen([SLURMCTLD, "-D", "-c", "-i", "-f", str(conf)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, env={**os.environ, "SLURM_CONF": str(conf)})
+    try:
+        deadline = time.monotonic() + timeout
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+        while b"is UP" not in subprocess.run(["scontrol", "ping"], capture_output=True, env=env, timeout=30).stdout:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = tmp / "slurmctld.log"
+                raise RuntimeError("slurmctld did not come up:\n" + (log.read_text()[-3000:] if log.exists() else ""))
+            time.sleep(0.3)
+        yield conf
+    finally:
+        stop(proc)

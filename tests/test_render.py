@@ -24,12 +24,15 @@ REF = ROOT / "blueprints/reference.yaml"
 
 def test_render_writes_the_layout_of_the_design(tmp_path):
     result = run_cli("render", str(REF), cwd=tmp_path)
-    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\nrendered 30 files to rendered/llm-70b/\n")
+    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\nrendered 39 files to rendered/llm-70b/\n")
     files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
                    for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
     assert [f for f in files if not f.startswith(("serve/", "small-models/"))] == [
-        "manifest.json", "train/nccl.env", "train/slurm/cgroup.conf", "train/slurm/gres.conf",
-        "train/slurm/slurm.conf", "train/slurm/topology.conf"]
+        "manifest.json", "train/nccl.env", "train/slurm/bin/bootstrap", "train/slurm/bin/fleet.json",
+        "train/slurm/bin/fleetform_node.py", "train/slurm/bin/keeper", "train/slurm/bin/resume",
+        "train/slurm/bin/resume-fail", "train/slurm/bin/suspend", "train/slurm/bin/task-prolog",
+        "train/slurm/bin/topology", "train/slurm/cgroup.conf", "train/slurm/gres.conf", "train/slurm/slurm.conf",
+        "train/slurm/topology.conf"]
     assert [f for f in files if f.startswith("serve/")] == [
         "serve/gpu-operator-values.yaml", "serve/k8s/dcgm-servicemonitor.yaml", "serve/k8s/kustomization.yaml",
         "serve/k8s/llama-70b-deployment.yaml", "serve/k8s/llama-70b-pdb.yaml", "serve/k8s/llama-70b-scaledobject.yaml",
@@ -48,7 +51,7 @@ def test_manifest_records_blueprint_tool_and_every_file(tmp_path):
     assert manifest["tool"]["name"] == "fleetform" and manifest["bases"] == []
     for path, digest in manifest["files"].items():
         assert hashlib.sha256((out / path).read_bytes()).hexdigest() == digest
-    assert len(manifest["files"]) == 29
+    assert len(manifest["files"]) == 38
 
 
 def test_output_is_byte_identical_whatever_the_cwd_locale_and_time_zone(tmp_path):
@@ -80,7 +83,7 @@ def test_check_lists_stale_missing_and_extra_and_writes_nothing(tmp_path):
 
 def test_check_of_a_folder_that_does_not_exist(tmp_path):
     result = run_cli("render", str(REF), "-o", str(tmp_path / "none"), "--check")
-    assert result.returncode == 1 and result.stdout.count("missing: ") == 30
+    assert result.returncode == 1 and result.stdout.count("missing: ") == 39
     assert not (tmp_path / "none").exists()
 
 
@@ -142,8 +145,19 @@ def test_keys_a_newer_slurm_removed_are_not_written_for_it(tmp_path):
         source.write_text(text)
         return render(check(source).model)["train/slurm/cgroup.conf"].decode()
 
-    assert "CgroupAutomount=yes" in cgroup(VARIANTS["partitions"])  # default target 23.11
-    assert "CgroupAutomount" not in cgroup(VARIANTS["p4d-slurm-2405"])  # removed in 24.05
+    def conf(text):
+        source = tmp_path / "bp.yaml"
+        source.write_text(text)
+        return render(check(source).model)["train/slurm/slurm.conf"].decode()
+
+    older = VARIANTS["partitions"].replace("      partitions:", '      slurm_version: "23.02"\n      partitions:', 1)
+    assert "CgroupAutomount=yes" in cgroup(older)
+    assert "SlurmctldParameters=cloud_reg_addrs," in conf(older)
+    # SchedMD CHANGELOG/slurm-23.11.md: "Remove CgroupAutomount= option from cgroup.conf",
+    # "Remove cloud_reg_addrs and make it default behavior"
+    assert "CgroupAutomount" not in cgroup(VARIANTS["partitions"])  # default target 23.11
+    assert "cloud_reg_addrs" not in conf(VARIANTS["partitions"])
+    assert "CgroupAutomount" not in cgroup(VARIANTS["p4d-slurm-2405"])
 
 
 def test_slurm_conf_stays_small_at_10000_nodes(tmp_path):
@@ -155,7 +169,8 @@ def test_slurm_conf_stays_small_at_10000_nodes(tmp_path):
     conf = files["train/slurm/slurm.conf"].decode()
     assert len(conf.splitlines()) < 60
     assert "NodeName=train-[00001-10000] " in conf
-    assert files["train/slurm/topology.conf"].decode().count("SwitchName=leaf") == 313
+    # on AWS topology.conf is not invented from nodes_per_switch: one switch until EC2 says more
+    assert files["train/slurm/topology.conf"].decode().splitlines()[-1] == "SwitchName=ec2 Nodes=train-[00001-10000]"
 
 
 def test_plan_files_live_beside_the_rendered_ones(tmp_path):

@@ -45,8 +45,8 @@ def _crafted():
         "slurm-gres-devices-type": _with_slurm(model, gres=(replace(gres, type="a100"),)),
         "slurm-cpus": _with_slurm(model, nodes=_node(model, cpus=96)),
         "default-partition": _with_slurm(model, partitions=cfg.partitions + (replace(cfg.partitions[0], name="other"),)),
-        "slurm-topology-cover": _with_slurm(model, switches=tuple(leaves[:2]) + (replace(leaves[2], nodes="train-[004-006]"),)
-                                            + tuple(s for s in cfg.switches if not s.nodes)),
+        "slurm-topology-cover": _with_slurm(model, switches=(replace(leaves[0], nodes="train-[001-004]"),
+                                                             replace(leaves[0], name="ec2b", nodes="train-[004-006]"))),
     }
 
 

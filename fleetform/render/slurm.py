@@ -1,10 +1,22 @@
-"""<fleet>/slurm/: slurm.conf, gres.conf, cgroup.conf, topology.conf and, for elastic fleets on
-EC2, the resume and suspend programs."""
+"""<fleet>/slurm/: slurm.conf, gres.conf, cgroup.conf, topology.conf and, for AWS fleets, the
+programs in bin/ that boot the controller and the nodes and start and stop instances
+(docs/aws-training.md)."""
 
 from __future__ import annotations
 
+from importlib import resources
+
 from ..model import Blueprint, Fleet
 from .jinja import render
+
+PROGRAMS = ("fleetform_node.py", "bootstrap", "resume", "suspend", "resume-fail", "keeper", "topology",
+            "task-prolog")
+"""templates/slurm/bin/: Python 3 programs with no render-time values in them (those are in
+bin/fleet.json), copied as they are."""
+
+
+def _program(name: str) -> bytes:
+    return (resources.files("fleetform.templates") / "slurm" / "bin" / name).read_bytes()
 
 
 def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
@@ -20,9 +32,7 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     }
     if config.switches:
         out[f"{base}/topology.conf"] = render("slurm/topology.conf.j2", **common)
-    if config.power is not None and config.ec2 is not None:
-        out[f"{base}/bin/resume"] = render("slurm/resume.j2", fleet=fleet.name, ec2=config.ec2)
-        out[f"{base}/bin/suspend"] = render("slurm/suspend.j2", fleet=fleet.name, ec2=config.ec2)
-        out[f"{base}/bin/resume-fail"] = render("slurm/resume-fail.j2", fleet=fleet.name,
-                                                suspend_program=config.power.suspend_program)
+    if config.ec2 is not None:
+        out[f"{base}/bin/fleet.json"] = render("slurm/fleet.json.j2", **common)
+        out.update({f"{base}/bin/{name}": _program(name) for name in PROGRAMS})
     return out

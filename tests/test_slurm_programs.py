@@ -1,0 +1,185 @@
+"""The rendered resume, suspend and keeper programs of an AWS training fleet, run for real: the
+`aws` CLI against moto's server on 127.0.0.1 (tests/awslocal.py) and `scontrol` against a real
+slurmctld started from the same rendered folder (tests/slurmctld.py; its own ResumeProgram is
+/bin/true there, so only the programs under test touch EC2).
+
+Asserted: exactly the requested nodes start, with the cluster, fleet, role and node tags; a second
+call starts nothing; an injected capacity error starts nothing and marks the nodes
+POWER_DOWN_FORCE with the reason at once; suspend terminates only this cluster's and fleet's
+compute instances of the named nodes: never another stack's or blueprint's node, the controller or
+a static node (unless resume-fail says it failed to start). In CI a missing slurmctld, moto or aws
+CLI fails these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import awslocal
+import slurmctld
+from conftest import AWS_TRAINING_HEAD
+from fleetform.pipeline import check
+from fleetform.render import render
+from fleetform.render.output import write
+
+pytestmark = pytest.mark.cluster
+
+BLUEPRINT = AWS_TRAINING_HEAD + """\
+    instance_type: p5.48xlarge
+    nodes: {min: 2, max: 6}
+    scheduler: {type: slurm, slurm_version: "22.05", partitions: [{name: gpu, default: true}]}
+"""
+CLUSTER = "a-dev"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_components():
+    missing = awslocal.available() or (None if slurmctld.available() else "slurmctld is not installed")
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing}; .ci/run installs it")
+        pytest.skip(f"{missing}; CI fails instead of skipping")
+
+
+@pytest.fixture(scope="module")
+def aws():
+    with awslocal.moto_server() as url:
+        ec2 = awslocal.client("ec2", url)
+        good = ec2.create_launch_template(LaunchTemplateName="a-train", LaunchTemplateData={
+            "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
+        full = ec2.create_launch_template(LaunchTemplateName="a-train-nocapacity", LaunchTemplateData={
+            "ImageId": "ami-12c6146b", "InstanceType": awslocal.NO_CAPACITY_TYPE})["LaunchTemplate"]["LaunchTemplateId"]
+        yield {"url": url, "ec2": ec2, "template": good, "no_capacity": full}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("programs")
+    (tmp / "a.yaml").write_text(BLUEPRINT)
+    result = check(tmp / "a.yaml")
+    assert result.model is not None, [f.to_text() for f in result.findings]
+    write(render(result.model), tmp / "out")
+    return tmp / "out" / "train" / "slurm"
+
+
+@pytest.fixture(scope="module")
+def controller(rendered, tmp_path_factory):
+    with slurmctld.running(rendered, tmp_path_factory.mktemp("slurmctld")) as conf:
+        yield conf
+
+
+def run_program(rendered: Path, conf: Path, aws: dict, tmp: Path, program: str, *args: str,
+                template: str | None = None, cluster: str = CLUSTER) -> subprocess.CompletedProcess:
+    env_file = tmp / f"{cluster}.env"
+    env_file.write_text(awslocal.cluster_env("controller", cluster, "train", aws["url"],
+                                             FLEETFORM_LAUNCH_TEMPLATE=template or aws["template"]))
+    # slurmctld runs these programs with SLURM_CONF as the only variable; the test adds the env file
+    env = {"SLURM_CONF": str(conf), "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"],
+           "HOME": str(tmp)}
+    return subprocess.run([str(rendered / "bin" / program), *args], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def instances(ec2, **tags: str) -> dict[str, dict]:
+    """Live (pending/running) instances with these tags, by instance id, with their tags as a dict."""
+    filters = [{"Name": f"tag:{k.replace('_', ':')}", "Values": [v]} for k, v in tags.items()]
+    filters.append({"Name": "instance-state-name", "Values": ["pending", "running"]})
+    out = {}
+    for r in ec2.describe_instances(Filters=filters)["Reservations"]:
+        for i in r["Instances"]:
+            out[i["InstanceId"]] = {t["Key"]: t["Value"] for t in i.get("Tags", [])}
+    return out
+
+
+def nodes_of(found: dict[str, dict]) -> list[str]:
+    return sorted(t.get("fleetform:node", "") for t in found.values())
+
+
+def node_state(conf: Path, name: str) -> dict[str, str]:
+    out = subprocess.run(["scontrol", "show", "node", "--oneliner", name], capture_output=True, text=True,
+                         env={**os.environ, "SLURM_CONF": str(conf)}, timeout=30).stdout
+    fields = {}
+    for word in out.replace("Reason=", "\nReason=").split("\n")[0].split():
+        key, _, value = word.partition("=")
+        fields[key] = value
+    fields["Reason"] = out.partition("Reason=")[2].strip()
+    return fields
+
+
+def test_resume_launches_exactly_the_nodes_with_their_tags_once(rendered, controller, aws, tmp_path):
+    ec2 = aws["ec2"]
+    first = run_program(rendered, controller, aws, tmp_path, "resume", "train-[003-004]")
+    assert first.returncode == 0, first.stderr
+    ours = instances(ec2, fleetform_cluster=CLUSTER, fleetform_fleet="train")
+    assert nodes_of(ours) == ["train-003", "train-004"]
+    for tags in ours.values():
+        assert tags["fleetform:role"] == "compute" and tags["Name"] == tags["fleetform:node"]
+    again = run_program(rendered, controller, aws, tmp_path, "resume", "train-[003-004]")
+    assert again.returncode == 0, again.stderr
+    assert instances(ec2, fleetform_cluster=CLUSTER, fleetform_fleet="train") == ours, "a second call started more"
+    more = run_program(rendered, controller, aws, tmp_path, "resume", "train-[003-005]")
+    assert more.returncode == 0, more.stderr
+    assert nodes_of(instances(ec2, fleetform_cluster=CLUSTER, fleetform_fleet="train")) == [
+        "train-003", "train-004", "train-005"]
+
+
+def test_capacity_error_starts_nothing_and_marks_the_nodes_down_at_once(rendered, controller, aws, tmp_path):
+    ec2 = aws["ec2"]
+    before = instances(ec2, fleetform_cluster=CLUSTER)
+    failed = run_program(rendered, controller, aws, tmp_path, "resume", "train-006", template=aws["no_capacity"])
+    assert failed.returncode == 1
+    assert instances(ec2, fleetform_cluster=CLUSTER) == before
+    state = node_state(controller, "train-006")
+    assert "POWER" in state["State"] and "DOWN" in state["State"], state
+    assert state["Reason"].startswith("fleetform resume failed:") and awslocal.NO_CAPACITY_TYPE in state["Reason"], state
+
+
+def test_suspend_terminates_only_this_clusters_compute_nodes(rendered, controller, aws, tmp_path):
+    ec2 = aws["ec2"]
+
+    def launch(**tags: str) -> str:
+        spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        return ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m7i.large",
+                                 TagSpecifications=spec)["Instances"][0]["InstanceId"]
+
+    common = {"fleetform:fleet": "train", "fleetform:node": "train-004"}
+    decoys = {
+        "other stack": launch(**common, **{"fleetform:cluster": "a-prod", "fleetform:role": "compute"}),
+        "other blueprint": launch(**common, **{"fleetform:cluster": "b-dev", "fleetform:role": "compute"}),
+        "controller": launch(**common, **{"fleetform:cluster": CLUSTER, "fleetform:role": "controller"}),
+    }
+    static = launch(**{"fleetform:cluster": CLUSTER, "fleetform:fleet": "train", "fleetform:node": "train-001",
+                       "fleetform:role": "compute"})
+    mine = {i for i, t in instances(ec2, fleetform_cluster=CLUSTER, fleetform_role="compute").items()
+            if t["fleetform:node"] in ("train-003", "train-004")}
+    assert len(mine) == 2
+    done = run_program(rendered, controller, aws, tmp_path, "suspend", "train-[001,003-004]")
+    assert done.returncode == 0, done.stderr
+    live = set(instances(ec2))
+    assert not mine & live, "this cluster's elastic nodes were not terminated"
+    assert set(decoys.values()) <= live, {k: v for k, v in decoys.items() if v not in live}
+    assert static in live, "suspend terminated a static node"
+    failed = run_program(rendered, controller, aws, tmp_path, "resume-fail", "train-001")
+    assert failed.returncode == 0, failed.stderr
+    assert static not in set(instances(ec2)), "resume-fail did not terminate the static node that failed"
+
+
+def test_keeper_powers_up_static_nodes(rendered, controller, aws, tmp_path):
+    assert "POWERED_DOWN" in node_state(controller, "train-002")["State"]
+    kept = run_program(rendered, controller, aws, tmp_path, "keeper")
+    assert kept.returncode == 0, kept.stderr
+    for name in ("train-001", "train-002"):  # POWER_UP: asked for; POWERING_UP: ResumeProgram called
+        state = set(node_state(controller, name)["State"].split("+"))
+        assert state & {"POWER_UP", "POWERING_UP"} or "POWERED_DOWN" not in state, state
+    assert "POWERED_DOWN" in node_state(controller, "train-003")["State"], "the keeper started an elastic node"
+
+
+def test_fleet_json_names_what_the_programs_need(rendered):
+    fleet = json.loads((rendered / "bin" / "fleet.json").read_text())
+    assert fleet["static_nodes"] == "train-[001-002]" and fleet["elastic_nodes"] == "train-[003-006]"
+    assert fleet["slurm_version"] == "22.05"
