@@ -146,3 +146,41 @@ def cluster_env(role: str, cluster: str, fleet: str, moto_url: str, **extra: str
               "FLEETFORM_LUSTRE_MOUNTS": "", "FLEETFORM_STATE_VOLUME": "", **extra,
               "AWS_ENDPOINT_URL": moto_url, **CREDENTIALS}
     return "".join(f"{k}={shlex.quote(v)}\n" for k, v in values.items())
+
+
+CLUSTER = "a-dev"  # <metadata.name>-<stack> of the test blueprint
+
+
+def blueprint(nodes: str) -> str:
+    """A small AWS blueprint whose training fleet targets Slurm 22.05, the release Debian's
+    daemons here are (the bootstrap refuses any other)."""
+    from conftest import AWS_TRAINING_HEAD
+
+    return AWS_TRAINING_HEAD + f"""\
+    instance_type: p5.48xlarge
+    nodes: {nodes}
+    scheduler: {{type: slurm, slurm_version: "22.05", partitions: [{{name: gpu, default: true}}]}}
+"""
+
+
+def render_fleet(tmp: Path, text: str) -> Path:
+    """Render a blueprint into tmp/rendered; the training fleet's slurm folder."""
+    from fleetform.pipeline import check
+    from fleetform.render import render
+    from fleetform.render.output import write
+
+    (tmp / "a.yaml").write_text(text)
+    result = check(tmp / "a.yaml")
+    assert result.model is not None, [f.to_text() for f in result.findings]
+    write(render(result.model), tmp / "rendered")
+    return tmp / "rendered" / "train" / "slurm"
+
+
+def need(missing: str | None) -> None:
+    """Fail in CI (CI set), skip elsewhere, when a component is missing."""
+    import pytest
+
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing}; .ci/run installs it")
+        pytest.skip(f"{missing}; CI fails instead of skipping")

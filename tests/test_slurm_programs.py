@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,28 +23,16 @@ import pytest
 
 import awslocal
 import slurmctld
-from conftest import AWS_TRAINING_HEAD
-from fleetform.pipeline import check
-from fleetform.render import render
-from fleetform.render.output import write
 
 pytestmark = pytest.mark.cluster
 
-BLUEPRINT = AWS_TRAINING_HEAD + """\
-    instance_type: p5.48xlarge
-    nodes: {min: 2, max: 6}
-    scheduler: {type: slurm, slurm_version: "22.05", partitions: [{name: gpu, default: true}]}
-"""
-CLUSTER = "a-dev"
+BLUEPRINT = awslocal.blueprint("{min: 2, max: 6}")
+CLUSTER = awslocal.CLUSTER
 
 
 @pytest.fixture(scope="module", autouse=True)
 def need_components():
-    missing = awslocal.available() or (None if slurmctld.available() else "slurmctld is not installed")
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(f"{missing}; .ci/run installs it")
-        pytest.skip(f"{missing}; CI fails instead of skipping")
+    awslocal.need(awslocal.available() or (None if slurmctld.available() else "slurmctld is not installed"))
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +48,7 @@ def aws():
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("programs")
-    (tmp / "a.yaml").write_text(BLUEPRINT)
-    result = check(tmp / "a.yaml")
-    assert result.model is not None, [f.to_text() for f in result.findings]
-    write(render(result.model), tmp / "out")
-    return tmp / "out" / "train" / "slurm"
+    return awslocal.render_fleet(tmp_path_factory.mktemp("programs"), BLUEPRINT)
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +167,41 @@ def test_fleet_json_names_what_the_programs_need(rendered):
     fleet = json.loads((rendered / "bin" / "fleet.json").read_text())
     assert fleet["static_nodes"] == "train-[001-002]" and fleet["elastic_nodes"] == "train-[003-006]"
     assert fleet["slurm_version"] == "22.05"
+
+
+def test_topology_conf_from_describe_instance_topology(rendered, controller, monkeypatch, tmp_path):
+    """moto has no DescribeInstanceTopology: the tree is built from the example of the EC2 User Guide
+    ("How Amazon EC2 topology works": NetworkNodes top layer first; instances 1 and 2 under NN4,
+    3 under NN5, both under NN2; 4 under NN6 under NN3; NN1 on top) and slurmctld must accept it."""
+    import importlib.machinery
+    import importlib.util
+
+    monkeypatch.setenv("SLURM_CONF", str(controller))
+    monkeypatch.syspath_prepend(str(rendered / "bin"))
+    loader = importlib.machinery.SourceFileLoader("fleetform_topology", str(rendered / "bin" / "topology"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    placed = {"train-001": ["nn-1", "nn-2", "nn-4"], "train-002": ["nn-1", "nn-2", "nn-4"],
+              "train-003": ["nn-1", "nn-2", "nn-5"], "train-004": ["nn-1", "nn-3", "nn-6"]}
+    text = module.tree(placed, [f"train-00{i}" for i in range(1, 7)])
+    assert text.splitlines()[1:] == [
+        "SwitchName=nn-4 Nodes=train-[001-002]", "SwitchName=nn-5 Nodes=train-003", "SwitchName=nn-6 Nodes=train-004",
+        "SwitchName=nn-1 Switches=nn-2,nn-3", "SwitchName=nn-2 Switches=nn-4,nn-5", "SwitchName=nn-3 Switches=nn-6",
+        "SwitchName=ec2-unknown Nodes=train-[005-006]", "SwitchName=ec2 Switches=ec2-unknown,nn-1"]
+    folder = tmp_path / "slurm"
+    shutil.copytree(rendered, folder)
+    (folder / "topology.conf").write_text(text)
+    outcome = slurmctld.check(folder)
+    assert outcome.ok, slurmctld.problems(outcome)
+
+
+def test_bootstrap_refuses_an_image_with_another_slurm(aws, tmp_path):
+    """The blueprint says 23.11, this machine's slurmd is Debian's 22.05: the node stops at once and
+    says which is which (negative control: the cluster test boots the same program on 22.05)."""
+    slurm = awslocal.render_fleet(tmp_path, awslocal.blueprint("2").replace('"22.05"', '"23.11"'))
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text(awslocal.cluster_env("compute", CLUSTER, "train", aws["url"]))
+    result = subprocess.run([str(slurm / "bin" / "bootstrap")], capture_output=True, text=True, timeout=60, env={
+        "FLEETFORM_ROOT": str(tmp_path / "root"), "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"]})
+    assert result.returncode == 1
+    assert "the image has Slurm 22.05" in result.stderr and "renders for Slurm 23.11" in result.stderr, result.stderr

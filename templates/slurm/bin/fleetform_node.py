@@ -88,8 +88,9 @@ def run(*command: str, check: bool = True, input: str | None = None, extra: dict
 
 
 def aws(env: dict[str, str], *args: str) -> dict:
-    """One AWS CLI call in the cluster's region, its JSON answer as data."""
-    result = run("aws", "--region", env["FLEETFORM_REGION"], "--output", "json", *args,
+    """One AWS CLI call in the cluster's region, its JSON answer as data. FLEETFORM_AWS_CLI in the
+    environment file may name the CLI where it is not on the default PATH (tests: the venv's)."""
+    result = run(env.get("FLEETFORM_AWS_CLI") or "aws", "--region", env["FLEETFORM_REGION"], "--output", "json", *args,
                  extra={k: v for k, v in env.items() if k.startswith("AWS_")}, what=" ".join(args[:2]))
     return json.loads(result.stdout) if result.stdout.strip() else {}
 

@@ -1,0 +1,269 @@
+"""A real Slurm cluster on 127.0.0.1, formed by the rendered files and the rendered programs of an
+AWS training fleet: Debian's munged, slurmctld and slurmd (slurm-wlm 22.05, so the blueprint
+targets Slurm 22.05 and the bootstrap's version check passes), the AWS side served by moto's server
+(the munge secret, the launch template, EC2) and a fake IMDS (tests/awslocal.py).
+
+What runs as it would on AWS: the controller's bootstrap generates the munge key into the empty
+secret, installs the Slurm files, starts munge and slurmctld and powers up the static nodes;
+slurmctld runs the rendered ResumeProgram, which launches instances in moto and names them by tag.
+The harness plays EC2 booting an instance: for each instance moto runs for this cluster, it runs
+the rendered bootstrap with that instance's metadata (the fake IMDS); the bootstrap waits for its
+node tag, reads the munge key from the secret and starts `slurmd -N <name>`. Then `sinfo` shows
+the nodes idle, `srun` and `sbatch --wait` run jobs on them (each task sees the fleet's nccl.env),
+and a job asking for a third node makes slurmctld resume an elastic node through the same path.
+
+Test-only overrides, applied to the rendered folder before anything runs (one machine plays all):
+  1. SlurmctldHost=localhost: the test machine's hostname cannot become `train-controller`.
+  2. SlurmUser = the current user; SlurmctldPort and one slurmd Port= per node are free ports
+     (several slurmd on one host; each NodeName line split into one line per node).
+  3. ProctrackType=proctrack/linuxproc, TaskPlugin=task/none: no cgroup delegation in a test
+     container (cgroup.conf is then unused).
+  4. SlurmdParameters=config_overrides: this host has 2 CPUs, not a p5.48xlarge's 192.
+  5. gres.conf File= names links to /dev/null in the temp dir instead of /dev/nvidia[0-7].
+  6. power_save_min_interval=0 instead of 30, so a resume starts within a second.
+  7. (in the bootstrap, with FLEETFORM_ROOT) `slurmd -b`: slurmd reports its start as the boot,
+     as a fresh instance would; this host booted before the resume and slurmctld would wait.
+The user data's own part (download the artifact, check sha256, extract) is train-aws's; here the
+programs run from the rendered folder directly. FLEETFORM_ROOT moves /etc, /var and /run of each
+machine into the temp dir (the bootstrap then starts daemons itself instead of through systemd).
+Everything stops by itself: fixtures kill every daemon through its pid file, and every wait has a
+timeout. In CI (CI set) a missing daemon, moto or the aws CLI fails these tests.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import hostlist
+import pytest
+
+import awslocal
+
+pytestmark = pytest.mark.cluster
+
+BLUEPRINT = awslocal.blueprint("{min: 2, max: 3}")
+CLUSTER = awslocal.CLUSTER
+DAEMONS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol")
+SBIN = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
+
+
+def _missing() -> str | None:
+    gone = [d for d in DAEMONS if not (shutil.which(d) or any(os.access(f"{p}/{d}", os.X_OK) for p in SBIN))]
+    if gone:
+        return f"{', '.join(gone)} not installed (apt-get install munge slurmctld slurmd slurm-client)"
+    return awslocal.available()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_components():
+    awslocal.need(_missing())
+
+
+def _override(slurm: Path, tmp: Path) -> None:
+    """The test-only overrides listed in the module docstring, on the rendered folder."""
+    conf = slurm / "slurm.conf"
+    out = []
+    for line in conf.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key == "SlurmctldHost":
+            line = "SlurmctldHost=localhost"
+        elif key == "SlurmUser":
+            line = f"SlurmUser={getpass.getuser()}"
+        elif key == "ProctrackType":
+            line = "ProctrackType=proctrack/linuxproc"
+        elif key == "TaskPlugin":
+            line = "TaskPlugin=task/none"
+        elif key == "SlurmctldParameters":
+            line = line.replace("power_save_min_interval=30", "power_save_min_interval=0")
+        elif key == "NodeName":
+            names = hostlist.expand_hostlist(value.split()[0])
+            rest = value.split(" ", 1)[1]
+            out += [f"NodeName={n} {rest} Port={awslocal.free_port()}" for n in names]
+            continue
+        out.append(line)
+    out += [f"SlurmctldPort={awslocal.free_port()}", "SlurmdParameters=config_overrides"]
+    conf.write_text("\n".join(out) + "\n")
+    devices = tmp / "dev"
+    devices.mkdir()
+    for i in range(8):  # slurmd wants character devices: links to /dev/null are
+        (devices / f"nvidia{i}").symlink_to("/dev/null")
+    gres = slurm / "gres.conf"
+    gres.write_text(re.sub(r"File=/dev/nvidia", f"File={devices}/nvidia", gres.read_text()))
+
+
+class Machines:
+    """Every machine of the test cluster: its FLEETFORM_ROOT, and the daemons it started."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.roots: dict[str, Path] = {}
+        self.boots: dict[str, subprocess.Popen] = {}
+        self.stopping = threading.Event()
+
+    def root(self, name: str) -> Path:
+        root = self.tmp / "machines" / name
+        root.mkdir(parents=True, exist_ok=True)
+        self.roots[name] = root
+        return root
+
+    def stop_daemons(self, root: Path) -> None:
+        for pid_file in ("run/slurmd.pid", "run/slurmctld.pid", "run/munge/munged.pid"):
+            file = root / pid_file
+            try:
+                pid = int(file.read_text().split()[0])
+                os.kill(pid, signal.SIGTERM)
+            except (OSError, ValueError, IndexError):
+                continue
+            for _ in range(50):
+                try:
+                    os.kill(pid, 0)
+                except OSError:
+                    break
+                time.sleep(0.1)
+            else:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self.stopping.set()
+        for proc in self.boots.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for root in self.roots.values():
+            self.stop_daemons(root)
+
+
+def _env(root: Path, env_file: Path, **extra: str) -> dict[str, str]:
+    return {"FLEETFORM_ROOT": str(root), "FLEETFORM_ENV_FILE": str(env_file), "HOME": str(root),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin", **extra}
+
+
+def _play_ec2(machines: Machines, moto_url: str, imds: str, bin_dir: Path, env_text) -> None:
+    """EC2 booting instances: every instance moto runs for this cluster gets the rendered bootstrap
+    run with its metadata; a terminated one loses its daemons."""
+    ec2 = awslocal.client("ec2", moto_url)
+    while not machines.stopping.is_set():
+        reservations = ec2.describe_instances(Filters=[
+            {"Name": "tag:fleetform:cluster", "Values": [CLUSTER]},
+            {"Name": "tag:fleetform:role", "Values": ["compute"]}])["Reservations"]
+        for instance in (i for r in reservations for i in r["Instances"]):
+            iid, state = instance["InstanceId"], instance["State"]["Name"]
+            if state in ("pending", "running") and iid not in machines.boots:
+                root = machines.root(iid)
+                env_file = root / "cluster.env"
+                env_file.write_text(env_text("compute"))
+                log = open(root / "bootstrap.log", "w")
+                machines.boots[iid] = subprocess.Popen(
+                    [sys.executable, str(bin_dir / "bootstrap")], stdout=log, stderr=subprocess.STDOUT,
+                    env=_env(root, env_file, AWS_EC2_METADATA_SERVICE_ENDPOINT=f"{imds}/{iid}"))
+            elif state in ("shutting-down", "terminated") and iid in machines.roots:
+                machines.stop_daemons(machines.roots.pop(iid))
+        machines.stopping.wait(0.5)
+
+
+@pytest.fixture(scope="module")
+def short_tmp():
+    """slurmstepd's socket path (<SlurmdSpoolDir>/<node>_<job>.<step>) must fit in 108 bytes: pytest's
+    temp dirs are too deep."""
+    tmp = Path(tempfile.mkdtemp(prefix="ff-", dir="/tmp"))
+    yield tmp
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster(short_tmp):
+    tmp = short_tmp
+    slurm = awslocal.render_fleet(tmp, BLUEPRINT)
+    _override(slurm, tmp)
+    machines = Machines(tmp)
+    with awslocal.moto_server() as url, awslocal.fake_imds(url) as imds:
+        ec2 = awslocal.client("ec2", url)
+        template = ec2.create_launch_template(LaunchTemplateName="a-train", LaunchTemplateData={
+            "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
+        secret = awslocal.client("secretsmanager", url).create_secret(Name=f"{CLUSTER}-munge")["ARN"]
+
+        def env_text(role: str) -> str:
+            return awslocal.cluster_env(role, CLUSTER, "train", url, FLEETFORM_MUNGE_SECRET=secret,
+                                        FLEETFORM_AWS_CLI=awslocal.aws_cli(), FLEETFORM_LAUNCH_TEMPLATE=template)
+
+        root = machines.root("controller")
+        env_file = root / "cluster.env"
+        env_file.write_text(env_text("controller"))
+        ec2_thread = threading.Thread(target=_play_ec2, args=(machines, url, imds, slurm / "bin", env_text),
+                                      daemon=True)
+        ec2_thread.start()
+        try:
+            boot = subprocess.run([sys.executable, str(slurm / "bin" / "bootstrap")], capture_output=True,
+                                  text=True, env=_env(root, env_file), timeout=180)
+            assert boot.returncode == 0, boot.stderr + _logs(machines)
+            yield {"conf": root / "etc/slurm/slurm.conf", "machines": machines, "ec2": ec2, "boot": boot}
+        finally:
+            machines.stop()
+            ec2_thread.join(10)
+
+
+def _logs(machines: Machines) -> str:
+    out = []
+    for name, root in machines.roots.items():
+        for log in sorted(root.rglob("*.log")):
+            out.append(f"--- {name} {log.relative_to(root)}\n" + log.read_text(errors="replace")[-2000:])
+    return "\n".join(out)
+
+
+def slurm(cluster, *command: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cluster["conf"].parent,
+                          env={**os.environ, "SLURM_CONF": str(cluster["conf"])})
+
+
+def wait_idle(cluster, nodes: set[str], timeout: float = 150) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        out = slurm(cluster, "sinfo", "-N", "-h", "-o", "%N %t").stdout
+        states = dict(line.split() for line in out.splitlines() if line.strip())
+        if all(states.get(n) == "idle" for n in nodes):
+            return states
+        if time.monotonic() > deadline:
+            raise AssertionError(f"nodes not idle after {timeout:.0f} s: {states}\n" + _logs(cluster["machines"]))
+        time.sleep(1)
+
+
+def test_static_nodes_boot_register_and_run_srun_and_sbatch(cluster):
+    assert "generated a 1024-byte munge key" in cluster["boot"].stderr
+    states = wait_idle(cluster, {"train-001", "train-002"})
+    assert states.get("train-003") in ("idle~", "idle"), states  # the elastic node stays powered down
+    names = cluster["ec2"].describe_tags(Filters=[{"Name": "key", "Values": ["fleetform:node"]}])["Tags"]
+    assert sorted(t["Value"] for t in names) == ["train-001", "train-002"]
+
+    ran = slurm(cluster, "srun", "-N2", "--ntasks-per-node=1", "--label", "printenv", "SLURMD_NODENAME", "NCCL_DEBUG")
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(ran.stdout.split()) == sorted(["0:", "0:", "1:", "1:", "train-001", "train-002", "WARN", "WARN"]), \
+        ran.stdout
+
+    out = cluster["conf"].parent / "batch.out"
+    batch = slurm(cluster, "sbatch", "--wait", "-N2", f"--output={out}", "--wrap",
+                  "srun --ntasks-per-node=1 printenv SLURMD_NODENAME")
+    assert batch.returncode == 0, batch.stderr
+    assert sorted(out.read_text().split()) == ["train-001", "train-002"]
+
+
+def test_a_job_for_more_nodes_resumes_an_elastic_node(cluster):
+    wait_idle(cluster, {"train-001", "train-002"})
+    ran = slurm(cluster, "srun", "-N3", "--ntasks-per-node=1", "printenv", "SLURMD_NODENAME", timeout=200)
+    assert ran.returncode == 0, ran.stderr + _logs(cluster["machines"])
+    assert sorted(ran.stdout.split()) == ["train-001", "train-002", "train-003"]
+    live = cluster["ec2"].describe_instances(Filters=[{"Name": "tag:fleetform:node", "Values": ["train-003"]},
+                                                      {"Name": "instance-state-name", "Values": ["running"]}])
+    assert len([i for r in live["Reservations"] for i in r["Instances"]]) == 1
