@@ -209,7 +209,8 @@ def cluster(short_tmp):
             boot = subprocess.run([sys.executable, str(slurm / "bin" / "bootstrap")], capture_output=True,
                                   text=True, env=_env(root, env_file), timeout=180)
             assert boot.returncode == 0, boot.stderr + _logs(machines)
-            yield {"conf": root / "etc/slurm/slurm.conf", "machines": machines, "ec2": ec2, "boot": boot}
+            yield {"conf": root / "etc/slurm/slurm.conf", "machines": machines, "ec2": ec2, "boot": boot,
+                   "bin": slurm / "bin"}
         finally:
             machines.stop()
             ec2_thread.join(10)
@@ -247,13 +248,14 @@ def test_static_nodes_boot_register_and_run_srun_and_sbatch(cluster):
     names = cluster["ec2"].describe_tags(Filters=[{"Name": "key", "Values": ["fleetform:node"]}])["Tags"]
     assert sorted(t["Value"] for t in names) == ["train-001", "train-002"]
 
-    ran = slurm(cluster, "srun", "-N2", "--ntasks-per-node=1", "--label", "printenv", "SLURMD_NODENAME", "NCCL_DEBUG")
+    ran = slurm(cluster, "srun", "-N2", "--nodelist=train-[001-002]", "--ntasks-per-node=1", "--label",
+                "printenv", "SLURMD_NODENAME", "NCCL_DEBUG")
     assert ran.returncode == 0, ran.stderr
     assert sorted(ran.stdout.split()) == sorted(["0:", "0:", "1:", "1:", "train-001", "train-002", "WARN", "WARN"]), \
         ran.stdout
 
     out = cluster["conf"].parent / "batch.out"
-    batch = slurm(cluster, "sbatch", "--wait", "-N2", f"--output={out}", "--wrap",
+    batch = slurm(cluster, "sbatch", "--wait", "-N2", "--nodelist=train-[001-002]", f"--output={out}", "--wrap",
                   "srun --ntasks-per-node=1 printenv SLURMD_NODENAME")
     assert batch.returncode == 0, batch.stderr
     assert sorted(out.read_text().split()) == ["train-001", "train-002"]
@@ -267,3 +269,29 @@ def test_a_job_for_more_nodes_resumes_an_elastic_node(cluster):
     live = cluster["ec2"].describe_instances(Filters=[{"Name": "tag:fleetform:node", "Values": ["train-003"]},
                                                       {"Name": "instance-state-name", "Values": ["running"]}])
     assert len([i for r in live["Reservations"] for i in r["Instances"]]) == 1
+
+
+def test_keeper_replaces_a_static_node_that_went_down(cluster):
+    """train-002 goes DOWN while its instance runs (a dead slurmd looks the same to slurmctld):
+    the keeper terminates its instance and powers it down, so that, once SuspendTimeout has passed,
+    its next round powers it up and the ResumeProgram starts a fresh instance under the same name
+    (that last step is test_keeper_powers_up_static_nodes in test_slurm_programs.py)."""
+    wait_idle(cluster, {"train-001", "train-002"})
+    ec2 = cluster["ec2"]
+    live = {"Name": "instance-state-name", "Values": ["pending", "running"]}
+    node = {"Name": "tag:fleetform:node", "Values": ["train-002"]}
+    (before,) = [i["InstanceId"] for r in ec2.describe_instances(Filters=[node, live])["Reservations"]
+                 for i in r["Instances"]]
+    down = slurm(cluster, "scontrol", "update", "nodename=train-002", "state=down", "reason=test: slurmd died")
+    assert down.returncode == 0, down.stderr
+    root = cluster["machines"].roots["controller"]
+    kept = subprocess.run([sys.executable, str(cluster["bin"] / "keeper")], capture_output=True, text=True,
+                          timeout=120, env={**_env(root, root / "cluster.env"), "SLURM_CONF": str(cluster["conf"])})
+    assert kept.returncode == 0, kept.stderr
+    assert not ec2.describe_instances(Filters=[node, live])["Reservations"], "its instance still runs"
+    assert ec2.describe_instances(InstanceIds=[before])["Reservations"][0]["Instances"][0]["State"]["Name"] in (
+        "shutting-down", "terminated")
+    state = slurm(cluster, "scontrol", "show", "node", "train-002").stdout
+    assert "POWER" in state.split("State=")[1].split()[0] and "fleetform keeper" in state, state
+    states = dict(line.split() for line in slurm(cluster, "sinfo", "-N", "-h", "-o", "%N %t").stdout.splitlines())
+    assert states["train-001"] == "idle" and states["train-002"] in ("idle%", "down%", "idle~", "down~"), states

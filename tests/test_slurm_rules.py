@@ -96,9 +96,12 @@ def _coverage_cases():
     """What slurmctld itself rejects or what the blueprint gets wrong: the coverage rules, which now
     compare number ranges instead of expanded names, must still name exactly the wrong hosts."""
     model, _ = _model()
+    from fleetform.slurm import SwitchLine
+
     cfg = model.fleets[0].slurm
-    leaves = [s for s in cfg.switches if s.nodes]
-    spine = tuple(s for s in cfg.switches if not s.nodes)
+    # the reference is on AWS, whose topology.conf starts as one switch: a tree as on-prem writes it
+    leaves = [SwitchLine(f"leaf0{i + 1}", f"train-[00{2 * i + 1}-00{2 * i + 2}]", None) for i in range(3)]
+    spine = (SwitchLine("spine", None, "leaf[01-03]"),)
     (gres,) = cfg.gres
     (partition,) = model.fleets[0].scheduler.partitions
     return {
