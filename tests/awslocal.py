@@ -158,6 +158,7 @@ def blueprint(nodes: str) -> str:
 
     return AWS_TRAINING_HEAD + f"""\
     instance_type: p5.48xlarge
+    image: ami-0123456789abcdef0  # an image with Slurm 22.05: fleetform's default brings 23.11
     nodes: {nodes}
     scheduler: {{type: slurm, slurm_version: "22.05", partitions: [{{name: gpu, default: true}}]}}
 """

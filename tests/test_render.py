@@ -150,7 +150,9 @@ def test_keys_a_newer_slurm_removed_are_not_written_for_it(tmp_path):
         source.write_text(text)
         return render(check(source).model)["train/slurm/slurm.conf"].decode()
 
-    older = VARIANTS["partitions"].replace("      partitions:", '      slurm_version: "23.02"\n      partitions:', 1)
+    from variants import aws
+
+    older = aws("older", nodes="8", scheduler='      slurm_version: "23.02"', image="/acme/images/slurm-23.02/ami-id")
     assert "CgroupAutomount=yes" in cgroup(older)
     assert "SlurmctldParameters=cloud_reg_addrs," in conf(older)
     # SchedMD CHANGELOG/slurm-23.11.md: "Remove CgroupAutomount= option from cgroup.conf",
