@@ -74,6 +74,18 @@ def test_utf8_bom_is_accepted():
     assert parse(b"\xef\xbb\xbf" + HEAD.encode(), "t.yaml").data["kind"] == "Blueprint"
 
 
+def test_not_utf8_after_a_bom_points_at_the_byte():
+    """The BOM's three bytes once shifted the report: 3:4, byte 0x63 ('c') at offset 47 was reported."""
+    with pytest.raises(LoadError) as err:
+        parse(b"\xef\xbb\xbf" + HEAD.encode() + b"a: caf\xe9\n", "t.yaml")
+    (finding,) = err.value.findings
+    assert (finding.line, finding.column) == (3, 7)
+    assert finding.message == "the file is not UTF-8 text (byte 0xe9 at offset 50)"
+    with pytest.raises(LoadError) as err:
+        parse(b"\xef\xbb\xbfa: caf\xe9\n", "t.yaml")
+    assert (err.value.findings[0].line, err.value.findings[0].column) == (1, 7)
+
+
 def test_size_limit(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_bytes(HEAD.encode() + b"x: " + b"a" * MAX_BYTES + b"\n")
