@@ -56,8 +56,8 @@ KIND = "Blueprint"
 
 Path_ = tuple  # a path of keys (str) and indexes (int)
 
-_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_NULLS = frozenset({"~", "null", "Null", "NULL", ""})
 _INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _FLOAT = re.compile(
     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
@@ -140,10 +140,10 @@ def _scalar(event) -> Any:
     if tag in (None, "!"):
         if not event.implicit[0]:  # quoted, or a block scalar: always a string
             return value
-        if _NULL.match(value):
+        if value in _NULLS:
             return None
-        if _BOOL.match(value):
-            return value.lower() == "true"
+        if value in _BOOLS:
+            return _BOOLS[value]
         if _INT.match(value):
             return _int(value, event)
         if _FLOAT.match(value):
@@ -158,9 +158,9 @@ def _scalar(event) -> Any:
             return int(value, 0) if value[:2] in ("0o", "0x") else int(value)
         if tag == _CORE + "float":
             return float(value)
-        if tag == _CORE + "bool" and _BOOL.match(value):
-            return value.lower() == "true"
-        if tag == _CORE + "null" and _NULL.match(value):
+        if tag == _CORE + "bool" and value in _BOOLS:
+            return _BOOLS[value]
+        if tag == _CORE + "null" and value in _NULLS:
             return None
     except ValueError:
         pass

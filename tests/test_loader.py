@@ -66,6 +66,15 @@ def test_bad_documents(text, rule, line):
     assert [(r, l) for r, l, _, _ in found] == [(rule, line)]
 
 
+def test_a_tagged_bool_or_null_with_a_line_break_is_refused():
+    """The core schema's patterns were regular expressions whose `$` also matched before a final line
+    break: `!!bool "true\\n"` loaded as false and `!!null "null\\n"` as nothing."""
+    assert findings_of(HEAD + 'a: !!bool "true\\n"\n') == [("yaml", 3, 4, "")]
+    assert findings_of(HEAD + 'a: !!null "null\\n"\n') == [("yaml", 3, 4, "")]
+    doc = parse((HEAD + 'a: !!bool "true"\nb: !!null "~"\nc: !!bool FALSE\n').encode(), "t.yaml")
+    assert (doc.data["a"], doc.data["b"], doc.data["c"]) == (True, None, False)
+
+
 def test_not_utf8_points_at_the_byte():
     assert findings_of(HEAD.encode() + b"a: caf\xe9\n") == [("yaml-encoding", 3, 7, "")]
 
