@@ -9,7 +9,8 @@ both ask `problem()`, nothing validates that the renderer later refuses.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+
+from .records import frozen
 
 DELIMITERS = ("{{", "}}", "{%", "%}", "{#", "#}")
 """Jinja's default delimiters, which fleetform's one environment uses (a test keeps them in step)."""
@@ -23,7 +24,8 @@ str.splitlines() take as line breaks. A set, not a regular expression: compiling
 _DELIMITER = re.compile("|".join(re.escape(d) for d in DELIMITERS))
 
 
-class Problem(NamedTuple):
+@frozen
+class Problem:
     what: str  # e.g. "a line break", "the template delimiter '{{'"
     hint: str
 
