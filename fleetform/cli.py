@@ -29,7 +29,7 @@ COMMANDS = {
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
-DEBUG_HELP = "show the traceback of an internal error (the same as FLEETFORM_DEBUG=1)"
+DEBUG_HELP = "show the traceback of an internal error (as FLEETFORM_DEBUG=1 does)"
 
 
 class UsageError(Exception):
@@ -64,6 +64,13 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, width=max(columns, 40) - 2)
 
 
+class _TopFormatter(argparse.RawTextHelpFormatter, _Formatter):
+    """`fleetform --help`: the few argument helps there are written to fit 80 columns and printed as
+    written, like the command list below them. Wrapping them would import textwrap, which compiles
+    its regular expressions at import: 1 ms, a tenth of what the bare interpreter with argparse
+    costs (issue 13 sets --help at most 1.1x that). Each command's own --help wraps as usual."""
+
+
 def _command_list() -> str:
     width = max(len(name) for name in COMMANDS)
     return "commands:\n" + "\n".join(f"  {name.ljust(width)}  {text}" for name, text in COMMANDS.items())
@@ -75,7 +82,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     COMMANDS, without building a parser for each (argparse's per-parser cost is most of --help's)."""
     parser = argparse.ArgumentParser(
         prog="fleetform",
-        formatter_class=_Formatter,
+        formatter_class=_TopFormatter,
         description="Validate GPU fleet blueprints and render them into Slurm, NCCL, Kubernetes and Pulumi.",
         epilog=_command_list() + "\n\nRun `fleetform COMMAND --help` for a command's arguments. Exit codes: 0 "
                "success, 1 the blueprint\nor a check failed, 2 a usage error, 3 a bug in fleetform.",

@@ -66,12 +66,33 @@ def test_bad_documents(text, rule, line):
     assert [(r, l) for r, l, _, _ in found] == [(rule, line)]
 
 
+def test_a_tagged_bool_or_null_with_a_line_break_is_refused():
+    """The core schema's patterns were regular expressions whose `$` also matched before a final line
+    break: `!!bool "true\\n"` loaded as false and `!!null "null\\n"` as nothing."""
+    assert findings_of(HEAD + 'a: !!bool "true\\n"\n') == [("yaml", 3, 4, "")]
+    assert findings_of(HEAD + 'a: !!null "null\\n"\n') == [("yaml", 3, 4, "")]
+    doc = parse((HEAD + 'a: !!bool "true"\nb: !!null "~"\nc: !!bool FALSE\n').encode(), "t.yaml")
+    assert (doc.data["a"], doc.data["b"], doc.data["c"]) == (True, None, False)
+
+
 def test_not_utf8_points_at_the_byte():
     assert findings_of(HEAD.encode() + b"a: caf\xe9\n") == [("yaml-encoding", 3, 7, "")]
 
 
 def test_utf8_bom_is_accepted():
     assert parse(b"\xef\xbb\xbf" + HEAD.encode(), "t.yaml").data["kind"] == "Blueprint"
+
+
+def test_not_utf8_after_a_bom_points_at_the_byte():
+    """The BOM's three bytes once shifted the report: 3:4, byte 0x63 ('c') at offset 47 was reported."""
+    with pytest.raises(LoadError) as err:
+        parse(b"\xef\xbb\xbf" + HEAD.encode() + b"a: caf\xe9\n", "t.yaml")
+    (finding,) = err.value.findings
+    assert (finding.line, finding.column) == (3, 7)
+    assert finding.message == "the file is not UTF-8 text (byte 0xe9 at offset 50)"
+    with pytest.raises(LoadError) as err:
+        parse(b"\xef\xbb\xbfa: caf\xe9\n", "t.yaml")
+    assert (err.value.findings[0].line, err.value.findings[0].column) == (1, 7)
 
 
 def test_size_limit(tmp_path):

@@ -112,3 +112,16 @@ def test_blueprint_values_override_fleetform_and_say_so(tmp_path):
     env = _env(text, tmp_path)
     assert "NCCL_IB_HCA==mlx5_0\n" in env
     assert "# set in the blueprint's nccl.env, replacing fleetform's =mlx5_0,mlx5_3" in env
+
+
+def test_nccl_list_is_read_only_for_a_blueprint_that_sets_variables(tmp_path):
+    """Reading NCCL's variable list is half a millisecond of every validate (issue 13's floor): a
+    blueprint whose nccl.env is empty has nothing to lint against it."""
+    from fleetform import nccl
+
+    nccl.variables.cache_clear()
+    assert check(ROOT / "blueprints/reference.yaml").ok
+    assert nccl.variables.cache_info().misses == 0
+    onprem = (ROOT / "blueprints/onprem-ib.yaml").read_text().replace("    nccl:\n      debug: WARN\n", SAMPLE)
+    _findings(onprem, tmp_path)
+    assert nccl.variables.cache_info().misses == 1
