@@ -58,6 +58,14 @@ streamer from S3 in the same region, a shared file system. Only sizes the defaul
 DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 """vLLM --dtype of an unquantized precision (vLLM's ModelConfig dtype choices)."""
 
+SERVE_COMMAND = ("vllm", "serve")
+"""The container's command, given explicitly: the vllm/vllm-openai image's ENTRYPOINT is
+`python3 -m vllm.entrypoints.openai.api_server` in some Dockerfiles (vllm-project/vllm docker/Dockerfile,
+target vllm-openai) and `vllm serve` in newer ones; `vllm serve` takes the model as its first positional
+argument (entrypoints/cli/serve.py: usage `vllm serve <model_tag> [options]`), and `--model` after `serve`
+is refused or deprecated by FlexibleArgumentParser depending on the release, so the model is never
+given as --model."""
+
 OWNED_FLAGS = frozenset({
     "--model", "--served-model-name", "--tensor-parallel-size", "-tp", "--port", "--host", "--uds",
     "--gpu-memory-utilization", "--max-model-len", "--dtype", "--quantization", "-q", "--revision",
@@ -155,7 +163,7 @@ class Server:
     labels: tuple[tuple[str, str], ...]  # on every object and the pod template
     selector: tuple[tuple[str, str], ...]  # the subset that selects the pods
     image: str
-    args: tuple[str, ...]
+    args: tuple[str, ...]  # after SERVE_COMMAND: the model location first (positional), then flags
     port: int
     gpu_resource: str
     gpu_count: int
@@ -184,6 +192,7 @@ class Server:
     service_account: str | None = None  # a ServiceAccount of its own (S3 weights), else the default one
     automount_token: bool = False
     weights_access: WeightsAccess | None = None
+    command: tuple[str, ...] = SERVE_COMMAND
 
 
 @frozen
@@ -293,7 +302,7 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
         utilization = model.gpu_memory_utilization / (sharing.replicas if device_plugin is not None else 1)
         weights = model.weights
         source = weights.source if weights is not None else "hub"
-        args = ["--model", model_location(model), "--served-model-name", model.name,
+        args = [model_location(model), "--served-model-name", model.name,
                 "--tensor-parallel-size", str(model.tensor_parallel), "--port", str(model.port),
                 "--gpu-memory-utilization", f"{math.floor(utilization * 1000) / 1000:g}"]
         if model.max_model_len:
@@ -397,7 +406,7 @@ CLIENT_LABEL = "fleetform.dev/client-of"
 
 
 def model_location(model) -> str:
-    """What vLLM's --model names: the Hub id, the S3 prefix, or the folder on the mounted volume."""
+    """What `vllm serve` takes as its model (first positional argument): the Hub id, the S3 prefix, or the folder on the mounted volume."""
     weights = model.weights
     if weights is None or weights.source == "hub":
         return model.model

@@ -275,7 +275,7 @@ POSITIONS = {
                                      _arg(_deployment(files)["spec"]["template"]["spec"]["containers"][0],
                                           "--served-model-name")]),
     "model id": ("$defs/model/properties/model", lambda bp, v: bp["fleets"][0]["models"][0].update(model=v),
-                 lambda files, v: [_arg(_deployment(files)["spec"]["template"]["spec"]["containers"][0], "--model")]),
+                 lambda files, v: [_deployment(files)["spec"]["template"]["spec"]["containers"][0]["args"][0]]),
     "image": ("$defs/model/properties/image", lambda bp, v: bp["fleets"][0]["models"][0].update(image=v),
               lambda files, v: [_deployment(files)["spec"]["template"]["spec"]["containers"][0]["image"]]),
     "hf_token_secret": ("$defs/model/properties/hf_token_secret",
@@ -298,7 +298,7 @@ POSITIONS = {
                                         if vol["name"] == "weights"]),
     "weights.path": ("$defs/model/properties/weights/properties/path",
                      lambda bp, v: bp["fleets"][0]["models"][1]["weights"].update(path=v),
-                     lambda files, v: [_arg(_pod(files, 1)["containers"][0], "--model").removeprefix("/weights/")]),
+                     lambda files, v: [_pod(files, 1)["containers"][0]["args"][0].removeprefix("/weights/")]),
 }
 
 
@@ -513,6 +513,30 @@ def test_every_flag_fleetform_passes_is_a_vllm_flag(tmp_path):
                 assert [a for a in args if a.startswith("-") and a not in known] == [], name
 
 
+def test_the_server_starts_with_vllm_serve_and_a_positional_model(tmp_path):
+    """vllm serve takes the model as its first positional argument (vllm-project/vllm v0.11.0,
+    vllm/entrypoints/cli/serve.py: usage `vllm serve <model_tag> [options]`); FlexibleArgumentParser
+    (vllm/utils/__init__.py) refuses or deprecates `--model` after `serve`. The image's ENTRYPOINT is
+    `python3 -m vllm.entrypoints.openai.api_server` in docker/Dockerfile (target vllm-openai) of some
+    releases and `vllm serve` in newer ones, so the command is explicit: the same argv works on both.
+    Before, the pod had no command and passed `--model <id>`."""
+    _, files = _reference(tmp_path)
+    container = yaml.safe_load(files["serve/k8s/llama-70b-deployment.yaml"])["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["vllm", "serve"]
+    args = container["args"]
+    assert args[0] == "meta-llama/Llama-3.1-70B-Instruct" and "--model" not in args
+    assert all(not a.startswith("-") for a in args[:1]) and args[1].startswith("--")
+    # the flags fleetform owns still follow the model, and extra_args may not repeat --model
+    assert _arg(container, "--port") == "8000" and ":8000/metrics" in container["lifecycle"]["preStop"]["exec"]["command"][2]
+    assert container["startupProbe"]["httpGet"]["port"] == "http" and container["ports"][0]["containerPort"] == 8000
+    text = (ROOT / "blueprints/reference.yaml").read_text().replace(
+        "        max_model_len: 8192\n        replicas: {min: 2, max: 20}\n",
+        "        max_model_len: 8192\n        replicas: {min: 2, max: 20}\n        extra_args: [--model, x]\n")
+    path = tmp_path / "model.yaml"
+    path.write_text(text)
+    assert [f.message for f in check(path).findings if f.rule == "extra-args"] == ["--model is set by fleetform"]
+
+
 def test_extra_args_reach_vllm_after_fleetforms_own(tmp_path):
     _, files = _reference(tmp_path, "        max_model_len: 8192\n        replicas: {min: 2, max: 20}\n",
                           "        max_model_len: 8192\n        replicas: {min: 2, max: 20}\n"
@@ -622,7 +646,7 @@ def test_weights_from_s3_stream_with_the_runai_streamer(tmp_path):
                           "        weights: {source: s3, uri: \"s3://acme-models/llama-3.1-70b-instruct/\"}\n")
     pod = yaml.safe_load(files["serve/k8s/llama-70b-deployment.yaml"])["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
-    assert _arg(pod["containers"][0], "--model") == "s3://acme-models/llama-3.1-70b-instruct/"
+    assert args[0] == "s3://acme-models/llama-3.1-70b-instruct/"
     assert _arg(pod["containers"][0], "--load-format") == "runai_streamer"
     assert "--revision" not in args
     assert pod["serviceAccountName"] == "llama-70b-weights"
@@ -646,7 +670,7 @@ def test_weights_from_a_volume_and_a_pinned_hub_revision(tmp_path):
                           "        weights: {source: volume, claim: model-weights, path: llama-3.1-70b}\n")
     pod = yaml.safe_load(files["serve/k8s/llama-70b-deployment.yaml"])["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert _arg(container, "--model") == "/weights/llama-3.1-70b"
+    assert container["args"][0] == "/weights/llama-3.1-70b"
     assert {"name": "weights", "persistentVolumeClaim": {"claimName": "model-weights", "readOnly": True}} in pod["volumes"]
     assert {"name": "weights", "mountPath": "/weights", "readOnly": True} in container["volumeMounts"]
     revision = "0e9e39f249a16976918f6564b8830bc894c89659"
