@@ -258,8 +258,9 @@ def _gib(value: float) -> str:
     return f"{max(1, math.floor(value))}Gi"
 
 
-def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
-    """The Kubernetes model of an inference fleet; None when its scheduler or node shape is unknown."""
+def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -> KubeFleet | None:
+    """The Kubernetes model of an inference fleet; None when its scheduler or node shape is unknown.
+    region: the blueprint's cloud region, which S3 weights are streamed from."""
     scheduler, shape = fleet.scheduler, fleet.shape
     if scheduler is None or scheduler.type != "kubernetes" or shape is None:
         return None
@@ -354,6 +355,11 @@ def build(fleet, blueprint_name: str, labels: dict) -> KubeFleet | None:
         access = None
         if source == "s3":
             access = WeightsAccess(namespace, f"{model.name}-weights", weights.bucket, weights.prefix)
+            if region:
+                # the Run:ai streamer sets AWS_EC2_METADATA_DISABLED=true unless given (runai-model-streamer
+                # s3_utils.py DEFAULT_AWS_EC2_METADATA_DISABLED), so no region comes from the instance
+                # metadata: the pod names the blueprint's region, the one its bucket is read in
+                env.append(EnvVar("AWS_REGION", region))
         drain = model.drain_s
         servers.append(Server(
             name=model.name, namespace=namespace, labels=object_labels, selector=selector, image=model.image,

@@ -215,7 +215,7 @@ def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
     its Kubernetes objects."""
     name = meta["name"]
     if not fleet.training:
-        return replace(fleet, kube=k8s.build(fleet, name, meta.get("labels", {})))
+        return replace(fleet, kube=k8s.build(fleet, name, meta.get("labels", {}), region))
     return replace(fleet, slurm=slurm.build(fleet, name, region, cloud), nccl_env=nccl.environment(fleet))
 
 

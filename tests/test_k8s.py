@@ -642,6 +642,8 @@ def test_a_stopping_replica_finishes_its_requests(tmp_path):
 
 
 def test_weights_from_s3_stream_with_the_runai_streamer(tmp_path):
+    """vLLM --load-format runai_streamer reads s3:// through runai-model-streamer, whose s3_utils.py sets
+    AWS_EC2_METADATA_DISABLED=true unless given: the pod must name AWS_REGION itself (it had none)."""
     _, files = _reference(tmp_path, "        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n",
                           "        weights: {source: s3, uri: \"s3://acme-models/llama-3.1-70b-instruct/\"}\n")
     pod = yaml.safe_load(files["serve/k8s/llama-70b-deployment.yaml"])["spec"]["template"]["spec"]
@@ -654,6 +656,12 @@ def test_weights_from_s3_stream_with_the_runai_streamer(tmp_path):
     assert account["metadata"] == {**account["metadata"], "name": "llama-70b-weights", "namespace": "llm"}
     cache = next(v for v in pod["volumes"] if v["name"] == "cache")["emptyDir"]
     assert cache["sizeLimit"] == "10Gi"  # the weights stream into GPU memory, not onto disk
+    # runai-model-streamer s3_utils.py: AWS_EC2_METADATA_DISABLED defaults to "true", so the region is not
+    # read from the instance metadata; the pod gives the blueprint's (reference.yaml: us-east-1)
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["AWS_REGION"] == "us-east-1"
+    hub = yaml.safe_load(files["small-models/k8s/llama-8b-deployment.yaml"])["spec"]["template"]["spec"]
+    assert "AWS_REGION" not in {e["name"] for e in hub["containers"][0]["env"]}  # Hub weights need none
     text = (ROOT / "blueprints/reference.yaml").read_text().replace(
         "        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n",
         "        weights: {source: s3, uri: \"s3://acme-models/llama-3.1-70b-instruct/\"}\n")
