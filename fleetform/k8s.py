@@ -169,7 +169,7 @@ class Server:
     gpu_count: int
     cpu_request: str
     memory: str
-    shm_size: str
+    shm_size: str | None  # the /dev/shm emptyDir; None under MPS, whose /dev/shm the device plugin mounts
     cache_size: str  # the downloaded weights: requested as ephemeral storage, the cache emptyDir's limit
     monitor_labels: tuple[tuple[str, str], ...]  # what the Prometheus instance selects ServiceMonitors by
     node_selector: tuple[tuple[str, str], ...]
@@ -298,9 +298,15 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
                                     ("app.kubernetes.io/managed-by", "fleetform"),
                                     ("fleetform.dev/fleet", fleet.name)) + tuple(sorted(labels.items()))
         share = model.tensor_parallel / per_node
-        # vLLM's utilization is a fraction of the whole physical GPU: pods sharing one by time-slicing
-        # or MPS must split it, or the second pod on a GPU finds no memory left
-        utilization = model.gpu_memory_utilization / (sharing.replicas if device_plugin is not None else 1)
+        mps = device_plugin is not None and device_plugin.strategy == "mps"
+        # vLLM's utilization is a fraction of the GPU memory the CUDA driver reports. Time-slicing has no
+        # memory isolation: every pod sees the whole GPU, so the pods sharing one split the fraction, or
+        # the second finds no memory left. MPS already caps each client at total / replicas (NVIDIA
+        # k8s-device-plugin cmd/mps-control-daemon/mps/daemon.go: set_default_device_pinned_mem_limit
+        # per device, totalMemory/replicas) and a client sees that cap as its memory: dividing again
+        # would leave vLLM 1/replicas of its share.
+        split = sharing.replicas if device_plugin is not None and not mps else 1
+        utilization = model.gpu_memory_utilization / split
         weights = model.weights
         source = weights.source if weights is not None else "hub"
         args = [model_location(model), "--served-model-name", model.name,
@@ -337,10 +343,15 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
                EnvVar("TORCHINDUCTOR_CACHE_DIR", f"{CACHE_DIR}/torchinductor"),
                EnvVar("TRITON_CACHE_DIR", f"{CACHE_DIR}/triton"), EnvVar("HF_HOME", f"{CACHE_DIR}/huggingface"),
                EnvVar("VLLM_NO_USAGE_STATS", "1"), EnvVar("DO_NOT_TRACK", "1")]
-        volumes = [Volume("shm", "/dev/shm", "emptyDir", size_limit="16Gi" if model.tensor_parallel > 1 else "4Gi",
-                          medium="Memory"),
-                   Volume("cache", CACHE_DIR, "emptyDir", size_limit=f"{cache_gib}Gi"),
+        volumes = [Volume("cache", CACHE_DIR, "emptyDir", size_limit=f"{cache_gib}Gi"),
                    Volume("tmp", "/tmp", "emptyDir", size_limit=f"{TMP_SIZE_GIB}Gi")]
+        shm = None
+        if not mps:
+            # under MPS the device plugin mounts the MPS daemon's shared memory at /dev/shm itself
+            # (k8s-device-plugin internal/plugin/mps.go updateReponse: ContainerPath daemon.ShmDir(),
+            # "/dev/shm"); an emptyDir there would hide it and the client could not attach
+            shm = "16Gi" if model.tensor_parallel > 1 else "4Gi"
+            volumes.insert(0, Volume("shm", "/dev/shm", "emptyDir", size_limit=shm, medium="Memory"))
         secret_env = []
         if model.hf_token_secret and source == "hub":
             # a file, not an environment variable (huggingface_hub reads HF_TOKEN_PATH)
@@ -367,7 +378,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             gpu_count=model.tensor_parallel,
             cpu_request=str(max(1, math.floor(shape.vcpus * 0.9 * share))),
             memory=_gib(shape.memory_gib * 0.9 * share),
-            shm_size=volumes[0].size_limit,
+            shm_size=shm,
             cache_size=f"{cache_gib}Gi",
             monitor_labels=(("release", scheduler.prometheus_release),) if scheduler.prometheus_release else (),
             node_selector=(("nvidia.com/gpu.product", product), ("fleetform.dev/fleet", fleet.name)),

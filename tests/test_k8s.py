@@ -228,6 +228,24 @@ FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's loader when PyYAML has it: the same YAML 1.1 resolver as SafeLoader, faster."""
 
 
+def test_mps_pods_keep_the_device_plugins_shm_and_their_memory_share(tmp_path):
+    """NVIDIA k8s-device-plugin (v0.17+) internal/plugin/mps.go mounts the MPS daemon's shared memory at
+    /dev/shm in the container (Daemon.ShmDir() is "/dev/shm"): a /dev/shm emptyDir of the pod hid it, so
+    no MPS client could attach. And cmd/mps-control-daemon/mps/daemon.go already caps every client at
+    totalMemory / replicas (set_default_device_pinned_mem_limit; README "With CUDA MPS"), so vLLM's
+    utilization is not divided again; time-slicing (no memory isolation) keeps the division."""
+    _, files = _rendered(INFERENCE_VARIANTS["mps"], tmp_path)
+    pod = _pod(files)
+    container = pod["containers"][0]
+    assert "/dev/shm" not in {m["mountPath"] for m in container["volumeMounts"]}
+    assert "shm" not in {v["name"] for v in pod["volumes"]}
+    assert _arg(container, "--gpu-memory-utilization") == "0.9"  # of the 1/2 GPU MPS lets the client see
+    _, files = _rendered(INFERENCE_VARIANTS["mps"].replace("strategy: mps", "strategy: time-slicing"), tmp_path)
+    pod = _pod(files)
+    assert _arg(pod["containers"][0], "--gpu-memory-utilization") == "0.45"  # control: time-slicing splits
+    assert {"name": "shm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
+
+
 @functools.lru_cache(maxsize=256)
 def _load(data: bytes):
     return yaml.load(data, Loader=FAST_LOADER)

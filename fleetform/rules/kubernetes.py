@@ -53,7 +53,7 @@ def k8s_quantities(bp: Blueprint, report: Reporter) -> None:
         for server in kube.servers:
             for what, value in (("cpu request", server.cpu_request), ("memory", server.memory),
                                 ("/dev/shm size", server.shm_size), ("model cache size", server.cache_size)):
-                if not QUANTITY.match(value):
+                if value is not None and not QUANTITY.match(value):
                     report(fleet.scheduler.path, f"the {what} of '{server.name}' is {value!r}, not a quantity",
                            "write e.g. 8, 500m, 64Gi")
 
