@@ -16,7 +16,7 @@ GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
 
 GPU_OPERATOR_NAMESPACE = "gpu-operator"
 DEFAULT_PROMETHEUS = "http://prometheus-operated.monitoring.svc:9090"
-"""The Prometheus service kube-prometheus-stack creates; KEDA's trigger queries it."""
+"""The Prometheus service kube-prometheus-stack creates; KEDA's trigger and the Prometheus adapter query it."""
 
 PROBE_PERIOD_S = 10
 STARTUP_BASE_S = 600
@@ -237,6 +237,27 @@ class AdapterRule:
 
 
 @frozen
+class AdapterPrometheus:
+    """Where the Prometheus adapter reads Prometheus (chart values prometheus.url, .port, .path): the chart's
+    default is http://prometheus.default.svc port 9090 (prometheus-community/helm-charts
+    charts/prometheus-adapter/values.yaml), which kube-prometheus-stack does not create."""
+
+    url: str  # scheme and host, no port
+    port: int
+    path: str
+
+
+def adapter_prometheus(url: str) -> AdapterPrometheus:
+    """Split a Prometheus URL (scheme://host[:port][/path], as the schema allows) into the adapter's values;
+    no port means the scheme's (80 for http, 443 for https)."""
+    scheme, rest = url.split("://", 1)
+    netloc, _, path = rest.partition("/")
+    host, _, port = netloc.partition(":")
+    return AdapterPrometheus(f"{scheme}://{host}", int(port) if port else (443 if scheme == "https" else 80),
+                             f"/{path}".rstrip("/") if path else "")
+
+
+@frozen
 class KubeFleet:
     version: str
     namespace: str
@@ -252,6 +273,7 @@ class KubeFleet:
     psa_labels: tuple[tuple[str, str], ...] = ()  # Pod Security Admission labels of the namespace
     network_policy: NetworkPolicy | None = None
     adapter_rules: tuple[AdapterRule, ...] = ()  # what the HPA's metric needs from the Prometheus adapter
+    adapter_prometheus: AdapterPrometheus | None = None  # the Prometheus the adapter reads (HPA fleets)
 
 
 def _gib(value: float) -> str:
@@ -409,12 +431,14 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
                            tuple(sorted({m.port for m in fleet.models})), (CLIENT_LABEL, namespace),
                            prometheus_namespace(prometheus))
     rules = ()
+    adapter = None
     if any(s.autoscaling is not None and s.autoscaling.kind == "hpa" for s in servers):
         rules = (AdapterRule(f'{QUEUE_METRIC}{{namespace!="",pod!=""}}', f"^{QUEUE_METRIC}$", HPA_METRIC,
                              ADAPTER_METRICS_QUERY),)
+        adapter = adapter_prometheus(prometheus)
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
                      tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE, monitor,
-                     f"{fleet.name}-dcgm-exporter", psa, policy, rules)
+                     f"{fleet.name}-dcgm-exporter", psa, policy, rules, adapter)
 
 
 WEIGHTS_MOUNT = "/weights"

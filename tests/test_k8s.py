@@ -575,7 +575,8 @@ def test_hpa_reads_the_metric_the_adapter_rule_serves(tmp_path):
     """vLLM 0.11 exports the queue as vllm:num_requests_waiting (vllm/v1/metrics/loggers.py); the HPA asks for
     that very name (':' passes the HPA's IsValidPathSegmentName check), and the rendered Prometheus adapter
     rule exposes the per-pod series under it. Before, the HPA asked for vllm_num_requests_waiting, which no
-    rule served."""
+    rule served. The adapter's values name the Prometheus to read: before, they had no prometheus block and
+    the chart's default pointed at a service that does not exist."""
     _, files = _reference(tmp_path)
     hpa = yaml.safe_load(files["small-models/k8s/llama-8b-hpa.yaml"])
     (metric,) = hpa["spec"]["metrics"]
@@ -588,6 +589,13 @@ def test_hpa_reads_the_metric_the_adapter_rule_serves(tmp_path):
     assert rule["seriesQuery"].startswith(name + "{")
     assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
     assert "<<.LabelMatchers>>" in rule["metricsQuery"] and "<<.GroupBy>>" in rule["metricsQuery"]
+    # the chart's default Prometheus is http://prometheus.default.svc:9090 (prometheus-community/helm-charts
+    # charts/prometheus-adapter/values.yaml); the adapter reads the fleet's (default kube-prometheus-stack's)
+    assert values["prometheus"] == {"url": "http://prometheus-operated.monitoring.svc", "port": 9090, "path": ""}
+    _, files = _reference(tmp_path, "      autoscaler: hpa\n",
+                          "      autoscaler: hpa\n      prometheus_url: https://prom.example.com/select/0\n")
+    values = yaml.safe_load(files["small-models/prometheus-adapter-values.yaml"])
+    assert values["prometheus"] == {"url": "https://prom.example.com", "port": 443, "path": "/select/0"}
     # the HPA's behavior is bounded like KEDA's
     assert hpa["spec"]["behavior"]["scaleUp"]["policies"][0]["type"] == "Pods"
 
