@@ -611,6 +611,10 @@ def test_keda_scale_up_is_bounded_and_has_a_fallback(tmp_path):
     assert up["policies"] == [{"type": "Pods", "value": 2, "periodSeconds": 820},
                               {"type": "Percent", "value": 100, "periodSeconds": 820}]
     assert spec["fallback"] == {"failureThreshold": 3, "replicas": 2, "behavior": "currentReplicasIfHigher"}
+    # fallback.behavior exists from KEDA 2.17 on (KEDA CHANGELOG v2.17.0, #6450): the manifest and the README say so
+    assert "KEDA 2.17 or newer" in files["serve/k8s/llama-70b-scaledobject.yaml"].decode()
+    keda_line = (ROOT / "README.md").read_text().split("- `autoscaler: keda`", 1)[1].split("\n- ", 1)[0]
+    assert "needs KEDA 2.17 or newer" in " ".join(keda_line.split())
     assert spec["triggers"][0]["metricType"] == "AverageValue"
     _, files = _reference(tmp_path, "          target_per_replica: 5\n", "          target_per_replica: 5\n"
                           "          scale_up: {replicas: 1, period_s: 300}\n          fallback_replicas: 4\n")
