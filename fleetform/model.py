@@ -33,6 +33,22 @@ def under(path: str, directory: str) -> bool:
 BYTES_PER_PARAM = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 """Bytes one parameter takes in memory, by precision."""
 
+EMBEDDING_SHARE = 0.15
+EMBEDDING_MAX_BILLION = 2.2
+"""Parameters of the input embedding and the lm_head, which quantized checkpoints (fp8, int8, int4:
+RedHatAI's FP8-dynamic, AWQ, GPTQ) keep in 16 bits: vocabulary x hidden size, twice when untied. For
+Qwen2.5-7B 2 x 152064 x 3584 = 1.09B of 7.6B (14%), Llama-3.1-8B 2 x 128256 x 4096 = 1.05B of 8.0B (13%),
+Qwen2.5-1.5B (tied) 151936 x 1536 = 0.23B of 1.54B (15%), Llama-3.1-70B 2 x 128256 x 8192 = 2.1B
+(the models' config.json on the Hugging Face Hub). The blueprint gives no vocabulary: 15% of the
+parameters, at most 2.2B, is the estimate."""
+
+GPU_OVERHEAD_GB = 2.0
+"""GPU memory per GPU that vLLM takes out of its gpu_memory_utilization budget before sizing the KV
+cache, besides the weights: the activation peak of its profiling run and non-torch memory (CUDA context
+remainder, cuBLAS/NCCL workspaces). vLLM's worker logs both (v1/worker/gpu_worker.py, "Memory profiling
+takes ... torch peak memory increase: 1.40GiB; non-torch forward increase memory: 0.02GiB; weights memory:
+8.80GiB" for an 8B model on an L4, and 1.42 + 0.51 GiB for 18 GiB of weights): about 1.9 GiB = 2.0 GB."""
+
 
 @frozen
 class Size:
@@ -258,8 +274,18 @@ class Model:
 
     @property
     def weights_gb(self) -> float:
-        """Weights in decimal GB: parameters x bytes per parameter of the precision."""
-        return self.model_params_billion * BYTES_PER_PARAM[self.precision]
+        """Weights in GPU memory, decimal GB: parameters x bytes per parameter of the precision, the
+        embedding and lm_head of a quantized precision in 16 bits (EMBEDDING_SHARE)."""
+        params, size = self.model_params_billion, BYTES_PER_PARAM[self.precision]
+        if size >= 2:
+            return params * size
+        embedding = min(params * EMBEDDING_SHARE, EMBEDDING_MAX_BILLION)
+        return (params - embedding) * size + embedding * 2.0
+
+    @property
+    def overhead_gb(self) -> float:
+        """What vLLM reserves besides weights and KV cache on the model's GPUs (GPU_OVERHEAD_GB each)."""
+        return self.tensor_parallel * GPU_OVERHEAD_GB
 
     @property
     def checkpoint_gb(self) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from .model import BYTES_PER_PARAM, Blueprint, Fleet
+from .model import BYTES_PER_PARAM, GPU_OVERHEAD_GB, Blueprint, Fleet
 from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
                        training_state_gb, training_time)
 
@@ -99,9 +99,12 @@ def _nodes(count: int) -> str:
 
 
 
-def smallest_tensor_parallel(weights_gb: float, gpu_gb: float, gpus_per_node: int, utilization: float) -> int | None:
+def smallest_tensor_parallel(weights_gb: float, gpu_gb: float, gpus_per_node: int, utilization: float,
+                             overhead_gb: float = 0.0) -> int | None:
+    """The smallest TP whose GPUs hold the weights, overhead_gb per GPU and the KV cache's share."""
     for tp in (d for d in range(1, gpus_per_node + 1) if gpus_per_node % d == 0):
-        if weights_gb <= tp * gpu_gb * utilization * (1 - KV_CACHE_SHARE):
+        usable = tp * gpu_gb * utilization
+        if weights_gb + tp * overhead_gb <= usable * (1 - KV_CACHE_SHARE):
             return tp
     return None
 
@@ -222,9 +225,9 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
     shared = fleet.gpu_sharing.strategy != "none"
     for model in fleet.models:
         tp = smallest_tensor_parallel(model.weights_gb, device_gb, 1 if shared else shape.gpu_count,
-                                      model.gpu_memory_utilization)
+                                      model.gpu_memory_utilization, GPU_OVERHEAD_GB)
         out.add(f"{model.name}: smallest tensor parallel",
-                f"{_gb(model.weights_gb)} of weights <= TP x {device_gb:.1f} GB x "
+                f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB x "
                 f"{model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
                 f"TP {tp} on {device}" if tp else f"does not fit one {device}")
         if model.slo is None:

@@ -153,15 +153,15 @@ def test_gpu_sharing_configs(tmp_path):
     assert ("nvidia.com/mig.config", "all-3g.40gb") in small.kube.node_labels
     values = yaml.safe_load(files["small-models/gpu-operator-values.yaml"])
     assert values["mig"] == {"strategy": "single"} and values["migManager"]["config"]["default"] == "all-3g.40gb"
-    _, l4 = _rendered(ROOT / "blueprints/inference-l4.yaml", tmp_path)
-    plugin = yaml.safe_load(l4["chat/k8s/device-plugin-config.yaml"])
-    config = yaml.safe_load(plugin["data"]["chat"])
+    _, sliced = _rendered(INFERENCE_VARIANTS["time-slicing-k8s-137"], tmp_path)
+    plugin = yaml.safe_load(sliced["serve/k8s/device-plugin-config.yaml"])
+    config = yaml.safe_load(plugin["data"]["serve"])
     assert config["sharing"]["timeSlicing"] == {"renameByDefault": False, "failRequestsGreaterThanOne": True,
                                                 "resources": [{"name": "nvidia.com/gpu", "replicas": 2}]}
-    pod = yaml.safe_load(l4["chat/k8s/qwen-7b-deployment.yaml"])["spec"]["template"]["spec"]
-    assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-L4-SHARED"
+    pod = yaml.safe_load(sliced["serve/k8s/model-0-deployment.yaml"])["spec"]["template"]["spec"]
+    assert pod["nodeSelector"]["nvidia.com/gpu.product"] == "NVIDIA-L40S-SHARED"
     args = pod["containers"][0]["args"]
-    # two pods share each L4: each may take 0.9 / 2 of the physical GPU's memory
+    # two pods share each L40S: each may take 0.9 / 2 of the physical GPU's memory
     assert args[args.index("--gpu-memory-utilization") + 1] == "0.45"
     _, mixed = _rendered(INFERENCE_VARIANTS["mig-mixed"], tmp_path)
     limits = yaml.safe_load(mixed["serve/k8s/model-0-deployment.yaml"])["spec"]["template"]["spec"]["containers"][0]
@@ -503,7 +503,8 @@ def test_fp8_quantized_on_load_needs_room_for_the_16_bit_weights(tmp_path):
     """vLLM allocates a layer quantized on load in the checkpoint's dtype and quantizes once every weight is in
     (fp8.py create_weights, model_loader/base_loader.py process_weights_after_loading): 7.6B parameters
     take 15.2 GB while loading, more than the 10.8 GB a pod may use on half an L4."""
-    text = (ROOT / "blueprints/inference-l4.yaml").read_text()
+    text = (ROOT / "blueprints/inference-l4.yaml").read_text().replace(
+        "    models:\n", "    gpu_sharing: {strategy: time-slicing, replicas: 2}\n    models:\n", 1)
     loaded = text.replace("model: RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic", "model: Qwen/Qwen2.5-7B-Instruct\n"
                           "        checkpoint_precision: bf16", 1)
     path = tmp_path / "bp.yaml"
@@ -513,6 +514,31 @@ def test_fp8_quantized_on_load_needs_room_for_the_16_bit_weights(tmp_path):
     _, files = _rendered(ROOT / "blueprints/inference-l4.yaml", tmp_path)  # control: the fp8 checkpoint fits
     args = yaml.safe_load(files["chat/k8s/qwen-7b-deployment.yaml"])["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--quantization" not in args and "--dtype" not in args
+
+
+def test_kv_cache_room_counts_16_bit_embeddings_and_vllms_overhead(tmp_path):
+    """An fp8 checkpoint keeps embed_tokens and lm_head in bf16 (RedHatAI FP8-dynamic recipes ignore lm_head;
+    vLLM's VocabParallelEmbedding is unquantized), and vLLM sizes the KV cache from its budget minus the
+    weights, the profiled activation peak and non-torch memory (vLLM v1/worker/gpu_worker.py logs "torch
+    peak memory increase: 1.40GiB; non-torch forward increase memory: 0.02GiB" for an 8B model on an L4).
+    At 1 byte per parameter and no overhead, 7.6B fp8 parameters left 3.2 of 10.8 GB (30%) on half an L4
+    and nothing was reported; counted honestly they leave about 0.1 GB."""
+    from fleetform.model import GPU_OVERHEAD_GB
+
+    shared = (ROOT / "blueprints/inference-l4.yaml").read_text().replace(
+        "    models:\n", "    gpu_sharing: {strategy: time-slicing, replicas: 2}\n    models:\n", 1)
+    path = tmp_path / "half-l4.yaml"
+    path.write_text(shared)
+    result = check(path)
+    qwen = result.model.fleets[0].models[0]
+    assert round(qwen.weights_gb, 2) == round(7.6 * 0.85 + 7.6 * 0.15 * 2, 2) == 8.74  # 15% embeddings in bf16
+    assert qwen.overhead_gb == GPU_OVERHEAD_GB == 2.0
+    room = [f for f in result.findings if f.rule == "kv-cache-room"]
+    assert [f.path for f in room] == ["fleets[0].models[0].tensor_parallel", "fleets[0].models[1].tensor_parallel"]
+    assert "weights take 8.7 and activations and CUDA overhead about 2.0 of 10.8 GB" in room[0].message
+    # control: a whole L4 per pod (the example) leaves room; a bf16 model is counted at 2 bytes throughout
+    assert [f for f in check(ROOT / "blueprints/inference-l4.yaml").findings if f.rule == "kv-cache-room"] == []
+    assert replace(qwen, precision="bf16").weights_gb == 7.6 * 2
 
 
 def test_every_flag_fleetform_passes_is_a_vllm_flag(tmp_path):

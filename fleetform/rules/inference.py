@@ -253,7 +253,8 @@ def nodes_needed(replicas: list[tuple[int, int]], per_node: int) -> int:
             else:
                 free.append(per_node - size)
     return len(free)
-@rule("kv-cache-room", "warning", f"weights leave at least {KV_CACHE_MIN_SHARE:.0%} of usable GPU memory for the KV cache")
+@rule("kv-cache-room", "warning",
+      f"weights and vLLM's overhead leave at least {KV_CACHE_MIN_SHARE:.0%} of usable GPU memory for the KV cache")
 def kv_cache_room(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
         devices = fleet.devices()
@@ -262,13 +263,18 @@ def kv_cache_room(bp: Blueprint, report: Reporter) -> None:
         _, device_gb, device = devices
         for model in fleet.models:
             usable = _usable_gb(model, device_gb)
-            room = usable - model.weights_gb
-            if 0 <= room < KV_CACHE_MIN_SHARE * usable:
+            if model.weights_gb > usable:
+                continue  # model-fits reports it
+            # vLLM sizes the KV cache from what is left of its budget after the weights, its profiled
+            # activation peak and non-torch memory (model.GPU_OVERHEAD_GB per GPU)
+            room = usable - model.weights_gb - model.overhead_gb
+            if room < KV_CACHE_MIN_SHARE * usable:
                 report(model.path + ("tensor_parallel",),
-                       f"weights take {model.weights_gb:.1f} of {usable:.1f} GB, leaving {room:.1f} GB "
-                       f"({room / usable:.0%}) for the KV cache",
-                       f"keep at least {KV_CACHE_MIN_SHARE:.0%} for the KV cache: raise tensor_parallel "
-                       "or use a GPU with more memory")
+                       f"weights take {model.weights_gb:.1f} and activations and CUDA overhead about "
+                       f"{model.overhead_gb:.1f} of {usable:.1f} GB, leaving {max(room, 0):.1f} GB "
+                       f"({max(room, 0) / usable:.0%}) for the KV cache",
+                       f"keep at least {KV_CACHE_MIN_SHARE:.0%} for the KV cache: raise tensor_parallel, "
+                       "share a GPU fewer ways, or use a GPU with more memory")
 
 
 @rule("autoscale-config", "error", "autoscaled replicas ({min, max}) have an autoscale target and an autoscaler")
