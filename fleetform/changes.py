@@ -23,6 +23,12 @@ SIGNS = {CREATE: "+", DELETE: "-", UPDATE: "~", REPLACE: "-/+"}
 _UNSET = object()
 
 
+UNVERSIONED = {"tags", "tagsAll"}
+"""Inputs whose update leaves `changes_on_update` outputs alone: terraform-provider-aws makes a new
+launch template version only when launch template data changes (resourceLaunchTemplateUpdate's
+updateKeys; `tags` is not one), so a tags-only update rolls no node."""
+
+
 @lru_cache(maxsize=1)
 def replacement_data() -> dict[str, dict]:
     """Per Pulumi resource type: replace_on, rolls_nodes_on, restarts_on, changes_on_update,
@@ -204,7 +210,8 @@ def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change
                                                   "(known after the replacement)", _forces(input_key, replace_on),
                                                   via=upstream.name))
                         changed_paths.add(input_key)
-                elif upstream.action == UPDATE and table.get(upstream.type, {}).get("changes_on_update"):
+                elif (upstream.action == UPDATE and table.get(upstream.type, {}).get("changes_on_update")
+                      and any(i.path.split(".")[0] not in UNVERSIONED for i in upstream.inputs)):
                     # an in-place update changes the upstream's version output (a launch template's
                     # latestVersion): only a reference that carries a version reads it; its id and
                     # ARN stay as they are

@@ -11,6 +11,7 @@ import posixpath
 from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
+from .cluster import Cluster
 from .k8s import KubeFleet
 from .records import frozen
 from .slurm import SlurmConfig
@@ -414,6 +415,7 @@ class Blueprint:
     file: str
     sha256: str
     bases: tuple[Mapping[str, str], ...] = ()  # versioned bases merged in: name, version, sha256
+    cluster: Cluster | None = None  # aws: the one EKS cluster of the inference fleets
 
     def storage_named(self, name: str) -> Storage | None:
         return next((s for s in self.storage if s.name == name), None)

@@ -106,6 +106,10 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
                 options = {key: value for key, value in options.items() if value}
                 if options:
                     entry["options"] = options
+                # every dependency: explicit depends_on and the resources its inputs come from
+                depends = sorted({names[u] for u in request.dependencies if u in names and u not in stacks})
+                if depends:
+                    entry["depends_on"] = depends
                 registered.append(entry)
             return response
 
@@ -119,6 +123,9 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
             outputs.setdefault("arn", f"arn:aws:mock:::{args.typ.split(':')[-1].lower()}/{short}")
             outputs.setdefault("bucket", f"{short}-bucket" if "bucketPrefix" in args.inputs else short)
             outputs.setdefault("latestVersion", 1)
+            if args.typ == "aws:eks/cluster:Cluster":  # what the Kubernetes provider's kubeconfig is built from
+                outputs.setdefault("endpoint", f"https://{short}.eks.mock")
+                outputs.setdefault("certificateAuthority", {"data": "bW9jaw=="})
             return [f"{short}-id", outputs]
 
         def call(self, args: pulumi.runtime.MockCallArgs):

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import k8s, nccl, slurm
+from . import cluster, k8s, nccl, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -230,7 +230,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                    for i, f in enumerate(data["fleets"]))
     fleets = tuple(replace(f, checkpoint=replace(f.checkpoint, export=_checkpoint_export(f, storage)))
                    if f.checkpoint is not None else f for f in fleets)
-    return Blueprint(
+    bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),
         cloud=cloud, region=provider.get("region"), availability_zone=provider.get("availability_zone"),
@@ -243,3 +243,4 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         file=doc.file, sha256=doc.sha256,
         bases=tuple(MappingProxyType(dict(b)) for b in doc.bases),
     )
+    return replace(bp, cluster=cluster.build(bp, provider.get("eks")))

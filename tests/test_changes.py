@@ -117,7 +117,9 @@ def test_long_values_are_shown_by_size_and_hash():
 def test_replacement_data_names_a_source_for_every_type():
     data = replacement_data()
     for type_, entry in data.items():
-        assert entry["source"].startswith("https://registry.terraform.io/providers/hashicorp/aws/"), type_
+        provider = ("https://github.com/pulumi/pulumi-kubernetes/" if type_.startswith(("kubernetes:", "pulumi:providers:"))
+                    else "https://registry.terraform.io/providers/hashicorp/aws/")
+        assert entry["source"].startswith(provider), type_
         assert isinstance(entry["replace_on"], list), type_
 
 

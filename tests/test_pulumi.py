@@ -8,6 +8,7 @@ import json
 import runpy
 
 import pytest
+import yaml
 
 from conftest import EXAMPLES, ROOT, run_cli
 from fleetform.pipeline import check
@@ -94,7 +95,7 @@ def test_no_resource_that_takes_tags_goes_without(tmp_path):
     _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
     untagged = []
     for r in resources:
-        if r["type"].startswith("fleetform:"):
+        if not r["type"].startswith("aws:"):  # components, and Kubernetes objects (no AWS tags)
             continue
         module, cls = r["type"].split(":")[1].split("/")[0], r["type"].split(":")[2]
         resource_class = getattr(importlib.import_module(f"pulumi_aws.{module}"), cls)
@@ -133,8 +134,9 @@ def test_rendered_files_are_one_deterministic_archive(tmp_path):
 
 
 def test_plan_does_not_grow_with_rendered_files(tmp_path):
-    """Issue 13: one object for all rendered files, so 20 models plan the same resources as 1 (the
-    models are Kubernetes objects in the rendered files, not cloud resources)."""
+    """Issue 13: one object for all rendered files, so 20 models plan the same cloud resources as 1;
+    what grows is what truly is a resource: the Kubernetes objects the program applies on EKS, one
+    per object of the rendered manifests."""
     from variants import inference
 
     counts = {}
@@ -142,14 +144,22 @@ def test_plan_does_not_grow_with_rendered_files(tmp_path):
         # 20 one-GPU replicas need 3 p5 nodes from the start (min-nodes-hold)
         text = inference("many", models=models, nodes=8).replace("min: 1, max: 8", "min: 3, max: 8")
         model, resources = _plan(text, tmp_path)
-        counts[models] = (len(render(model)), sorted((r["type"], r["name"]) for r in resources))
+        objects = sum(len([d for d in yaml.safe_load_all(data) if d]) for path, data in render(model).items()
+                      if "/k8s/" in path and not path.endswith("kustomization.yaml"))
+        counts[models] = (len(render(model)), sorted((r["type"], r["name"]) for r in resources
+                                                     if not r["type"].startswith("kubernetes:")),
+                          objects, len([r for r in resources if r["type"].startswith("kubernetes:")]))
     assert counts[20][0] > counts[1][0] + 19  # many more rendered files...
-    assert counts[20][1] == counts[1][1]  # ...and not one more resource
+    assert counts[20][1] == counts[1][1]  # ...and not one more cloud resource
+    releases = 4  # gpu-operator, kube-prometheus-stack, keda, cluster-autoscaler
+    namespaces = 3  # the releases' gpu-operator, monitoring and keda
+    for models in (1, 20):  # the Kubernetes resources are the rendered objects, the releases and their namespaces
+        assert counts[models][3] == counts[models][2] + releases + namespaces
 
 
 def test_inference_fleet_eks(tmp_path):
     _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
-    cluster = _one(resources, "aws:eks/cluster:Cluster", "serve-cluster")
+    cluster = _one(resources, "aws:eks/cluster:Cluster", "eks-cluster")  # one cluster for both inference fleets
     assert cluster["accessConfig"]["authenticationMode"] == "API" and cluster["version"] == "1.33"
     nodes = _one(resources, "aws:eks/nodeGroup:NodeGroup", "small-models-gpu")
     assert nodes["amiType"] == "AL2023_x86_64_NVIDIA" and nodes["instanceTypes"] == ["p4de.24xlarge"]
@@ -401,11 +411,12 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 73
+    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 108
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
-    assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases"}
+    assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases",
+                                               "depends_on"}
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert "Cloud resources: 65" in text.stdout.splitlines()
+    assert "Cloud resources: 99" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
     assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 
@@ -462,7 +473,7 @@ def test_stack_program_builds_the_reference(tmp_path):
         program()
     finally:
         pulumi.runtime.set_all_config({})
-    assert registered.count("aws:eks/cluster:Cluster") == 2 and "aws:ec2/instance:Instance" in registered
+    assert registered.count("aws:eks/cluster:Cluster") == 1 and "aws:ec2/instance:Instance" in registered
     assert "aws:autoscaling/group:Group" not in registered
 
 

@@ -159,6 +159,26 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
     if counts:
         lines += _table(("component", "resource type", "count"),
                         [(g, t, str(n)) for (g, t), n in sorted(counts.items())], markdown)
+    lines += _cluster_lines(data["resources"], markdown, h)
+    return lines
+
+
+def _cluster_lines(resources: list[dict], markdown: bool, h) -> list[str]:
+    """The EKS node groups and the Helm releases, as recorded (the values are in plan.json)."""
+    groups = [{**r["inputs"], "resource": r["name"]} for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
+    releases = [r["inputs"] for r in resources if r["type"] == "kubernetes:helm.sh/v3:Release"]
+    lines: list[str] = []
+    if groups:
+        lines += h("EKS node groups")
+        lines += _table(("node group", "instance", "capacity", "nodes", "taints"), [
+            (g["resource"], ",".join(g["instanceTypes"]), g["capacityType"],
+             f"{g['scalingConfig']['minSize']}-{g['scalingConfig']['maxSize']}",
+             ",".join(f"{t['key']}:{t['effect']}" for t in g.get("taints") or []) or "none") for g in groups], markdown)
+    if releases:
+        lines += h("Helm releases (values in plan.json)")
+        lines += _table(("release", "chart", "namespace", "repository"), [
+            (r["name"], f"{r['chart']} {r['version']}", r["namespace"], r["repositoryOpts"]["repo"]) for r in releases],
+            markdown)
     return lines
 
 

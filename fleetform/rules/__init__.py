@@ -22,7 +22,7 @@ class Rule:
     id: str
     severity: Severity
     summary: str
-    stage: str  # load | schema | rules | config: where in the pipeline it is checked
+    stage: str  # load | schema | rules | config | cluster: where in the pipeline it is checked
     check: Check | None = None
 
 

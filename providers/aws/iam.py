@@ -62,3 +62,28 @@ class Iam(pulumi.ComponentResource):
                                                     opts=_opts(self))
 
 
+
+POD_IDENTITY_TRUST = _policy({"Version": "2012-10-17", "Statement": [
+    {"Sid": "AllowEksAuthToAssumeRoleForPodIdentity", "Effect": "Allow",
+     "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+"""The trust policy EKS Pod Identity requires of a role (EKS User Guide, "Create IAM role with trust
+policy required by EKS Pod Identity"): AssumeRole, and TagSession for the session tags it adds."""
+
+CLUSTER_AUTOSCALER_ACTIONS = {
+    "Describe": ["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
+                 "autoscaling:DescribeLaunchConfigurations", "autoscaling:DescribeScalingActivities",
+                 "ec2:DescribeImages", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplateVersions",
+                 "ec2:GetInstanceTypesFromInstanceRequirements", "eks:DescribeNodegroup"],
+    "Scale": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+}
+"""The Cluster Autoscaler's "Full Cluster Autoscaler Features Policy" for auto-discovery
+(kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/README.md, section Permissions)."""
+
+
+def cluster_autoscaler_policy(cluster_name: str) -> str:
+    """Describe anything; scale only the Auto Scaling groups EKS tagged as this cluster's (managed
+    node groups carry k8s.io/cluster-autoscaler/<cluster> on their Auto Scaling group)."""
+    return _policy({"Version": "2012-10-17", "Statement": [
+        {"Sid": "Describe", "Effect": "Allow", "Action": CLUSTER_AUTOSCALER_ACTIONS["Describe"], "Resource": "*"},
+        {"Sid": "ScaleOwnGroups", "Effect": "Allow", "Action": CLUSTER_AUTOSCALER_ACTIONS["Scale"], "Resource": "*",
+         "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}}}]})

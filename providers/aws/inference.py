@@ -1,15 +1,14 @@
-"""An inference fleet on EKS: the cluster and its GPU node group."""
+"""An inference fleet on the blueprint's EKS cluster: its GPU node group and its rendered objects."""
 
 from __future__ import annotations
 
 import pulumi
-import pulumi_aws as aws
 
-from fleetform.model import Blueprint, Fleet
+from fleetform.cluster import ROOT_GIB
+from fleetform.model import Fleet
 
-from .common import ROOT_GIB, TAINT_EFFECTS, _opts, _user_data
-from .iam import Iam
-from .network import Network, Security
+from .common import _user_data
+from .kube import EARLY_KINDS, EksCluster, KubeObject, launch_template, node_group, objects_of
 
 LOCAL_NVME_NODECONFIG = """MIME-Version: 1.0
 Content-Type: multipart/mixed; boundary="FLEETFORM"
@@ -31,35 +30,42 @@ spec:
 
 
 class InferenceFleet(pulumi.ComponentResource):
-    """An EKS cluster (API authentication mode) and a managed GPU node group with the NVIDIA AMI, the
-    nvidia.com/gpu taint and the labels the rendered manifests select on."""
+    """A managed GPU node group with the NVIDIA AMI, the nvidia.com/gpu taint and the labels the
+    rendered manifests select on, on the blueprint's shared cluster; then the fleet's rendered
+    objects. Every child is named after the fleet, so adding or removing another fleet renames
+    nothing here."""
 
-    def __init__(self, name: str, bp: Blueprint, fleet: Fleet, net: Network, security: Security, iam: Iam,
-                 tags: dict, opts: pulumi.ResourceOptions | None = None):
+    def __init__(self, name: str, fleet: Fleet, eks: EksCluster, files: dict[str, bytes], tags: dict,
+                 opts: pulumi.ResourceOptions | None = None):
         super().__init__("fleetform:aws:InferenceFleet", name, None, opts)
-        kube = fleet.kube
+        self.name, self.eks = name, eks
+        # a Deployment is ready once its weights are loaded: wait as long as its startup probe may
+        startup = max((p.period_s * p.failure_threshold for s in fleet.kube.servers for p in s.probes
+                       if p.kind == "startup"), default=0)
+        self.wait = pulumi.CustomTimeouts(create=f"{startup + 600}s", update=f"{startup + 600}s")
         tags = {**tags, "fleetform:fleet": fleet.name}
-        cluster = aws.eks.Cluster(
-            f"{name}-cluster", name=f"{bp.name}-{fleet.name}", version=kube.version, role_arn=iam.eks_cluster_role.arn,
-            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
-            vpc_config={"subnet_ids": net.subnet_ids, "security_group_ids": [security.group_id],
-                        "endpoint_private_access": True, "endpoint_public_access": False},
-            tags=tags, opts=_opts(self))
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-nodes", metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
-                                               "http_put_response_hop_limit": 2},
-            user_data=_user_data(LOCAL_NVME_NODECONFIG) if fleet.instance.local_nvme_gb else None,
-            block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
-                "volume_size": ROOT_GIB, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
-            tag_specifications=[{"resource_type": "instance", "tags": tags}], tags=tags, opts=_opts(self))
-        aws.eks.NodeGroup(
-            f"{name}-gpu", cluster_name=cluster.name, node_role_arn=iam.eks_node_role.arn, subnet_ids=[net.subnet_id],
-            ami_type="AL2023_x86_64_NVIDIA", instance_types=[fleet.instance.name],
-            capacity_type="SPOT" if fleet.capacity_type == "spot" else "ON_DEMAND",
-            scaling_config={"min_size": fleet.nodes.min, "max_size": fleet.nodes.max, "desired_size": fleet.nodes.min},
-            labels=dict(kube.node_labels),
-            taints=[{"key": key, "value": value, "effect": TAINT_EFFECTS[effect]} for key, value, effect in kube.node_taints],
-            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            tags=tags, opts=_opts(self))
-        self.cluster = cluster
-        self.register_outputs({"cluster": cluster.name})
+        group = next(g for g in eks.model.node_groups if g.fleet == fleet.name)
+        template = launch_template(f"{name}-nodes", group,
+                                   _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags, self, ROOT_GIB)
+        self.node_group = node_group(f"{name}-gpu", eks, group, "AL2023_x86_64_NVIDIA", template, tags, self,
+                                     [eks.addons["vpc-cni"]])
+        objects = [o for o in objects_of(files, fleet.name) if eks.claim(o)] if f"{fleet.name}/k8s/kustomization.yaml" in files else []
+        self._late = [o for o in objects if o["kind"] not in EARLY_KINDS]
+        namespaces = [self._object(o, [eks.system]) for o in objects if o["kind"] == "Namespace"]
+        self.early = namespaces + [self._object(o, namespaces + list(eks.namespaces.values()))
+                                   for o in objects if o["kind"] in EARLY_KINDS - {"Namespace"}]
+        self.register_outputs({})
+
+    def _object(self, obj: dict, depends_on: list) -> KubeObject:
+        meta = obj["metadata"]
+        name = "-".join(p for p in (self.name, obj["kind"].lower(), meta.get("namespace"), meta["name"]) if p)
+        opts = self.eks.k8s_opts(self, depends_on)
+        if obj["kind"] == "Deployment":
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=self.wait))
+        return KubeObject(name, obj, opts)
+
+    def apply(self) -> None:
+        """The objects that use the releases' CRDs and the fleet's node group: after both."""
+        after = [self.node_group, *self.early, *self.eks.releases.values()]
+        for obj in self._late:
+            self._object(obj, after)

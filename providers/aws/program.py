@@ -13,6 +13,7 @@ from fleetform.model import Blueprint
 from .common import tags_of
 from .iam import Iam
 from .inference import InferenceFleet
+from .kube import EksCluster
 from .network import Network, Security
 from .storage import RenderedFiles, Storage
 from .training import TrainingFleet
@@ -27,12 +28,20 @@ def build(bp: Blueprint, files: dict[str, bytes]) -> None:
     storage = Storage("storage", bp, net.subnet_id, security.group_id, tags)
     rendered = RenderedFiles("rendered", bp, files, tags)
     iam = Iam("iam", bp, [b.arn for b in storage.buckets.values()], rendered, tags)
+    # inference fleets share one EKS cluster (providers/aws/kube.py says in what order it is built)
+    eks = EksCluster("eks", bp, net, security, iam, files, tags) if bp.cluster is not None else None
+    serving = []
     for fleet in bp.fleets:
         opts = pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old) for old in fleet.renamed_from])
         if fleet.training and fleet.slurm is not None and fleet.instance is not None:
             TrainingFleet(fleet.name, bp, fleet, net, security, iam, storage, rendered, tags, opts)
-        elif fleet.kube is not None and fleet.instance is not None:
-            InferenceFleet(fleet.name, bp, fleet, net, security, iam, tags, opts)
+        elif eks is not None and fleet.name in {g.fleet for g in bp.cluster.node_groups}:
+            serving.append(InferenceFleet(fleet.name, fleet, eks, files, tags, opts))
+    if eks is not None:
+        eks.install([r for f in serving for r in f.early])
+        for fleet in serving:
+            fleet.apply()
+        pulumi.export("eks_cluster", eks.cluster.name)
     pulumi.export("config_bucket", rendered.bucket.bucket)
     pulumi.export("config_key", rendered.key)
     pulumi.export("manifest_sha256", rendered.manifest_sha256)

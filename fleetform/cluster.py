@@ -1,0 +1,332 @@
+"""The one EKS cluster of a blueprint's inference fleets, as data: its node groups (an untainted
+system group and one tainted GPU group per fleet) with what each node can allocate, the Helm
+releases and EKS add-ons `pulumi up` installs, and every workload that must find a node.
+
+Built by resolve from the blueprint and providers/aws/addons.yaml (the pinned charts, the
+requests fleetform sets in their values); read by the cluster rules, which check that the cluster
+as a whole admits and holds every workload, and by the Pulumi program, which builds it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from .records import frozen
+
+ROOT_GIB = 200
+"""The root volume of every EKS node (gp3), where kubelet and containerd keep ephemeral storage
+unless the instance-store NVMe drives are assembled for them."""
+MAX_PODS = 110
+"""Pods per node assumed for the kubelet's memory reserve: the kubelet's default max-pods. EKS
+computes it per instance type from its ENIs; 110 errs on the side of a larger reserve."""
+EVICTION_MEMORY_MIB = 100
+"""kubelet's default hard eviction threshold memory.available<100Mi."""
+EVICTION_NODEFS = 0.10
+"""kubelet's default hard eviction threshold nodefs.available<10%."""
+CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "reservation": "ON_DEMAND",
+                  "capacity-block": "CAPACITY_BLOCK"}
+"""The EKS node group capacity type of each blueprint capacity (a reservation is on-demand capacity
+targeted by the launch template; Capacity Blocks have their own type: EKS CreateNodegroup API,
+capacityType ON_DEMAND | SPOT | CAPACITY_BLOCK)."""
+
+
+def _well_known(instance_type: str, capacity: str) -> tuple[tuple[str, str], ...]:
+    """Labels the kubelet and EKS put on every node (Kubernetes "Well-Known Labels"; EKS managed
+    node groups add eks.amazonaws.com/capacityType)."""
+    return (("kubernetes.io/os", "linux"), ("kubernetes.io/arch", "amd64"),
+            ("node.kubernetes.io/instance-type", instance_type),
+            ("eks.amazonaws.com/capacityType", CAPACITY_TYPES[capacity]))
+
+
+@lru_cache(maxsize=1)
+def addons_data() -> dict:
+    text = resources.files("fleetform.providers.aws").joinpath("addons.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def cpu_reserved_m(vcpus: int) -> int:
+    """kube-reserved CPU in millicores as EKS's nodeadm computes it: 6% of the first core, 1% of
+    the second, 0.5% of the third and fourth, 0.25% of the rest (awslabs/amazon-eks-ami,
+    nodeadm/internal/kubelet/config.go getCPUMillicoresToReserve)."""
+    total = vcpus * 1000
+    reserved = 0.0
+    for start, end, per_10000 in ((0, 1000, 600), (1000, 2000, 100), (2000, 4000, 50), (4000, total, 25)):
+        if total > start:
+            reserved += (min(total, end) - start) * per_10000 / 10000
+    return math.ceil(reserved)
+
+
+def memory_reserved_mib(max_pods: int = MAX_PODS) -> int:
+    """kube-reserved memory as nodeadm computes it: 11 MiB per pod + 255 MiB (same file,
+    getMemoryMebibytesToReserve), plus the hard eviction threshold."""
+    return 11 * max_pods + 255 + EVICTION_MEMORY_MIB
+
+
+_QUANTITY = re.compile(r"^([0-9.]+)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
+_FACTOR = {None: 1, "m": 1e-3, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9,
+           "T": 1e12}
+
+
+def quantity(value: str | int | float) -> float:
+    """A Kubernetes quantity as a plain number (cores, bytes)."""
+    match = _QUANTITY.match(str(value))
+    if match is None:
+        raise ValueError(f"not a quantity: {value!r}")
+    return float(match.group(1)) * _FACTOR[match.group(2)]
+
+
+@frozen
+class Toleration:
+    key: str | None  # None with Exists tolerates every taint
+    operator: str
+    effect: str | None  # None tolerates every effect
+
+    def tolerates(self, key: str, effect: str) -> bool:
+        return (self.key is None or self.key == key) and (self.effect is None or self.effect == effect)
+
+
+@frozen
+class NodeGroup:
+    name: str  # the EKS node group's name suffix: "system" or the fleet's name
+    fleet: str | None
+    instance_type: str
+    min: int
+    max: int
+    labels: tuple[tuple[str, str], ...]  # set on the nodes by the node group
+    discovered: tuple[tuple[str, str], ...]  # published at run time (GPU Feature Discovery)
+    taints: tuple[tuple[str, str, str], ...]  # key, value, effect (Kubernetes spelling)
+    cpu_m: int  # allocatable per node
+    memory_mib: int
+    ephemeral_gib: int
+    devices: tuple[tuple[str, int], ...]  # extended resources per node, e.g. (("nvidia.com/gpu", 8),)
+    capacity_type: str  # on-demand | spot | reservation | capacity-block
+    reservation_id: str | None
+    local_nvme: bool  # ephemeral storage on the instance-store NVMe drives (RAID0)
+    path: tuple
+
+    @property
+    def gpu(self) -> bool:
+        return self.fleet is not None
+
+
+@frozen
+class Workload:
+    """Pods a deployment runs: the requests of one replica and where it may run."""
+
+    name: str
+    source: str  # "Helm release keda", "EKS add-on coredns", "fleet serve"
+    kind: str  # Deployment | StatefulSet | DaemonSet
+    min_replicas: int
+    max_replicas: int
+    cpu_m: int
+    memory_mib: int
+    ephemeral_gib: int
+    devices: tuple[tuple[str, int], ...]
+    node_selector: tuple[tuple[str, str], ...]
+    tolerations: tuple[Toleration, ...]
+    fleet: str | None
+    path: tuple
+
+    @property
+    def daemon(self) -> bool:
+        return self.kind == "DaemonSet"
+
+
+@frozen
+class Release:
+    name: str
+    chart: str
+    repo: str
+    version: str
+    tagged: str
+    source: str
+    namespace: str
+    values_json: str  # fleetform's values, JSON (sorted keys); the program merges rendered files into gpu-operator's
+
+    @property
+    def values(self) -> dict:
+        return json.loads(self.values_json)
+
+
+@frozen
+class PodIdentity:
+    """An EKS Pod Identity association: the IAM role a service account's pods get."""
+
+    name: str
+    namespace: str
+    service_account: str
+    purpose: str  # cluster-autoscaler | s3-weights
+    fleet: str | None
+    s3_prefixes: tuple[str, ...] = ()
+
+
+@frozen
+class Cluster:
+    name: str
+    version: str
+    node_groups: tuple[NodeGroup, ...]  # the system group first
+    releases: tuple[Release, ...]
+    addons: tuple[str, ...]
+    workloads: tuple[Workload, ...]
+    pod_identities: tuple[PodIdentity, ...]
+    api_access_cidrs: tuple[str, ...]
+    fleets: tuple[str, ...]
+    path: tuple
+
+    @property
+    def system(self) -> NodeGroup:
+        return self.node_groups[0]
+
+    def release(self, name: str) -> Release | None:
+        return next((r for r in self.releases if r.name == name), None)
+
+
+def _tolerations(items) -> tuple[Toleration, ...]:
+    return tuple(Toleration(t.get("key"), "Exists" if t.get("key") is None else t.get("operator", "Exists"),
+                            t.get("effect")) for t in items or ())
+
+
+def _set_path(values: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    for key in keys[:-1]:
+        values = values.setdefault(key, {})
+    values[keys[-1]] = value
+
+
+def _chart_workload(item: dict, source: str, path: tuple) -> Workload:
+    return Workload(item["name"], source, item["kind"], item["replicas"], item["replicas"],
+                    round(quantity(item["cpu"]) * 1000), round(quantity(item["memory"]) / 2**20), 0, (),
+                    tuple(sorted((item.get("node_selector") or {}).items())), _tolerations(item.get("tolerations")),
+                    None, path)
+
+
+def gfd_product(fleet) -> str:
+    """The nvidia.com/gpu.product label GPU Feature Discovery publishes on the fleet's nodes: the
+    GPU's product name, `-SHARED` when time-slicing or MPS share it, `-MIG-<profile>` under the
+    single MIG strategy (NVIDIA k8s-device-plugin README, "Shared Access to GPUs" and GFD labels)."""
+    sharing = fleet.gpu_sharing
+    product = fleet.shape.gpu.gfd_product
+    if sharing.strategy in ("time-slicing", "mps") and sharing.replicas:
+        return product + "-SHARED"
+    if sharing.strategy == "mig" and sharing.profile and sharing.mig_strategy == "single":
+        return product + f"-MIG-{sharing.profile}"
+    return product
+
+
+def _gpu_group(bp, fleet) -> NodeGroup | None:
+    kube, instance = fleet.kube, fleet.instance
+    per_node = fleet.devices()
+    if kube is None or instance is None or fleet.nodes is None or per_node is None:
+        return None
+    resource = kube.servers[0].gpu_resource if kube.servers else "nvidia.com/gpu"
+    local = bool(instance.local_nvme_gb)
+    disk_gib = instance.local_nvme_gb * 1e9 / 2**30 if local else ROOT_GIB
+    return NodeGroup(
+        fleet.name, fleet.name, instance.name, fleet.nodes.min, fleet.nodes.max,
+        tuple(kube.node_labels),
+        (("nvidia.com/gpu.product", gfd_product(fleet)),) + _well_known(instance.name, fleet.capacity_type),
+        tuple(kube.node_taints),
+        instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
+        instance.mem_gib * 1024 - memory_reserved_mib(),
+        math.floor(disk_gib * (1 - EVICTION_NODEFS)),
+        ((resource, per_node[0]),), fleet.capacity_type, fleet.reservation_id, local, fleet.path)
+
+
+def _system_group(data: dict, eks: dict, path: tuple) -> NodeGroup:
+    spec = {**data["system_default"], **(eks.get("system_nodes") or {})}
+    nodes = spec["nodes"]
+    low, high = (nodes, nodes) if isinstance(nodes, int) else (nodes["min"], nodes["max"])
+    shape = data["system_instances"].get(spec["instance_type"])
+    vcpus, mem = (shape["vcpus"], shape["mem_gib"]) if shape else (0, 0)  # unknown: a rule reports it
+    return NodeGroup("system", None, spec["instance_type"], low, high, (("fleetform.dev/node-group", "system"),),
+                     _well_known(spec["instance_type"], "on-demand"),
+                     (), max(0, vcpus * 1000 - cpu_reserved_m(vcpus)) if shape else 0,
+                     max(0, mem * 1024 - memory_reserved_mib()) if shape else 0,
+                     math.floor(ROOT_GIB * (1 - EVICTION_NODEFS)), (), "on-demand", None, False,
+                     path + ("system_nodes",) if "system_nodes" in eks else path)
+
+
+def _servers(fleet) -> list[Workload]:
+    out = []
+    for server, model in zip(fleet.kube.servers, fleet.models, strict=True):
+        autoscaling = server.autoscaling
+        low = autoscaling.min_replicas if autoscaling else (server.replicas or model.replicas.min)
+        high = autoscaling.max_replicas if autoscaling else low
+        out.append(Workload(
+            f"{fleet.name}/{server.name}", f"fleet {fleet.name}", "Deployment", low, high,
+            round(quantity(server.cpu_request) * 1000), round(quantity(server.memory) / 2**20),
+            math.ceil(quantity(server.cache_size) / 2**30), ((server.gpu_resource, server.gpu_count),),
+            tuple(server.node_selector),
+            tuple(Toleration(t.key, t.operator, t.effect) for t in server.tolerations),
+            fleet.name, model.path))
+    return out
+
+
+def deep_merge(base: dict, extra: dict) -> dict:
+    """Helm's way of layering values: mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def build(bp, eks: dict | None) -> Cluster | None:
+    """The cluster of the blueprint's inference fleets on AWS; None when it has none."""
+    fleets = [f for f in bp.fleets if f.kube is not None]
+    if bp.cloud != "aws" or not fleets:
+        return None
+    data = addons_data()
+    eks = eks or {}
+    path = ("provider", "eks") if eks else fleets[0].path
+    groups = [_system_group(data, eks, path)]
+    groups += [g for g in (_gpu_group(bp, f) for f in fleets) if g is not None]
+    autoscalers = {f.scheduler.autoscaler for f in fleets}
+    wanted = ["gpu-operator", "kube-prometheus-stack"]
+    wanted += ["keda"] if "keda" in autoscalers else []
+    wanted += ["prometheus-adapter"] if "hpa" in autoscalers else []
+    wanted += ["cluster-autoscaler"]
+    releases, workloads = [], []
+    for name in wanted:
+        chart = data["charts"][name]
+        values = json.loads(json.dumps(chart.get("values") or {}))
+        for item in chart["workloads"]:
+            _set_path(values, item["resources_at"], {"requests": {"cpu": item["cpu"], "memory": item["memory"]}})
+            workloads.append(_chart_workload(item, f"Helm release {name}", path))
+        if name == "cluster-autoscaler":
+            version = fleets[0].scheduler.version
+            values = deep_merge(values, {"autoDiscovery": {"clusterName": bp.name}, "awsRegion": bp.region,
+                                         "image": {"repository": chart["image"],
+                                                   "tag": chart["image_tags"].get(version, "")}})
+        if name == "gpu-operator":
+            values = deep_merge(values, _gpu_operator_defaults(fleets))
+        releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
+                                chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
+    workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
+    workloads += [_chart_workload(a, f"EKS add-on {a['name']}", path) for a in data["node_agents"]]
+    for fleet in fleets:
+        if any(g.fleet == fleet.name for g in groups):
+            workloads += _servers(fleet)
+    ca = data["charts"]["cluster-autoscaler"]
+    identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
+    return Cluster(bp.name, fleets[0].scheduler.version, tuple(groups), tuple(releases), tuple(data["addons"]),
+                   tuple(workloads), tuple(identities), tuple(eks.get("api_access_cidrs", ())),
+                   tuple(f.name for f in fleets), path)
+
+
+def _gpu_operator_defaults(fleets) -> dict:
+    """One GPU Operator serves every fleet of the cluster. The chart's `default` config applies to
+    nodes without a selecting label: when not every fleet uses the same MIG layout, the default is
+    `all-disabled` (in every rendered mig-parted ConfigMap) and each MIG fleet's nodes select their
+    layout by the nvidia.com/mig.config label their node group sets."""
+    migs = {f.kube.mig.name if f.kube.mig else None for f in fleets}
+    out: dict = {}
+    if len(migs) > 1 and any(migs):
+        out["migManager"] = {"config": {"default": "all-disabled"}}
+    return out

@@ -1,0 +1,252 @@
+"""The EKS cluster of a blueprint's inference fleets and what runs on it, in one Pulumi program.
+
+Order of creation (each step depends on the one before, by `depends_on` or by its inputs):
+
+1. the cluster, the EKS add-ons vpc-cni, kube-proxy and eks-pod-identity-agent, the untainted
+   system node group, then the coredns add-on (it needs a node to become active);
+2. a Kubernetes provider from the cluster's outputs (a kubeconfig that runs `aws eks get-token`),
+   the namespaces of the Helm releases;
+3. per fleet (providers/aws/inference.py): its tainted GPU node group, and its rendered objects
+   that need no custom resource definition (Namespace, PriorityClass, ConfigMap);
+4. the Helm releases, pinned in providers/aws/addons.yaml (GPU Operator with the fleets' rendered
+   values, kube-prometheus-stack, KEDA or the Prometheus adapter, Cluster Autoscaler with its IAM
+   role through EKS Pod Identity); their CRDs (ScaledObject, ServiceMonitor) exist once they are up;
+5. per fleet: the rest of its rendered objects (Deployments, Services, ScaledObjects, ...).
+
+Each rendered object is its own Pulumi resource, read from the rendered bytes: the plan lists it,
+and an object that leaves the rendered files (a ScaledObject after autoscaler: keda -> hpa) is
+deleted by the next `pulumi up`. A `kubernetes.yaml.v2.ConfigGroup` would do the same on a real
+engine, but its work happens in the provider plugin: under the mocks of `fleetform plan` it is one
+opaque resource and neither the objects nor their removal would show.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+import yaml
+
+from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, deep_merge
+from fleetform.model import Blueprint
+
+from .common import TAINT_EFFECTS, _opts
+from .iam import POD_IDENTITY_TRUST, Iam, cluster_autoscaler_policy
+from .network import Network, Security
+
+EARLY_KINDS = {"Namespace", "PriorityClass", "ConfigMap"}
+"""Rendered kinds that need no CRD and that the Helm releases may read (the GPU Operator reads the
+fleets' device plugin and MIG ConfigMaps): applied before the releases."""
+
+
+class KubeObject(pulumi.CustomResource):
+    """One Kubernetes object of a rendered file, registered as the kubernetes provider's resource of
+    its kind (`kubernetes:apps/v1:Deployment`), with the object's fields as inputs, as the
+    provider's own typed classes do."""
+
+    def __init__(self, name: str, obj: dict, opts: pulumi.ResourceOptions):
+        api_version = obj["apiVersion"]
+        group_version = api_version if "/" in api_version else f"core/{api_version}"
+        super().__init__(f"kubernetes:{group_version}:{obj['kind']}", name, dict(obj), opts)
+
+
+def objects_of(files: dict[str, bytes], fleet: str) -> list[dict]:
+    """The Kubernetes objects of a fleet's rendered k8s/ folder, in the kustomization's order."""
+    prefix = f"{fleet}/k8s/"
+    kustomization = yaml.safe_load(files[prefix + "kustomization.yaml"])
+    out = []
+    for name in kustomization["resources"]:
+        out += [doc for doc in yaml.safe_load_all(files[prefix + name]) if doc]
+    return out
+
+
+def _kubeconfig(cluster: aws.eks.Cluster, region: str) -> pulumi.Output:
+    def document(args) -> str:
+        name, endpoint, authority = args
+        user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
+                         "args": ["--region", region, "eks", "get-token", "--cluster-name", name, "--output", "json"]}}
+        return json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": name,
+            "clusters": [{"name": name, "cluster": {"server": endpoint,
+                                                    "certificate-authority-data": (authority or {}).get("data")}}],
+            "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+            "users": [{"name": name, "user": user}]}, sort_keys=True)
+
+    return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(document)
+
+
+def launch_template(name: str, group: NodeGroup, user_data: str | None, tags: dict,
+                    parent: pulumi.Resource, root_gib: int) -> aws.ec2.LaunchTemplate:
+    """IMDSv2 with a hop limit of 2 (pods reach the metadata service through the node), an encrypted
+    root volume, and for Capacity Blocks and reservations the targeting EKS requires: a Capacity
+    Block node group needs a launch template with InstanceMarketOptions.MarketType capacity-block and
+    CapacityReservationSpecification targeting the block (EKS User Guide, "Create a managed node
+    group with Capacity Blocks for ML"); a reservation is targeted the same way, on-demand market."""
+    extra: dict = {}
+    if group.reservation_id:
+        extra["capacity_reservation_specification"] = {
+            "capacity_reservation_target": {"capacity_reservation_id": group.reservation_id}}
+    if group.capacity_type == "capacity-block":
+        extra["instance_market_options"] = {"market_type": "capacity-block"}
+    return aws.ec2.LaunchTemplate(
+        name, metadata_options={"http_tokens": "required", "http_endpoint": "enabled", "http_put_response_hop_limit": 2},
+        user_data=user_data,
+        block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
+            "volume_size": root_gib, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
+        # the instances' tags are launch template data: a new value is a new template version, and
+        # EKS replaces every node of the group (tags_of keeps the rendered files' digest out of them)
+        tag_specifications=[{"resource_type": "instance", "tags": tags}], tags=tags, opts=_opts(parent), **extra)
+
+
+def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str, template: aws.ec2.LaunchTemplate,
+               tags: dict, parent: pulumi.Resource, depends_on: list) -> aws.eks.NodeGroup:
+    """A managed node group. EKS tags its Auto Scaling group k8s.io/cluster-autoscaler/enabled and
+    k8s.io/cluster-autoscaler/<cluster> (EKS User Guide, managed node groups), which the Cluster
+    Autoscaler's auto-discovery looks for; the node-template tags tell it the labels and taints of a
+    group it scales up from zero (cluster-autoscaler AWS README, "Auto-Discovery Setup"). The EKS
+    name is Pulumi's auto-name of the resource: a fleet renamed with `renamed_from` keeps its node
+    group through the alias (an explicit name would force a replacement)."""
+    template_tags = {f"k8s.io/cluster-autoscaler/node-template/label/{k}": v for k, v in group.labels}
+    template_tags |= {f"k8s.io/cluster-autoscaler/node-template/taint/{k}": f"{v}:{e}" for k, v, e in group.taints}
+    return aws.eks.NodeGroup(
+        name, cluster_name=cluster.cluster.name, node_role_arn=cluster.iam.eks_node_role.arn,
+        subnet_ids=[cluster.net.subnet_id], ami_type=ami_type, instance_types=[group.instance_type],
+        capacity_type=CAPACITY_TYPES[group.capacity_type],
+        scaling_config={"min_size": group.min, "max_size": group.max, "desired_size": group.min},
+        labels=dict(group.labels),
+        taints=[{"key": k, "value": v, "effect": TAINT_EFFECTS[e]} for k, v, e in group.taints],
+        launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+        tags={**tags, "k8s.io/cluster-autoscaler/enabled": "true",
+              f"k8s.io/cluster-autoscaler/{cluster.model.name}": "owned", **template_tags},
+        opts=_opts(parent, depends_on=depends_on))
+
+
+class EksCluster(pulumi.ComponentResource):
+    """The cluster, its system node group and add-ons, the Kubernetes provider, and (install) the
+    Helm releases."""
+
+    def __init__(self, name: str, bp: Blueprint, net: Network, security: Security, iam: Iam, files: dict[str, bytes],
+                 tags: dict, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("fleetform:aws:EksCluster", name, None, opts)
+        model: Cluster = bp.cluster
+        self.model, self.net, self.iam, self.files, self.tags, self.name = model, net, iam, files, tags, name
+        public = bool(model.api_access_cidrs)
+        self.cluster = aws.eks.Cluster(
+            f"{name}-cluster", name=model.name, version=model.version, role_arn=iam.eks_cluster_role.arn,
+            access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
+            vpc_config={"subnet_ids": net.subnet_ids, "security_group_ids": [security.group_id],
+                        "endpoint_private_access": True, "endpoint_public_access": public,
+                        **({"public_access_cidrs": list(model.api_access_cidrs)} if public else {})},
+            tags=tags, opts=_opts(self))
+        self.addons = {a: self._addon(a, []) for a in model.addons if a != "coredns"}
+        template = launch_template(f"{name}-system-nodes", model.system, None,
+                                   {**tags, "fleetform:node-group": "system"}, self, ROOT_GIB)
+        self.system = node_group(f"{name}-system", self, model.system, "AL2023_x86_64_STANDARD", template,
+                                 tags, self, [self.addons["vpc-cni"]])
+        self.addons["coredns"] = self._addon("coredns", [self.system])  # active only once a node runs it
+        # ConfigMaps updated in place (the GPU Operator watches the fleets' device plugin and MIG
+        # configs), not deleted and created again as the provider does by default
+        self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=_kubeconfig(self.cluster, bp.region),
+                                     enable_config_map_mutable=True, opts=_opts(self))
+        self._claimed: set[tuple] = set()
+        self.namespaces = {}
+        rendered = {(o["kind"], o["metadata"]["name"]) for f in model.fleets if f"{f}/k8s/kustomization.yaml" in files
+                    for o in objects_of(files, f)}
+        for release in model.releases:
+            ns = release.namespace
+            if ns in self.namespaces or ns == "kube-system":
+                continue
+            if ("Namespace", ns) in rendered:  # a fleet renders it; the fleet's object is the one applied
+                continue
+            self.namespaces[ns] = k8s.core.v1.Namespace(
+                f"{name}-namespace-{ns}", metadata={"name": ns, "labels": {"app.kubernetes.io/managed-by": "fleetform"}},
+                opts=self.k8s_opts(self, depends_on=[self.system]))
+            self._claimed.add(("Namespace", None, ns))
+        self.identities = self._pod_identities(name, tags)
+        self.releases: dict[str, k8s.helm.v3.Release] = {}
+        self.register_outputs({"cluster": self.cluster.name})
+
+    def _addon(self, addon: str, depends_on: list) -> aws.eks.Addon:
+        return aws.eks.Addon(f"{self.name}-{addon}", cluster_name=self.cluster.name, addon_name=addon,
+                             resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
+                             tags=self.tags, opts=_opts(self, depends_on=depends_on))
+
+    def k8s_opts(self, parent: pulumi.Resource, depends_on: list | None = None) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=parent, provider=self.provider, depends_on=depends_on or [])
+
+    def claim(self, obj: dict) -> bool:
+        """Two fleets in one namespace both render it: the first fleet's object is applied."""
+        key = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        if key in self._claimed:
+            return False
+        self._claimed.add(key)
+        return True
+
+    def _pod_identities(self, name: str, tags: dict) -> list:
+        out = []
+        for identity in self.model.pod_identities:
+            role = aws.iam.Role(f"{name}-{identity.name}", assume_role_policy=POD_IDENTITY_TRUST, tags=tags,
+                                opts=_opts(self))
+            if identity.purpose == "cluster-autoscaler":
+                policy = cluster_autoscaler_policy(self.model.name)
+            else:  # s3-weights: read the model's weights prefix, nothing else
+                policy = _weights_policy(identity.s3_prefixes)
+            aws.iam.RolePolicy(f"{name}-{identity.name}", role=role.id, policy=policy, opts=_opts(self))
+            out.append(aws.eks.PodIdentityAssociation(
+                f"{name}-{identity.name}", cluster_name=self.cluster.name, namespace=identity.namespace,
+                service_account=identity.service_account, role_arn=role.arn, tags=tags,
+                opts=_opts(self, depends_on=[self.addons["eks-pod-identity-agent"]])))
+        return out
+
+    def install(self, after: list) -> None:
+        """The Helm releases, once the system nodes, CoreDNS and the fleets' early objects are up."""
+        base = [self.system, self.addons["coredns"], *self.namespaces.values(), *after]
+        for release in self.model.releases:
+            extra = self.identities if release.name == "cluster-autoscaler" else []
+            self.releases[release.name] = k8s.helm.v3.Release(
+                f"{self.name}-{release.name}", name=release.name, chart=release.chart, version=release.version,
+                repository_opts={"repo": release.repo}, namespace=release.namespace, create_namespace=False,
+                values=self._values(release), timeout=900,
+                opts=self.k8s_opts(self, depends_on=base + extra))
+
+    def _values(self, release: Release) -> dict:
+        """fleetform's values for the chart, over the fleets' rendered values files for it
+        (`<fleet>/gpu-operator-values.yaml`, `<fleet>/prometheus-adapter-values.yaml`), which one
+        release per cluster serves together."""
+        merged: dict = {}
+        for fleet in self.model.fleets:
+            path = f"{fleet}/{release.name}-values.yaml"
+            if path in self.files:
+                merged = _merge(merged, yaml.safe_load(self.files[path]) or {}, path)
+        return deep_merge(merged, release.values)
+
+
+def _weights_policy(uris: tuple[str, ...]) -> str:
+    """Read the objects under the weights prefixes, and list only those prefixes (the Run:ai
+    streamer lists the prefix to find the safetensors files, then gets them)."""
+    statements = []
+    for n, uri in enumerate(sorted(uris)):
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        statements += [
+            {"Sid": f"Read{n}", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/{key}*"},
+            {"Sid": f"List{n}", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
+             "Condition": {"StringLike": {"s3:prefix": [f"{key}*"]}}}]
+    return json.dumps({"Version": "2012-10-17", "Statement": statements}, sort_keys=True)
+
+
+def _merge(base: dict, extra: dict, where: str) -> dict:
+    """The fleets' values for one chart merged: lists (the adapter's rules) joined without
+    repeats; a scalar two fleets set differently is a bug the cluster rules should have caught."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value, f"{where}:{key}")
+        elif isinstance(value, list) and isinstance(out.get(key), list):
+            out[key] = out[key] + [v for v in value if v not in out[key]]
+        elif key in out and out[key] != value and key != "default":
+            raise ValueError(f"GPU Operator values disagree at {where}:{key}: {out[key]!r} != {value!r}")
+        else:
+            out[key] = value
+    return out
