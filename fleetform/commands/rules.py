@@ -23,7 +23,7 @@ def run(args) -> int:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return 0
     width = max(len(r.id) for r in rows)
-    lines = [f"{'RULE'.ljust(width)}  {'SEVERITY':8}  {'STAGE':6}  CHECKS"]
-    lines += [f"{r.id.ljust(width)}  {r.severity.value:8}  {r.stage:6}  {r.summary}" for r in rows]
+    lines = [f"{'RULE'.ljust(width)}  {'SEVERITY':8}  {'STAGE':7}  CHECKS"]
+    lines += [f"{r.id.ljust(width)}  {r.severity.value:8}  {r.stage:7}  {r.summary}" for r in rows]
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
