@@ -262,7 +262,7 @@ def _servers(fleet) -> list[Workload]:
         out.append(Workload(
             f"{fleet.name}/{server.name}", f"fleet {fleet.name}", "Deployment", low, high,
             round(quantity(server.cpu_request) * 1000), round(quantity(server.memory) / 2**20),
-            math.ceil(quantity(server.cache_size) / 2**30), ((server.gpu_resource, server.gpu_count),),
+            math.ceil(quantity(server.ephemeral_storage) / 2**30), ((server.gpu_resource, server.gpu_count),),
             tuple(server.node_selector),
             tuple(Toleration(t.key, t.operator, t.effect) for t in server.tolerations),
             fleet.name, model.path))
@@ -315,6 +315,13 @@ def build(bp, eks: dict | None) -> Cluster | None:
             workloads += _servers(fleet)
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
+    for fleet in fleets:  # models streaming their weights from S3 read them as their own service account
+        for server in fleet.kube.servers:
+            access = server.weights_access
+            if access is not None:
+                identities.append(PodIdentity(f"{fleet.name}-{server.name}-weights", access.namespace,
+                                              access.service_account, "s3-weights", fleet.name,
+                                              (f"s3://{access.bucket}/{access.prefix}",)))
     return Cluster(bp.name, fleets[0].scheduler.version, tuple(groups), tuple(releases), tuple(data["addons"]),
                    tuple(workloads), tuple(identities), tuple(eks.get("api_access_cidrs", ())),
                    tuple(f.name for f in fleets), path)

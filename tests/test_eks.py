@@ -171,16 +171,12 @@ def test_cluster_autoscaler_gets_its_role_through_pod_identity(tmp_path):
 
 
 def test_models_streaming_weights_from_s3_get_a_read_only_pod_identity(tmp_path):
-    """The association code path for the vLLM service accounts, on a cluster model that names one."""
-    from fleetform.cluster import PodIdentity
-
-    bp = _check(REFERENCE, tmp_path).model
-    weights = PodIdentity("serve-llama-70b-weights", "llm", "llama-70b", "s3-weights", "serve",
-                          ("s3://acme-weights/llama-3.1-70b/",))
-    bp = replace(bp, cluster=replace(bp.cluster, pod_identities=bp.cluster.pod_identities + (weights,)))
-    resources = record(bp, render(bp))
-    assoc = _named(resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation")["eks-serve-llama-70b-weights"]
-    assert (assoc["inputs"]["namespace"], assoc["inputs"]["serviceAccount"]) == ("llm", "llama-70b")
+    text = REFERENCE.replace("        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n",
+                             "        weights: {source: s3, uri: \"s3://acme-weights/llama-3.1-70b/\"}\n")
+    _, resources = _plan(text, tmp_path)
+    assocs = _named(resources, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assoc = assocs["eks-serve-llama-70b-weights"]
+    assert (assoc["inputs"]["namespace"], assoc["inputs"]["serviceAccount"]) == ("llm", "llama-70b-weights")
     assert "eks-eks-pod-identity-agent" in assoc["depends_on"]
     policy = json.loads(_named(resources, "aws:iam/rolePolicy:RolePolicy")["eks-serve-llama-70b-weights"]
                         ["inputs"]["policy"])
@@ -188,16 +184,26 @@ def test_models_streaming_weights_from_s3_get_a_read_only_pod_identity(tmp_path)
         ("s3:GetObject", "arn:aws:s3:::acme-weights/llama-3.1-70b/*"), ("s3:ListBucket", "arn:aws:s3:::acme-weights")}
     (listing,) = [s for s in policy["Statement"] if s["Action"] == "s3:ListBucket"]
     assert listing["Condition"] == {"StringLike": {"s3:prefix": ["llama-3.1-70b/*"]}}
+    # the service account exists before the Deployment that names it
+    account = next(r for r in resources if r["type"] == "kubernetes:core/v1:ServiceAccount")
+    deployment = next(r for r in resources if r["type"] == "kubernetes:apps/v1:Deployment" and r["parent"] == "serve")
+    assert account["name"] in deployment["depends_on"]
+    # negative control: models from the Hub get no S3 role
+    _, hub = _plan(REFERENCE, tmp_path)
+    assert set(_named(hub, "aws:eks/podIdentityAssociation:PodIdentityAssociation")) == {"eks-cluster-autoscaler"}
 
 
 def test_one_adapter_release_serves_every_fleets_rendered_rules(tmp_path):
-    model = _check(INFERENCE_VARIANTS["hpa-three-models"], tmp_path).model
+    model = _check(REFERENCE, tmp_path).model
     files = dict(render(model))
-    rule = {"seriesQuery": "vllm:num_requests_waiting", "name": {"as": "vllm:num_requests_waiting"}}
-    files["serve/prometheus-adapter-values.yaml"] = yaml.safe_dump({"rules": {"default": False, "custom": [rule]}}).encode()
+    rendered = yaml.safe_load(files["small-models/prometheus-adapter-values.yaml"])
     values = _named(record(model, files), RELEASE)["eks-prometheus-adapter"]["inputs"]["values"]
-    assert values["rules"] == {"default": False, "custom": [rule]}
+    assert values["rules"] == rendered["rules"] and rendered["rules"]["custom"]  # the rule the HPA reads
     assert values["prometheus"]["url"] == "http://prometheus-operated.monitoring.svc"  # fleetform's own values stay
+    # a second fleet with the same rule: one release, the rule once
+    files["serve/prometheus-adapter-values.yaml"] = files["small-models/prometheus-adapter-values.yaml"]
+    values = _named(record(model, files), RELEASE)["eks-prometheus-adapter"]["inputs"]["values"]
+    assert values["rules"] == rendered["rules"]
 
 
 def test_every_kubernetes_version_fleetform_renders_has_a_cluster_autoscaler():

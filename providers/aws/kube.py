@@ -36,9 +36,10 @@ from .common import TAINT_EFFECTS, _opts
 from .iam import POD_IDENTITY_TRUST, Iam, cluster_autoscaler_policy
 from .network import Network, Security
 
-EARLY_KINDS = {"Namespace", "PriorityClass", "ConfigMap"}
-"""Rendered kinds that need no CRD and that the Helm releases may read (the GPU Operator reads the
-fleets' device plugin and MIG ConfigMaps): applied before the releases."""
+EARLY_KINDS = {"Namespace", "PriorityClass", "ConfigMap", "ServiceAccount"}
+"""Rendered kinds that need no CRD and that the Helm releases or the pods read (the GPU Operator
+reads the fleets' device plugin and MIG ConfigMaps; a vLLM pod starts only once its service account
+exists): applied before the releases."""
 
 
 class KubeObject(pulumi.CustomResource):
