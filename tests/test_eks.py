@@ -65,9 +65,8 @@ def test_two_inference_fleets_share_one_cluster_with_an_untainted_system_group(t
         gpu = groups[name]["inputs"]
         assert gpu["taints"] == [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}]
         assert gpu["clusterName"] == "llm-70b" and gpu["labels"]["fleetform.dev/fleet"] == name.removesuffix("-gpu")
-        # what the Cluster Autoscaler needs to scale the group from zero
-        assert gpu["tags"]["k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"] == "present:NoSchedule"
-        assert gpu["tags"]["k8s.io/cluster-autoscaler/llm-70b"] == "owned"
+        # the node group's tags never reach its Auto Scaling group: none pretends to steer the autoscaler
+        assert not [t for t in gpu["tags"] if t.startswith("k8s.io/cluster-autoscaler/")]
 
 
 def test_node_group_names_do_not_move_when_a_fleet_is_removed(tmp_path):
@@ -162,6 +161,8 @@ def test_cluster_autoscaler_gets_its_role_through_pod_identity(tmp_path):
     assert trust["Action"] == ["sts:AssumeRole", "sts:TagSession"]
     policy = json.loads(_named(resources, "aws:iam/rolePolicy:RolePolicy")["eks-cluster-autoscaler"]["inputs"]["policy"])
     actions = {a for s in policy["Statement"] for a in s["Action"]}
+    (scale,) = [s for s in policy["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"]]
+    assert scale["Condition"] == {"Null": {"aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b": "false"}}
     assert {"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup",
             "autoscaling:DescribeAutoScalingGroups", "eks:DescribeNodegroup"} <= actions
     values = _named(resources, RELEASE)["eks-cluster-autoscaler"]["inputs"]["values"]

@@ -81,9 +81,10 @@ CLUSTER_AUTOSCALER_ACTIONS = {
 
 
 def cluster_autoscaler_policy(cluster_name: str) -> str:
-    """Describe anything; scale only the Auto Scaling groups EKS tagged as this cluster's (managed
-    node groups carry k8s.io/cluster-autoscaler/<cluster> on their Auto Scaling group)."""
+    """Describe anything; scale only the Auto Scaling groups tagged as this cluster's (EKS puts
+    k8s.io/cluster-autoscaler/<cluster> on a managed node group's Auto Scaling group; the README
+    recommends restricting the scaling actions by tag): the tag must exist, whatever its value."""
     return _policy({"Version": "2012-10-17", "Statement": [
         {"Sid": "Describe", "Effect": "Allow", "Action": CLUSTER_AUTOSCALER_ACTIONS["Describe"], "Resource": "*"},
         {"Sid": "ScaleOwnGroups", "Effect": "Allow", "Action": CLUSTER_AUTOSCALER_ACTIONS["Scale"], "Resource": "*",
-         "Condition": {"StringEquals": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "owned"}}}]})
+         "Condition": {"Null": {f"aws:ResourceTag/k8s.io/cluster-autoscaler/{cluster_name}": "false"}}}]})

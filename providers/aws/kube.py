@@ -104,13 +104,14 @@ def launch_template(name: str, group: NodeGroup, user_data: str | None, tags: di
 def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str, template: aws.ec2.LaunchTemplate,
                tags: dict, parent: pulumi.Resource, depends_on: list) -> aws.eks.NodeGroup:
     """A managed node group. EKS tags its Auto Scaling group k8s.io/cluster-autoscaler/enabled and
-    k8s.io/cluster-autoscaler/<cluster> (EKS User Guide, managed node groups), which the Cluster
-    Autoscaler's auto-discovery looks for; the node-template tags tell it the labels and taints of a
-    group it scales up from zero (cluster-autoscaler AWS README, "Auto-Discovery Setup"). The EKS
-    name is Pulumi's auto-name of the resource: a fleet renamed with `renamed_from` keeps its node
-    group through the alias (an explicit name would force a replacement)."""
-    template_tags = {f"k8s.io/cluster-autoscaler/node-template/label/{k}": v for k, v in group.labels}
-    template_tags |= {f"k8s.io/cluster-autoscaler/node-template/taint/{k}": f"{v}:{e}" for k, v, e in group.taints}
+    k8s.io/cluster-autoscaler/<cluster> itself (EKS User Guide, managed node groups: "Amazon EKS
+    tags managed node group resources so that they are configured to use the Kubernetes Cluster
+    Autoscaler"), which the Cluster Autoscaler's auto-discovery looks for; the node group's own tags
+    do not reach the Auto Scaling group (eksctl #1571, aws/containers-roadmap #608), so a group at
+    zero nodes tells the autoscaler its labels and taints through eks:DescribeNodegroup instead
+    (cluster-autoscaler AWS README). The EKS name is Pulumi's auto-name of the resource: a fleet
+    renamed with `renamed_from` keeps its node group through the alias (an explicit name would
+    force a replacement)."""
     return aws.eks.NodeGroup(
         name, cluster_name=cluster.cluster.name, node_role_arn=cluster.iam.eks_node_role.arn,
         subnet_ids=[cluster.net.subnet_id], ami_type=ami_type, instance_types=[group.instance_type],
@@ -118,9 +119,7 @@ def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str
         scaling_config={"min_size": group.min, "max_size": group.max, "desired_size": group.min},
         labels=dict(group.labels),
         taints=[{"key": k, "value": v, "effect": TAINT_EFFECTS[e]} for k, v, e in group.taints],
-        launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-        tags={**tags, "k8s.io/cluster-autoscaler/enabled": "true",
-              f"k8s.io/cluster-autoscaler/{cluster.model.name}": "owned", **template_tags},
+        launch_template={"id": template.id, "version": template.latest_version.apply(str)}, tags=tags,
         opts=_opts(parent, depends_on=depends_on))
 
 
