@@ -13,6 +13,7 @@ it, as AWS would).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources as importlib_resources
@@ -114,6 +115,26 @@ def _renamed(new: dict[str, dict], old_names: set[str]) -> dict[str, str]:
     return mapping
 
 
+def _as_renamed(value: Any, pairs: dict[str, str]) -> Any:
+    """The old side's inputs as the renamed resources' ids read: under the mocks a resource's id,
+    ARN and name are made from its logical name (fleetform/plan.py), while on AWS a resource kept by
+    an alias keeps its physical id. So `train-controller-id` of the old plan is the same instance as
+    `pretrain-controller-id` of the new one."""
+    if isinstance(value, dict):
+        return {k: _as_renamed(v, pairs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_renamed(v, pairs) for v in value]
+    if not isinstance(value, str) or not pairs:
+        return value
+    for old, new in pairs.items():
+        short_old, short_new = old.replace("/", "-"), new.replace("/", "-")
+        if value in (short_old, f"{short_old}-id", f"{short_old}-bucket"):
+            return short_new + value[len(short_old):]
+        value = re.sub(rf"(arn:aws:mock:::[a-z0-9]+/){re.escape(short_old)}(?![A-Za-z0-9-])",
+                       lambda m, short_new=short_new: m.group(1) + short_new, value)
+    return value
+
+
 def _key(res: dict) -> str:
     """A resource's identity in a plan: logical names repeat across types (a role and an instance
     both called train-controller), type and name together do not."""
@@ -185,6 +206,7 @@ def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change
         found = next((c for c in candidates if c in old), None)
         if found is not None:
             matched[key] = found
+    pairs = {old[o]["name"]: new[n]["name"] for n, o in matched.items() if old[o]["name"] != new[n]["name"]}
     for key in _dependency_order(new):
         res = new[key]
         name = res["name"]
@@ -196,7 +218,7 @@ def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change
         replace_on = list((data or {}).get("replace_on", [])) + res.get("options", {}).get("replaceOnChanges", [])
         ignored = res.get("options", {}).get("ignoreChanges", [])
         inputs = [InputChange(path, a, b, _forces(path, replace_on))
-                  for path, a, b in _leaf_changes(before["inputs"], res["inputs"], "")
+                  for path, a, b in _leaf_changes(_as_renamed(before["inputs"], pairs), res["inputs"], "")
                   if not any(path == i or path.startswith(i + ".") for i in ignored)]
         changed_paths = {i.path for i in inputs}
         for input_key, deps in sorted(res.get("deps", {}).items()):

@@ -287,22 +287,25 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
     if scheduler is None or scheduler.type != "kubernetes" or shape is None:
         return None
     sharing = fleet.gpu_sharing
+    # names and labels the cluster keys on (selectors, node labels, priority class) carry the fleet's
+    # first name: a fleet renamed with renamed_from keeps its objects, as its cloud resources do
+    ident = fleet.cloud_name
     gpu = shape.gpu
-    node_labels: dict[str, str] = {"fleetform.dev/fleet": fleet.name}
+    node_labels: dict[str, str] = {"fleetform.dev/fleet": ident}
     device_plugin = mig = None
     product = gpu.gfd_product
     per_node = shape.gpu_count
     resource = "nvidia.com/gpu"
     if sharing.strategy in ("time-slicing", "mps") and sharing.replicas:
-        device_plugin = DevicePluginConfig(f"{fleet.name}-device-plugin", fleet.name,
+        device_plugin = DevicePluginConfig(f"{ident}-device-plugin", ident,
                                            "timeSlicing" if sharing.strategy == "time-slicing" else "mps",
                                            sharing.replicas)
-        node_labels["nvidia.com/device-plugin.config"] = fleet.name
+        node_labels["nvidia.com/device-plugin.config"] = ident
         product += "-SHARED"  # GPU Feature Discovery marks shared GPUs so
         per_node *= sharing.replicas
     elif sharing.strategy == "mig" and sharing.profile in gpu.mig:
         profile = gpu.mig[sharing.profile]
-        mig = MigConfig(f"{fleet.name}-mig-parted", f"all-{profile.name}", profile.name, profile.max_per_gpu,
+        mig = MigConfig(f"{ident}-mig-parted", f"all-{profile.name}", profile.name, profile.max_per_gpu,
                         sharing.mig_strategy)
         node_labels["nvidia.com/mig.config"] = mig.name
         per_node *= profile.max_per_gpu
@@ -311,14 +314,14 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         else:
             resource = f"nvidia.com/mig-{profile.name}"
     namespace = scheduler.namespace
-    priority_class = f"{blueprint_name}-{fleet.name}"
+    priority_class = f"{blueprint_name}-{ident}"
     prometheus = scheduler.prometheus_url or DEFAULT_PROMETHEUS
     servers = []
     for model in fleet.models:
-        selector = (("app.kubernetes.io/name", model.name), ("app.kubernetes.io/instance", f"{fleet.name}-{model.name}"))
+        selector = (("app.kubernetes.io/name", model.name), ("app.kubernetes.io/instance", f"{ident}-{model.name}"))
         object_labels = selector + (("app.kubernetes.io/part-of", blueprint_name),
                                     ("app.kubernetes.io/managed-by", "fleetform"),
-                                    ("fleetform.dev/fleet", fleet.name)) + tuple(sorted(labels.items()))
+                                    ("fleetform.dev/fleet", ident)) + tuple(sorted(labels.items()))
         share = model.tensor_parallel / per_node
         mps = device_plugin is not None and device_plugin.strategy == "mps"
         # vLLM's utilization is a fraction of the GPU memory the CUDA driver reports. Time-slicing has no
@@ -403,7 +406,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             shm_size=shm,
             cache_size=f"{cache_gib}Gi",
             monitor_labels=(("release", scheduler.prometheus_release),) if scheduler.prometheus_release else (),
-            node_selector=(("nvidia.com/gpu.product", product), ("fleetform.dev/fleet", fleet.name)),
+            node_selector=(("nvidia.com/gpu.product", product), ("fleetform.dev/fleet", ident)),
             tolerations=(Toleration(GPU_TAINT[0], "Exists", GPU_TAINT[2]),),
             # readiness and liveness answer within 5 and 10 s: /health waits on the engine, which is
             # busy under load, and a 1 s timeout took loaded pods out of the Service
@@ -427,7 +430,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
     minor = scheduler.version
     psa = tuple((f"pod-security.kubernetes.io/{mode}{suffix}", value) for mode in ("enforce", "audit", "warn")
                 for suffix, value in (("", "restricted"), ("-version", f"v{minor}")))
-    policy = NetworkPolicy(f"{fleet.name}-model-servers", (("fleetform.dev/fleet", fleet.name),),
+    policy = NetworkPolicy(f"{ident}-model-servers", (("fleetform.dev/fleet", ident),),
                            tuple(sorted({m.port for m in fleet.models})), (CLIENT_LABEL, namespace),
                            prometheus_namespace(prometheus))
     rules = ()
@@ -438,7 +441,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         adapter = adapter_prometheus(prometheus)
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
                      tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE, monitor,
-                     f"{fleet.name}-dcgm-exporter", psa, policy, rules, adapter)
+                     f"{ident}-dcgm-exporter", psa, policy, rules, adapter)
 
 
 WEIGHTS_MOUNT = "/weights"

@@ -43,7 +43,7 @@ class InferenceFleet(pulumi.ComponentResource):
         startup = max((p.period_s * p.failure_threshold for s in fleet.kube.servers for p in s.probes
                        if p.kind == "startup"), default=0)
         self.wait = pulumi.CustomTimeouts(create=f"{startup + 600}s", update=f"{startup + 600}s")
-        tags = {**tags, "fleetform:fleet": fleet.name}
+        tags = {**tags, "fleetform:fleet": fleet.cloud_name}  # a rename rolls no node
         group = next(g for g in eks.model.node_groups if g.fleet == fleet.name)
         template = launch_template(f"{name}-nodes", group,
                                    _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags, self, ROOT_GIB)
