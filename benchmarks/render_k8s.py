@@ -29,7 +29,7 @@ fleets:
   - name: serve
     role: inference
     instance_type: p5.48xlarge
-    nodes: {{min: 1, max: {nodes}}}
+    nodes: {{min: {low}, max: {nodes}}}
     scheduler: {{type: kubernetes, version: "1.33", namespace: serve, autoscaler: keda}}
     models:
 """
@@ -47,8 +47,10 @@ SIZES = (1, 20, 200)
 
 
 def inference_blueprint(models: int) -> str:
-    """One fleet of p5 nodes, enough for every model at 4 replicas of 1 GPU."""
-    return HEAD.format(nodes=models * 4 // 8 + 1) + "".join(MODEL.format(i=i) for i in range(models))
+    """One fleet of p5 nodes: at least enough for every model's one minimum replica of 1 GPU (the
+    min-nodes-hold rule), at most enough for 4 replicas each."""
+    return (HEAD.format(low=-(-models // 8), nodes=models * 4 // 8 + 1)
+            + "".join(MODEL.format(i=i) for i in range(models)))
 
 
 CHILD = r"""
