@@ -29,8 +29,9 @@ DEFAULT_PROMETHEUS_RELEASE = "kube-prometheus-stack"  # the chart's usual releas
 DEFAULT_IMAGE = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
 """AWS's Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 24.04), by its public SSM parameter. Its
 release notes (https://docs.aws.amazon.com/dlami/latest/devguide/, "Base OSS Nvidia Driver GPU AMI
-(Ubuntu 24.04)") list the NVIDIA driver, EFA and aws-ofi-nccl; the bootstrap installs Slurm, munge
-and the Lustre client from Ubuntu 24.04's archive."""
+(Ubuntu 24.04)") list the NVIDIA driver, EFA and aws-ofi-nccl, not Slurm, munge or a Lustre client: the
+bootstrap installs slurmctld/slurmd and munge from Ubuntu 24.04's archive and, where the fleet mounts
+FSx for Lustre, lustre-client-modules-$(uname -r) from AWS's FSx apt repository."""
 DEFAULT_IMAGE_SLURM = "23.11"
 """The Slurm release of Ubuntu 24.04's archive (slurm-wlm 23.11.4: https://packages.ubuntu.com/noble/slurm-wlm)."""
 

@@ -1,0 +1,125 @@
+"""The bootstrap's real-machine steps (the ones tests/test_cluster.py cannot take: it runs Debian's
+daemons directly under FLEETFORM_ROOT), run for real but against fake machine programs.
+
+How: a subprocess imports the rendered bootstrap with FLEETFORM_ROOT=<tmp> (so /etc, /run, /usr/...
+files it writes land under the temp dir) and PATH = a folder of fake `apt-get`, `systemctl`, `curl`,
+`gpg`, `mount` that record each call (argv and DEBIAN_FRONTEND) into calls.log and succeed (curl and
+gpg write their -o file). The bootstrap's sbin search list is emptied in that process so that the
+Slurm and munge installed on this test machine count as absent, as on AWS's DLAMI Base OSS Nvidia
+Ubuntu 24.04. The test then calls one real-machine step of the bootstrap and reads what it did.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import awslocal
+
+FAKES = ("apt-get", "systemctl", "curl", "gpg", "mount")
+FAKE = f"""#!{sys.executable}
+import os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(repr([os.path.basename(sys.argv[0]), *args, os.environ.get("DEBIAN_FRONTEND", "")]) + "\\n")
+if "-o" in args:
+    open(args[args.index("-o") + 1], "w").write("fake\\n")
+sys.exit(int(os.environ.get("FAKE_FAIL_" + os.path.basename(sys.argv[0]).replace("-", "_"), "0")))
+"""
+DRIVER = """
+import importlib.machinery, importlib.util, json, sys
+bin_dir, call = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, bin_dir)
+loader = importlib.machinery.SourceFileLoader("bootstrap", bin_dir + "/bootstrap")
+bootstrap = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+loader.exec_module(bootstrap)
+bootstrap.SBIN = ()  # only the fake PATH counts: this machine's own Slurm and munge are "not installed"
+try:
+    getattr(bootstrap, call[0])(*call[1:])
+except bootstrap.Failure as error:
+    print("FAILURE:", error)
+    sys.exit(1)
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    return awslocal.render_fleet(tmp_path_factory.mktemp("machine"), awslocal.blueprint("{min: 1, max: 2}"))
+
+
+class Machine:
+    def __init__(self, rendered: Path, tmp: Path):
+        self.rendered, self.root, self.fakes = rendered, tmp / "root", tmp / "fakebin"
+        self.log = tmp / "calls.log"
+        self.fakes.mkdir()
+        for name in FAKES:
+            (self.fakes / name).write_text(FAKE)
+            (self.fakes / name).chmod(0o755)
+        (self.root / "etc").mkdir(parents=True)
+        (self.root / "etc/os-release").write_text('NAME="Ubuntu"\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n')
+
+    def step(self, *call, fail: str | None = None) -> subprocess.CompletedProcess:
+        env = {"PATH": str(self.fakes), "FLEETFORM_ROOT": str(self.root), "FAKE_LOG": str(self.log),
+               "HOME": str(self.root)}
+        if fail:
+            env[f"FAKE_FAIL_{fail.replace('-', '_')}"] = "1"
+        return subprocess.run([sys.executable, "-c", DRIVER, str(self.rendered / "bin"), json.dumps(call)],
+                              capture_output=True, text=True, env=env, timeout=60)
+
+    def calls(self) -> list[list[str]]:
+        if not self.log.exists():
+            return []
+        return [eval(line) for line in self.log.read_text().splitlines()]  # noqa: S307 (our own repr lines)
+
+
+@pytest.fixture
+def machine(rendered, tmp_path):
+    return Machine(rendered, tmp_path)
+
+
+def test_bootstrap_installs_slurm_munge_and_the_lustre_client_the_image_lacks(machine):
+    """The DLAMI has no Slurm, munge or Lustre client: the compute bootstrap installs slurmd and munge
+    from Ubuntu's archive and the Lustre client for the running kernel from AWS's FSx repository
+    (its key dearmored into a keyring the source names), non-interactively."""
+    env = {"FLEETFORM_LUSTRE_MOUNTS": "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd=/fsx"}
+    done = machine.step("install_packages", env, "slurmd")
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = machine.calls()
+    kernel = os.uname().release
+    assert calls[0][:2] == ["curl", "-fsSL"] and calls[0][-2] == (
+        "https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc")
+    assert calls[1][:4] == ["gpg", "--batch", "--yes", "--dearmor"]
+    assert calls[2] == ["apt-get", "update", "noninteractive"]
+    assert calls[3] == ["apt-get", "install", "-y", "--no-install-recommends", "slurmd", "munge",
+                        f"lustre-client-modules-{kernel}", "noninteractive"]
+    source = (machine.root / "etc/apt/sources.list.d/fsxlustreclientrepo.list").read_text()
+    assert source == ("deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] "
+                      "https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu noble main\n")
+    assert (machine.root / "usr/share/keyrings/fsx-ubuntu-public-key.gpg").exists()
+
+
+def test_bootstrap_installs_slurmctld_on_the_controller_and_nothing_for_lustre_without_mounts(machine):
+    done = machine.step("install_packages", {"FLEETFORM_LUSTRE_MOUNTS": ""}, "slurmctld")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert machine.calls() == [["apt-get", "update", "noninteractive"],
+                               ["apt-get", "install", "-y", "--no-install-recommends", "slurmctld", "munge",
+                                "noninteractive"]]
+
+
+def test_bootstrap_installs_nothing_when_the_image_brings_everything(machine):
+    for name in ("slurmd", "munged", "mount.lustre"):
+        (machine.fakes / name).write_text("#!/bin/sh\n")
+        (machine.fakes / name).chmod(0o755)
+    done = machine.step("install_packages", {"FLEETFORM_LUSTRE_MOUNTS": "fs@tcp:/x=/fsx"}, "slurmd")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert machine.calls() == []
+
+
+def test_a_failed_install_stops_the_bootstrap(machine):
+    done = machine.step("install_packages", {}, "slurmd", fail="apt-get")
+    assert done.returncode == 1 and "FAILURE: apt-get update" in done.stdout
