@@ -123,3 +123,16 @@ def test_bootstrap_installs_nothing_when_the_image_brings_everything(machine):
 def test_a_failed_install_stops_the_bootstrap(machine):
     done = machine.step("install_packages", {}, "slurmd", fail="apt-get")
     assert done.returncode == 1 and "FAILURE: apt-get update" in done.stdout
+
+
+def test_slurmd_runs_under_the_stock_unit_with_its_name_in_etc_default(machine):
+    """Slurm 23.11's slurmd.service is Type=notify and runs `slurmd --systemd $SLURMD_OPTIONS` from
+    EnvironmentFile=-/etc/default/slurmd (SchedMD/slurm slurm-23-11-4-1 etc/slurmd.service.in);
+    slurmd sends READY=1 only with --systemd, so the unit's ExecStart must stay: the node's name goes
+    into /etc/default/slurmd, no drop-in replaces ExecStart, and slurmd is restarted (apt-get
+    started it without the name)."""
+    done = machine.step("systemd_slurmd", "train-001", "/etc/slurm/slurm.conf")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (machine.root / "etc/default/slurmd").read_text() == 'SLURMD_OPTIONS="-N train-001 -f /etc/slurm/slurm.conf"\n'
+    assert not list(machine.root.rglob("slurmd.service.d")), "ExecStart must not be overridden"
+    assert [c[:-1] for c in machine.calls()] == [["systemctl", "enable", "slurmd"], ["systemctl", "restart", "slurmd"]]
