@@ -6,7 +6,9 @@ files it writes land under the temp dir) and PATH = a folder of fake `apt-get`, 
 `gpg`, `mount` that record each call (argv and DEBIAN_FRONTEND) into calls.log and succeed (curl and
 gpg write their -o file). The bootstrap's sbin search list is emptied in that process so that the
 Slurm and munge installed on this test machine count as absent, as on AWS's DLAMI Base OSS Nvidia
-Ubuntu 24.04. The test then calls one real-machine step of the bootstrap and reads what it did.
+Ubuntu 24.04, and the bootstrap's own ROOT is cleared so that its steps take the branch a real
+machine takes (systemd, fstab, mount) while every file still goes under FLEETFORM_ROOT (path()). The
+test then calls one real-machine step of the bootstrap and reads what it did.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ loader = importlib.machinery.SourceFileLoader("bootstrap", bin_dir + "/bootstrap
 bootstrap = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
 loader.exec_module(bootstrap)
 bootstrap.SBIN = ()  # only the fake PATH counts: this machine's own Slurm and munge are "not installed"
+bootstrap.ROOT = ""  # the real-machine branch of steps that test ROOT; files still go under FLEETFORM_ROOT (path())
 try:
     getattr(bootstrap, call[0])(*call[1:])
 except bootstrap.Failure as error:
@@ -136,3 +139,12 @@ def test_slurmd_runs_under_the_stock_unit_with_its_name_in_etc_default(machine):
     assert (machine.root / "etc/default/slurmd").read_text() == 'SLURMD_OPTIONS="-N train-001 -f /etc/slurm/slurm.conf"\n'
     assert not list(machine.root.rglob("slurmd.service.d")), "ExecStart must not be overridden"
     assert [c[:-1] for c in machine.calls()] == [["systemctl", "enable", "slurmd"], ["systemctl", "restart", "slurmd"]]
+
+
+def test_munge_is_restarted_after_the_key_is_written(machine):
+    """munge's package generates its own key and starts munged; `systemctl enable --now munge`
+    leaves that munged running with the package key, so the cluster's key written by the bootstrap
+    never takes effect. The real-machine path restarts munge."""
+    done = machine.step("start_munge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [c[:-1] for c in machine.calls()] == [["systemctl", "enable", "munge"], ["systemctl", "restart", "munge"]]
