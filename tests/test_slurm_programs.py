@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,15 +59,15 @@ def controller(rendered, tmp_path_factory):
 
 
 def run_program(rendered: Path, conf: Path, aws: dict, tmp: Path, program: str, *args: str,
-                template: str | None = None, cluster: str = CLUSTER) -> subprocess.CompletedProcess:
+                template: str | None = None, cluster: str = CLUSTER, **extra: str) -> subprocess.CompletedProcess:
     env_file = tmp / f"{cluster}.env"
     env_file.write_text(awslocal.cluster_env("controller", cluster, "train", aws["url"],
-                                             FLEETFORM_LAUNCH_TEMPLATE=template or aws["template"]))
+                                             FLEETFORM_LAUNCH_TEMPLATE=template or aws["template"], **extra))
     # slurmctld runs these programs with SLURM_CONF as the only variable; the test adds the env file
     env = {"SLURM_CONF": str(conf), "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"],
            "HOME": str(tmp)}
     return subprocess.run([str(rendered / "bin" / program), *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+                          timeout=180)
 
 
 def instances(ec2, **tags: str) -> dict[str, dict]:
@@ -205,3 +206,47 @@ def test_bootstrap_refuses_an_image_with_another_slurm(aws, tmp_path):
         "FLEETFORM_ROOT": str(tmp_path / "root"), "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"]})
     assert result.returncode == 1
     assert "the image has Slurm 22.05" in result.stderr and "renders for Slurm 23.11" in result.stderr, result.stderr
+
+
+def flaky_aws(tmp: Path, failures: dict[str, tuple[int, str]]) -> str:
+    """An `aws` for FLEETFORM_AWS_CLI: the real CLI, except that the first N calls of an EC2 operation
+    fail the way the CLI reports an API error (exit 254, `An error occurred (CODE)` on stderr)."""
+    wrapper, counts = tmp / "aws-flaky", tmp / "aws-counts.json"
+    wrapper.write_text(f"""#!{sys.executable}
+import json, os, sys
+failures, counts = {failures!r}, {str(counts)!r}
+seen = json.load(open(counts)) if os.path.exists(counts) else {{}}
+op = sys.argv[sys.argv.index("ec2") + 1] if "ec2" in sys.argv else ""
+seen[op] = seen.get(op, 0) + 1
+json.dump(seen, open(counts, "w"))
+if op in failures and seen[op] <= failures[op][0]:
+    code = failures[op][1]
+    sys.stderr.write(f"An error occurred ({{code}}) when calling the {{op}} operation: injected by the test\\n")
+    sys.exit(254)
+os.execv({awslocal.aws_cli()!r}, [{awslocal.aws_cli()!r}, *sys.argv[1:]])
+""")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_resume_retries_create_tags_while_ec2_does_not_know_the_new_instance(rendered, controller, aws, tmp_path):
+    """EC2's eventual consistency: CreateTags right after RunInstances may answer
+    InvalidInstanceID.NotFound. Resume retries instead of terminating the launch."""
+    cli = flaky_aws(tmp_path, {"create-tags": (2, "InvalidInstanceID.NotFound")})
+    done = run_program(rendered, controller, aws, tmp_path, "resume", "train-005", cluster="a-tags",
+                       FLEETFORM_AWS_CLI=cli)
+    assert done.returncode == 0, done.stderr
+    assert "InvalidInstanceID.NotFound just after launch" in done.stderr
+    assert nodes_of(instances(aws["ec2"], fleetform_cluster="a-tags")) == ["train-005"]
+
+
+def test_resume_undo_retries_terminate_while_ec2_does_not_know_the_new_instance(rendered, controller, aws, tmp_path):
+    """A launch that fails at tagging (here: not allowed) is terminated even when TerminateInstances
+    first answers InvalidInstanceID.NotFound; nothing of it stays running."""
+    cli = flaky_aws(tmp_path, {"create-tags": (99, "UnauthorizedOperation"),
+                               "terminate-instances": (1, "InvalidInstanceID.NotFound")})
+    done = run_program(rendered, controller, aws, tmp_path, "resume", "train-006", cluster="a-undo",
+                       FLEETFORM_AWS_CLI=cli)
+    assert done.returncode == 1
+    assert "terminated what this call started" in done.stderr, done.stderr
+    assert instances(aws["ec2"], fleetform_cluster="a-undo") == {}
