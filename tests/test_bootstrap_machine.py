@@ -148,3 +148,15 @@ def test_munge_is_restarted_after_the_key_is_written(machine):
     done = machine.step("start_munge")
     assert done.returncode == 0, done.stdout + done.stderr
     assert [c[:-1] for c in machine.calls()] == [["systemctl", "enable", "munge"], ["systemctl", "restart", "munge"]]
+
+
+def test_lustre_fstab_entry_needs_no_unit_ubuntu_lacks(machine):
+    """Ubuntu has no network.service: `x-systemd.requires=network.service` (AWS's Amazon Linux
+    example) would leave the mount waiting on a unit that does not exist. `_netdev` alone orders it
+    after network-online.target (systemd.mount(5))."""
+    done = machine.step("lustre", {"FLEETFORM_LUSTRE_MOUNTS": "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd=/fsx"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (machine.root / "etc/fstab").read_text() == (
+        "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd /fsx lustre defaults,relatime,flock,_netdev,x-systemd.automount 0 0\n")
+    assert (machine.root / "fsx").is_dir()
+    assert [c[:-1] for c in machine.calls()] == [["mount", "/fsx"]]
