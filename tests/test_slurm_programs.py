@@ -64,8 +64,9 @@ def run_program(rendered: Path, conf: Path, aws: dict, tmp: Path, program: str, 
     env_file.write_text(awslocal.cluster_env("controller", cluster, "train", aws["url"],
                                              FLEETFORM_LAUNCH_TEMPLATE=template or aws["template"], **extra))
     # slurmctld runs these programs with SLURM_CONF as the only variable; the test adds the env file
+    # FLEETFORM_ROOT: the programs' logs and the keeper's state under tmp, not this machine's /var
     env = {"SLURM_CONF": str(conf), "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"],
-           "HOME": str(tmp)}
+           "HOME": str(tmp), "FLEETFORM_ROOT": str(tmp / "root")}
     return subprocess.run([str(rendered / "bin" / program), *args], capture_output=True, text=True, env=env,
                           timeout=180)
 
@@ -154,14 +155,47 @@ def test_suspend_terminates_only_this_clusters_compute_nodes(rendered, controlle
     assert static not in set(instances(ec2)), "resume-fail did not terminate the static node that failed"
 
 
+def powering_up(conf: Path, name: str) -> bool:
+    """POWER_UP: asked for; POWERING_UP: ResumeProgram called."""
+    state = set(node_state(conf, name)["State"].split("+"))
+    return bool(state & {"POWER_UP", "POWERING_UP"}) or "POWERED_DOWN" not in state
+
+
 def test_keeper_powers_up_static_nodes(rendered, controller, aws, tmp_path):
     assert "POWERED_DOWN" in node_state(controller, "train-002")["State"]
     kept = run_program(rendered, controller, aws, tmp_path, "keeper")
     assert kept.returncode == 0, kept.stderr
-    for name in ("train-001", "train-002"):  # POWER_UP: asked for; POWERING_UP: ResumeProgram called
-        state = set(node_state(controller, name)["State"].split("+"))
-        assert state & {"POWER_UP", "POWERING_UP"} or "POWERED_DOWN" not in state, state
+    for name in ("train-001", "train-002"):
+        assert powering_up(controller, name), node_state(controller, name)
     assert "POWERED_DOWN" in node_state(controller, "train-003")["State"], "the keeper started an elastic node"
+
+
+def test_keeper_stops_powering_up_a_static_node_after_repeated_failures(rendered, aws, tmp_path):
+    """ParallelCluster's protected mode (protected_failure_count): a static node whose last 10
+    power-ups never brought it up (state file as the keeper left it after 10 failed rounds) is
+    drained with the reason instead of launched again; the other static node is powered up and
+    counted; an admin's resume makes the keeper try again. A slurmctld of its own: every static
+    node starts POWERED_DOWN."""
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        state = tmp_path / "root/var/lib/fleetform/keeper.json"
+        state.parent.mkdir(parents=True)
+        state.write_text(json.dumps({"attempts": {"train-002": 10}, "protected": []}))
+        kept = run_program(rendered, conf, aws, tmp_path, "keeper")
+        assert kept.returncode == 0, kept.stderr
+        drained = node_state(conf, "train-002")
+        assert "DRAIN" in drained["State"] and "POWERED_DOWN" in drained["State"], drained
+        assert drained["Reason"].startswith("fleetform keeper: 10 power-ups in a row failed"), drained
+        assert powering_up(conf, "train-001")
+        assert json.loads(state.read_text()) == {"attempts": {"train-001": 1, "train-002": 10}, "protected": ["train-002"]}
+        again = run_program(rendered, conf, aws, tmp_path, "keeper")
+        assert again.returncode == 0, again.stderr
+        assert "DRAIN" in node_state(conf, "train-002")["State"], "the keeper launched a node it gave up on"
+        subprocess.run(["scontrol", "update", "nodename=train-002", "state=resume"], check=True, timeout=30,
+                       env={**os.environ, "SLURM_CONF": str(conf)})
+        resumed = run_program(rendered, conf, aws, tmp_path, "keeper")
+        assert resumed.returncode == 0, resumed.stderr
+        assert powering_up(conf, "train-002")
+        assert json.loads(state.read_text())["attempts"]["train-002"] == 1
 
 
 def test_fleet_json_names_what_the_programs_need(rendered):
