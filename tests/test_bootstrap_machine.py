@@ -23,7 +23,7 @@ import pytest
 
 import awslocal
 
-FAKES = ("apt-get", "systemctl", "curl", "gpg", "mount")
+FAKES = ("apt-get", "systemctl", "curl", "gpg", "mount", "mountpoint", "blkid", "mkfs.ext4")
 FAKE = f"""#!{sys.executable}
 import os, sys
 args = sys.argv[1:]
@@ -31,11 +31,15 @@ with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(repr([os.path.basename(sys.argv[0]), *args, os.environ.get("DEBIAN_FRONTEND", "")]) + "\\n")
 if "-o" in args:
     open(args[args.index("-o") + 1], "w").write("fake\\n")
-sys.exit(int(os.environ.get("FAKE_FAIL_" + os.path.basename(sys.argv[0]).replace("-", "_"), "0")))
+name = os.path.basename(sys.argv[0]).replace("-", "_").replace(".", "_")
+sys.stdout.write(os.environ.get("FAKE_OUT_" + name, ""))
+sys.exit(int(os.environ.get("FAKE_FAIL_" + name, "0")))
 """
 DRIVER = """
 import importlib.machinery, importlib.util, json, sys
+from pathlib import Path
 bin_dir, call = sys.argv[1], json.loads(sys.argv[2])
+call = [Path(a["path"]) if isinstance(a, dict) and "path" in a else a for a in call]  # {"path": p}: a Path
 sys.path.insert(0, bin_dir)
 loader = importlib.machinery.SourceFileLoader("bootstrap", bin_dir + "/bootstrap")
 bootstrap = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
@@ -66,11 +70,15 @@ class Machine:
         (self.root / "etc").mkdir(parents=True)
         (self.root / "etc/os-release").write_text('NAME="Ubuntu"\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n')
 
-    def step(self, *call, fail: str | None = None) -> subprocess.CompletedProcess:
+    def step(self, *call, fail: tuple[str, ...] = (), out: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """One bootstrap function called with these arguments; the fakes named in `fail` exit 1,
+        those in `out` print that."""
         env = {"PATH": str(self.fakes), "FLEETFORM_ROOT": str(self.root), "FAKE_LOG": str(self.log),
                "HOME": str(self.root)}
-        if fail:
-            env[f"FAKE_FAIL_{fail.replace('-', '_')}"] = "1"
+        for name in fail:
+            env[f"FAKE_FAIL_{name.replace('-', '_').replace('.', '_')}"] = "1"
+        for name, text in (out or {}).items():
+            env[f"FAKE_OUT_{name.replace('-', '_').replace('.', '_')}"] = text
         return subprocess.run([sys.executable, "-c", DRIVER, str(self.rendered / "bin"), json.dumps(call)],
                               capture_output=True, text=True, env=env, timeout=60)
 
@@ -124,7 +132,7 @@ def test_bootstrap_installs_nothing_when_the_image_brings_everything(machine):
 
 
 def test_a_failed_install_stops_the_bootstrap(machine):
-    done = machine.step("install_packages", {}, "slurmd", fail="apt-get")
+    done = machine.step("install_packages", {}, "slurmd", fail=("apt-get",))
     assert done.returncode == 1 and "FAILURE: apt-get update" in done.stdout
 
 
@@ -160,3 +168,30 @@ def test_lustre_fstab_entry_needs_no_unit_ubuntu_lacks(machine):
         "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd /fsx lustre defaults,relatime,flock,_netdev,x-systemd.automount 0 0\n")
     assert (machine.root / "fsx").is_dir()
     assert [c[:-1] for c in machine.calls()] == [["mount", "/fsx"]]
+
+
+def state_volume(machine: Machine, *, fail: tuple[str, ...]) -> tuple[subprocess.CompletedProcess, Path]:
+    (machine.root / "dev/disk/by-id").mkdir(parents=True)
+    (machine.root / "dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0").touch()
+    state = machine.root / "var/spool/slurmctld"
+    conf = machine.root / "slurm.conf"
+    conf.write_text(f"StateSaveLocation={state}\nSlurmUser=root\n")
+    done = machine.step("state_volume", {"FLEETFORM_STATE_VOLUME": "vol-0123456789abcdef0"}, {"path": str(conf)},
+                        fail=fail, out={"blkid": "0b1c-uuid"})
+    return done, state
+
+
+def test_a_state_volume_that_does_not_mount_stops_the_bootstrap(machine):
+    """slurmctld's StateSaveLocation must be on the persistent EBS volume; a failed mount used to be
+    ignored (check=False), and the state then silently lived on the root volume."""
+    done, state = state_volume(machine, fail=("mountpoint", "mount"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"FAILURE: mount state volume vol-0123456789abcdef0 at {state}" in done.stdout
+    assert (machine.root / "etc/fstab").read_text() == f"UUID=0b1c-uuid {state} ext4 defaults,nofail 0 2\n"
+
+
+def test_a_state_volume_is_mounted_once(machine):
+    done, state = state_volume(machine, fail=("mountpoint",))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [c[0] for c in machine.calls()] == ["blkid", "blkid", "mountpoint", "mount"]
+    assert machine.calls()[-1][:-1] == ["mount", str(state)]
