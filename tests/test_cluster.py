@@ -54,6 +54,7 @@ pytestmark = pytest.mark.cluster
 BLUEPRINT = awslocal.blueprint("{min: 2, max: 3}")
 CLUSTER = awslocal.CLUSTER
 DAEMONS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol")
+LUSTRE = "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd=/fsx"  # not mounted here (FLEETFORM_ROOT)
 SBIN = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
 
 
@@ -197,7 +198,8 @@ def cluster(short_tmp):
 
         def env_text(role: str) -> str:
             return awslocal.cluster_env(role, CLUSTER, "train", url, FLEETFORM_MUNGE_SECRET=secret,
-                                        FLEETFORM_AWS_CLI=awslocal.aws_cli(), FLEETFORM_LAUNCH_TEMPLATE=template)
+                                        FLEETFORM_AWS_CLI=awslocal.aws_cli(), FLEETFORM_LAUNCH_TEMPLATE=template,
+                                        FLEETFORM_LUSTRE_MOUNTS=LUSTRE)
 
         root = machines.root("controller")
         env_file = root / "cluster.env"
@@ -243,6 +245,9 @@ def wait_idle(cluster, nodes: set[str], timeout: float = 150) -> dict[str, str]:
 
 def test_static_nodes_boot_register_and_run_srun_and_sbatch(cluster):
     assert "generated a 1024-byte munge key" in cluster["boot"].stderr
+    # the controller takes the FSx mounts too (jobs are submitted from /fsx there); with
+    # FLEETFORM_ROOT it only says so (tests/test_bootstrap_machine.py runs the real mount step)
+    assert "not mounted at /fsx" in cluster["boot"].stderr
     states = wait_idle(cluster, {"train-001", "train-002"})
     assert states.get("train-003") in ("idle~", "idle"), states  # the elastic node stays powered down
     names = cluster["ec2"].describe_tags(Filters=[{"Name": "key", "Values": ["fleetform:node"]}])["Tags"]
