@@ -126,12 +126,16 @@ def _as_renamed(value: Any, pairs: dict[str, str]) -> Any:
         return [_as_renamed(v, pairs) for v in value]
     if not isinstance(value, str) or not pairs:
         return value
+    from .plan import MOCK_ARN, mock_short
+
+    arn = re.escape(MOCK_ARN.format(kind="KIND", short="SHORT")).replace("KIND", "([a-z0-9]+)")
     for old, new in pairs.items():
-        short_old, short_new = old.replace("/", "-"), new.replace("/", "-")
+        short_old, short_new = mock_short(old), mock_short(new)
         if value in (short_old, f"{short_old}-id", f"{short_old}-bucket"):
             return short_new + value[len(short_old):]
-        value = re.sub(rf"(arn:aws:mock:::[a-z0-9]+/){re.escape(short_old)}(?![A-Za-z0-9-])",
-                       lambda m, short_new=short_new: m.group(1) + short_new, value)
+        pattern = arn.replace("SHORT", re.escape(short_old)) + "(?![A-Za-z0-9-])"
+        value = re.sub(pattern, lambda m, short_new=short_new: MOCK_ARN.format(kind=m.group(1), short=short_new),
+                       value)
     return value
 
 

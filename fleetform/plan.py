@@ -67,6 +67,16 @@ def invoke(token: str, args: dict, bp: Blueprint) -> dict[str, Any]:
     return {}
 
 
+MOCK_ARN = "arn:aws:mock:::{kind}/{short}"
+"""The ARN the mocks give a resource: its type's last word, lower case, and its short name."""
+
+
+def mock_short(name: str) -> str:
+    """The short name the mocks make a resource's id (`<short>-id`), name, bucket (`<short>-bucket`)
+    and ARN from; fleetform/changes.py reads the same identifiers back for a renamed resource."""
+    return name.replace("/", "-")
+
+
 def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
     """Run the Pulumi program for a blueprint under mocks; return its resources, sorted."""
     import pulumi
@@ -116,11 +126,11 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
             outputs = dict(args.inputs)
-            short = args.name.replace("/", "-")
+            short = mock_short(args.name)
             for key, value in computed(args.typ, short, bp).items():
                 outputs.setdefault(key, value)
             outputs.setdefault("name", short)
-            outputs.setdefault("arn", f"arn:aws:mock:::{args.typ.split(':')[-1].lower()}/{short}")
+            outputs.setdefault("arn", MOCK_ARN.format(kind=args.typ.split(":")[-1].lower(), short=short))
             outputs.setdefault("bucket", f"{short}-bucket" if "bucketPrefix" in args.inputs else short)
             outputs.setdefault("latestVersion", 1)
             if args.typ == "aws:eks/cluster:Cluster":  # what the Kubernetes provider's kubeconfig is built from
