@@ -55,6 +55,7 @@ def test_the_same_behavior(cls):
     assert dataclasses.is_dataclass(a) and [f.name for f in dataclasses.fields(cls)] == ["x", "y", "tags", "extra"]
     assert dataclasses.replace(a, y="b") == cls(1, "b")
     assert dataclasses.asdict(a) == {"x": 1, "y": "a", "tags": (), "extra": []}
+    assert repr(cls.__dataclass_params__) == repr(PointReal.__dataclass_params__)  # made on first use for frozen
     assert cls.__dataclass_params__.frozen and cls.__match_args__ == ("x", "y", "tags", "extra")
     assert cls.__doc__ == "A point."
     b = cls(1, "a", ("t",), [1])
@@ -69,3 +70,12 @@ def test_hashes_match_the_dataclass():
 
 def test_the_model_uses_it():
     assert "__record_names__" in vars(Blueprint) and "__record_names__" in vars(Fleet)
+
+
+def test_a_dataclass_may_derive_from_a_record():
+    """dataclasses reads the base's __dataclass_params__ (a frozen base needs a frozen subclass)."""
+    derived = dataclasses.dataclass(frozen=True)(type("Derived", (PointFast,), {"__annotations__": {"z": "int"},
+                                                                                 "z": 0}))
+    assert derived(1, "a").z == 0 and [f.name for f in dataclasses.fields(derived)][-1] == "z"
+    with pytest.raises(TypeError, match="non-frozen dataclass from a frozen one"):
+        dataclasses.dataclass(type("Thawed", (PointFast,), {"__annotations__": {"z": "int"}, "z": 0}))
