@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = [sys.executable]
-FLEETFORM = PY + ["-c", "import sys; from fleetform.cli import main; sys.exit(main())"]
+FLEETFORM = PY + ["-c", "from fleetform.cli import run; run()"]
 """What the installed `fleetform` script runs (pip's console-script wrapper is these two lines)."""
 
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}

@@ -219,3 +219,50 @@ def test_diff_detailed_exitcode_reports_every_error_as_1(tmp_path):
     assert run_cli("diff", "nosuchrev:" + ref, ref, "--detailed-exitcode").returncode == 1
     assert run_cli("diff", ref, ref, "--format", "yaml", "--detailed-exitcode").returncode == 1
     assert run_cli("diff", ref, ref, "--format", "yaml").returncode == 2  # without the flag: a usage error
+
+
+def _script(prelude: str, *argv: str) -> subprocess.CompletedProcess:
+    """`fleetform ARGV` as the installed script runs it (fleetform.cli.run), after PRELUDE."""
+    code = f"{prelude}\nimport sys\nsys.argv = ['fleetform', *sys.argv[1:]]\nfrom fleetform.cli import run\nrun()\n"
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+# An object whose finalizer runs only when the interpreter is torn down at exit.
+TEARDOWN = ("import os\nclass Witness:\n    def __del__(self, write=os.write):\n        write(2, b'torn down\\n')\n"
+            "witness = Witness()")
+
+
+def test_the_script_ends_without_tearing_python_down_and_loses_no_output(write):
+    """run() skips the interpreter's teardown when nothing is registered to run at exit; everything
+    written is flushed first, whatever the exit code (the schema is six of stdout's 8 KiB buffers)."""
+    schema = _script(TEARDOWN, "schema")
+    assert (schema.returncode, schema.stderr) == (0, "")
+    assert json.loads(schema.stdout) == json.loads(run_cli("schema").stdout) and len(schema.stdout) > 6 * 8192
+    broken = _script(TEARDOWN, "validate", str(write(BROKEN)))
+    assert (broken.returncode, broken.stderr) == (1, "") and broken.stdout.endswith("invalid: 1 error, 1 warning\n")
+    for argv, code, out in [(["--version"], 0, f"fleetform {__version__}\n"), (["nosuch"], 2, "")]:
+        result = _script(TEARDOWN, *argv)
+        assert (result.returncode, result.stdout) == (code, out) and "torn down" not in result.stderr
+
+
+def test_the_script_exits_as_usual_when_something_waits_for_exit():
+    """An atexit callback (logging, concurrent.futures and Pulumi register them) or another thread
+    gets Python's own exit: the callback runs, the thread is joined, the exit code is kept."""
+    registered = _script(TEARDOWN + "\nimport atexit\natexit.register(print, 'at exit')", "validate", REF)
+    assert registered.returncode == 0 and registered.stdout.endswith("1 warning\nat exit\n")
+    assert registered.stderr == "torn down\n"
+    threaded = _script(TEARDOWN + "\nimport threading, time\n"
+                       "threading.Thread(target=lambda: (time.sleep(0.5), print('joined'))).start()", "nosuch")
+    assert threaded.returncode == 2 and threaded.stdout == "joined\n" and "torn down" in threaded.stderr
+
+
+@pytest.mark.parametrize("argv", [["validate", REF], ["schema"]], ids=["validate", "schema"])
+def test_a_standard_output_that_cannot_be_written_is_a_clear_error(argv):
+    """`> /dev/full`: the write fails in the command (a big output) or in the final flush (a small one);
+    either way exit 2 with what is wrong, not exit 3 (a bug) or Python's 120."""
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "fleetform", *argv], cwd=ROOT, stdout=full,
+                                stderr=subprocess.PIPE, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr == (
+        "fleetform: error: cannot write the standard output: No space left on device; free space on its device "
+        "or write it elsewhere\n")
