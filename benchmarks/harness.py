@@ -36,16 +36,20 @@ class Sample:
 
 
 def run(command: list[str], capture: bool = False, ok: tuple[int, ...] = (0,)) -> tuple[Sample, bytes]:
-    """One fresh process; its stdout when `capture`, else discarded."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull, "wb") as devnull:
+    """One fresh process; its stdout when `capture`. A failed command stops the benchmark with the end
+    of what it printed (validate's findings are on stdout)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=out if capture else devnull, stderr=err, cwd=ROOT, env=ENV)
+        process = subprocess.Popen(command, stdout=out, stderr=err, cwd=ROOT, env=ENV)
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - start
         process.returncode = code = os.waitstatus_to_exitcode(status)
         if code not in ok:
-            err.seek(0)
-            raise SystemExit(f"{' '.join(command)} exited {code}:\n{err.read().decode(errors='replace')[-2000:]}")
+            printed = b""
+            for stream in (out, err):
+                stream.seek(0)
+                printed += stream.read()
+            raise SystemExit(f"{' '.join(command)} exited {code}:\n{printed.decode(errors='replace')[-2000:]}")
         out.seek(0)
         return Sample(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024), out.read() if capture else b""
 

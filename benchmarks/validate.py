@@ -53,7 +53,7 @@ def large_blueprint(nodes: int = 10_000, models: int = 200) -> str:
         "  - name: serve",
         "    role: inference",
         "    instance_type: p5.48xlarge",
-        f"    nodes: {{min: 1, max: {models * 2 // 8 + 1}}}",
+        f"    nodes: {{min: {-(-models // 8)}, max: {models * 2 // 8 + 1}}}",  # min holds each model's minimum replica
         '    scheduler: {type: kubernetes, version: "1.33", namespace: serve, autoscaler: keda}',
         "    models:",
     ]
