@@ -118,18 +118,29 @@ def _command(argv: list[str]) -> str | None:
 _whole_process = False
 """Set by run(): main() runs as the whole `fleetform` process, not called by a program or a test."""
 
+_output_reported = False
+"""Set when a failed write of the standard output has been reported, so run() does not report it twice."""
+
 
 def _parser_of_process(command: str) -> argparse.ArgumentParser:
     """build_parser, which imports the command's module and all it needs (yaml, jsonschema, ...),
     with the cyclic garbage collector off: what imports make lives until the process exits, so the
     collector would only walk it again and again. Then gc.freeze() moves it to the permanent
     generation, and the collector runs as usual for the command's own work."""
+    enabled = gc.isenabled()
     gc.disable()
     try:
         return build_parser(command)
     finally:
         gc.freeze()
-        gc.enable()
+        if enabled:
+            gc.enable()
+
+
+def _usage_exit(argv: list[str]) -> int:
+    """The exit code of a usage error: 2, except under `diff --detailed-exitcode`, where 2 means
+    "changes", as in terraform plan: any error is 1 there."""
+    return EXIT_FAILED if _command(argv) == "diff" and "--detailed-exitcode" in argv else EXIT_USAGE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,33 +156,112 @@ def main(argv: list[str] | None = None) -> int:
     if command is None and not {"-h", "--help", "--version"} & set(argv):
         parser.print_help(sys.stderr)  # `fleetform` alone: the whole help, as a usage error
         return EXIT_USAGE
-    # `diff --detailed-exitcode` gives 2 the meaning "changes", like terraform plan: any error is 1 there
-    usage_exit = EXIT_FAILED if command == "diff" and "--detailed-exitcode" in argv else EXIT_USAGE
+    usage_exit = _usage_exit(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as err:
         if err.code == EXIT_USAGE:
             return usage_exit
         raise
+    watched = sys.stdout = _Watched(sys.stdout)
     try:
         return args.run(args)
     except UsageError as err:
         print(f"fleetform: error: {err}", file=sys.stderr)
         return usage_exit
     except BrokenPipeError:  # `fleetform schema | head`
-        _discard_output()
+        _discard(sys.stdout)
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a bug, never a blueprint problem: those are findings
-        if isinstance(err, OSError) and err.errno in _OUTPUT_ERRNOS:  # the commands report their own files'
-            return _output_failed(err, usage_exit)
         if args.debug or os.environ.get("FLEETFORM_DEBUG"):
             raise
+        if isinstance(err, OSError) and (watched.failed or err.errno in _MACHINE_ERRORS):
+            return _machine_error(err, usage_exit, stdout=watched.failed)
         print(f"fleetform: internal error: {type(err).__name__}: {err}\n"
               "This is a bug in fleetform, not in your blueprint. Run again with --debug for the traceback "
               "and report it.", file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if sys.stdout is watched:
+            sys.stdout = watched.stream
+
+
+class _Watched:
+    """sys.stdout while a command runs. A reader that went away (`| head`) has what it wanted: the
+    rest goes to /dev/null and the command goes on to its verdict, so `validate | head` still exits
+    1 for an invalid blueprint. Any other failed write or flush is noted, so that the OSError is
+    reported as the standard output's (`> /dev/full`), not as a file's or a bug. A stdout closed
+    before fleetform started (`>&-`, sys.stdout None) takes the output nowhere, as asked."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.failed = False
+
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            return len(text)
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            _discard(self.stream)
+            return len(text)
+        except OSError:
+            self.failed = True
+            raise
+
+    def flush(self) -> None:
+        if self.stream is None:
+            return
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            _discard(self.stream)
+        except OSError:
+            self.failed = True
+            raise
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+_MACHINE_ERRORS = {
+    errno.ENOSPC: "free space on that device",
+    errno.EDQUOT: "free space within your disk quota",
+    errno.EFBIG: "a limit on file size was reached (see `ulimit -f`)",
+    errno.EIO: "the device reported an input/output error",
+}
+"""Errors of the machine, not of fleetform or the blueprint, with what to do. The commands report
+their own files' other errors (a folder that cannot be written, a file that cannot be read)."""
+
+
+def _machine_error(err: OSError, code: int, stdout: bool) -> int:
+    global _output_reported
+    if stdout:
+        where = "cannot write the standard output"
+        _output_reported = True
+    elif err.filename:
+        where = f"cannot write {err.filename}"
+    else:
+        import tempfile
+
+        where = f"a write failed (temporary files go to {tempfile.gettempdir()}, or where TMPDIR says)"
+    if sys.stderr is not None:
+        hint = _MACHINE_ERRORS.get(err.errno)
+        print(f"fleetform: error: {where}: {err.strerror}" + (f"; {hint}" if hint else ""), file=sys.stderr)
+    return code
+
+
+def _discard(stream) -> None:
+    """Send what the stream still buffers, and anything written to it later, to /dev/null."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def run() -> None:
@@ -179,10 +269,13 @@ def run() -> None:
 
     Python's own exit tears the interpreter down, freeing one by one every object the imports made:
     14 ms of the 100 of `python -c 'import yaml, jsonschema'`, and more for a command that imported
-    more (benchmarks/startup.py). The operating system reclaims a process's memory whole, so when the
-    interpreter has nothing left to do at exit, the command ends at once: its output flushed, no
-    callback registered with atexit (logging, concurrent.futures and weakref.finalize register them;
-    plan's Pulumi engine does), no other thread running. Otherwise Python exits as usual."""
+    more (benchmarks/startup.py). The operating system reclaims a process's memory whole, so when
+    the interpreter has nothing left to do at exit the command ends at once, its output flushed:
+    when no callback is registered with atexit (logging and weakref.finalize register one, and so
+    tempfile's TemporaryDirectory; plan's Pulumi engine does), no other thread runs (concurrent.futures'
+    workers, which it joins at exit) and no interactive prompt waits (`python -i`). Otherwise Python
+    exits as usual. A command must close the files it writes before it returns (with-blocks or raw
+    descriptors, as every command does): os._exit flushes no Python buffer but stdout's and stderr's."""
     global _whole_process
     _whole_process = True
     try:
@@ -191,43 +284,31 @@ def run() -> None:
         if not (err.code is None or isinstance(err.code, int)):
             raise
         code = err.code or 0
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # the reader has what it wanted
-        _discard_output()
-    except OSError as err:
-        code = _output_failed(err, EXIT_USAGE)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # closed when fleetform started (`>&-`)
+            continue
+        try:
+            stream.flush()
+        except BrokenPipeError:  # the reader has what it wanted
+            _discard(stream)
+        except OSError as err:
+            _discard(stream)
+            if stream is sys.stdout and not _output_reported:
+                code = _machine_error(err, _usage_exit(sys.argv[1:]), stdout=True)
     if _nothing_at_exit():
         os._exit(code)
     sys.exit(code)
 
 
-_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
-"""Errors of writing the standard output (`> /dev/full`, a full disk): the machine's, not fleetform's."""
-
-
-def _discard_output() -> None:
-    """Send what is still buffered for stdout, and anything written later, to /dev/null."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-
-
-def _output_failed(err: OSError, code: int) -> int:
-    _discard_output()
-    print(f"fleetform: error: cannot write the standard output: {err.strerror}; free space on its device or "
-          "write it elsewhere", file=sys.stderr)
-    return code
-
-
 def _nothing_at_exit() -> bool:
-    """True when exiting needs no more than the flush already done: no atexit callback, one thread."""
+    """True when exiting needs no more than the flush already done: no atexit callback, one thread,
+    no interactive prompt to come."""
     import atexit
 
     callbacks = getattr(atexit, "_ncallbacks", None)  # CPython's count; without it, exit as usual
     threading = sys.modules.get("threading")
-    return callbacks is not None and callbacks() == 0 and (threading is None or threading.active_count() == 1)
+    return (callbacks is not None and callbacks() == 0 and not sys.flags.inspect
+            and (threading is None or threading.active_count() == 1))
 
 
 if __name__ == "__main__":  # pragma: no cover

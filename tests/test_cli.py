@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -221,10 +223,18 @@ def test_diff_detailed_exitcode_reports_every_error_as_1(tmp_path):
     assert run_cli("diff", ref, ref, "--format", "yaml").returncode == 2  # without the flag: a usage error
 
 
-def _script(prelude: str, *argv: str) -> subprocess.CompletedProcess:
+BUFFERED = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+"""The environment of a user's shell: stdout buffered when it is not a terminal. PYTHONUNBUFFERED
+(set by some CI runners and images) would write every line at once and hide a missing flush."""
+
+
+def _script(prelude: str, *argv: str, unbuffered: bool = False, **popen) -> subprocess.CompletedProcess:
     """`fleetform ARGV` as the installed script runs it (fleetform.cli.run), after PRELUDE."""
     code = f"{prelude}\nimport sys\nsys.argv = ['fleetform', *sys.argv[1:]]\nfrom fleetform.cli import run\nrun()\n"
-    return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    env = BUFFERED | ({"PYTHONUNBUFFERED": "1"} if unbuffered else {})
+    popen.setdefault("stdout", subprocess.PIPE)
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                          timeout=120, env=env, **popen)
 
 
 # An object whose finalizer runs only when the interpreter is torn down at exit.
@@ -233,36 +243,96 @@ TEARDOWN = ("import os\nclass Witness:\n    def __del__(self, write=os.write):\n
 
 
 def test_the_script_ends_without_tearing_python_down_and_loses_no_output(write):
-    """run() skips the interpreter's teardown when nothing is registered to run at exit; everything
-    written is flushed first, whatever the exit code (the schema is six of stdout's 8 KiB buffers)."""
-    schema = _script(TEARDOWN, "schema")
-    assert (schema.returncode, schema.stderr) == (0, "")
-    assert json.loads(schema.stdout) == json.loads(run_cli("schema").stdout) and len(schema.stdout) > 6 * 8192
+    """run() skips the interpreter's teardown when nothing is registered to run at exit; what is
+    still buffered is flushed first, whatever the exit code (the findings of a broken blueprint and
+    --version's line are short: they sit in stdout's buffer until run() flushes it)."""
     broken = _script(TEARDOWN, "validate", str(write(BROKEN)))
     assert (broken.returncode, broken.stderr) == (1, "") and broken.stdout.endswith("invalid: 1 error, 1 warning\n")
+    assert broken.stdout == run_cli("validate", str(write(BROKEN))).stdout
+    schema = _script(TEARDOWN, "schema")
+    assert (schema.returncode, schema.stderr) == (0, "")
+    assert json.loads(schema.stdout) == json.loads(run_cli("schema").stdout)
     for argv, code, out in [(["--version"], 0, f"fleetform {__version__}\n"), (["nosuch"], 2, "")]:
         result = _script(TEARDOWN, *argv)
         assert (result.returncode, result.stdout) == (code, out) and "torn down" not in result.stderr
+    assert "unknown command 'nosuch'" in _script(TEARDOWN, "nosuch").stderr
 
 
 def test_the_script_exits_as_usual_when_something_waits_for_exit():
-    """An atexit callback (logging, concurrent.futures and Pulumi register them) or another thread
-    gets Python's own exit: the callback runs, the thread is joined, the exit code is kept."""
+    """An atexit callback (logging and weakref.finalize register them, Pulumi's engine too) or another
+    thread gets Python's own exit: the callback runs, the thread is joined, the exit code is kept."""
     registered = _script(TEARDOWN + "\nimport atexit\natexit.register(print, 'at exit')", "validate", REF)
     assert registered.returncode == 0 and registered.stdout.endswith("1 warning\nat exit\n")
     assert registered.stderr == "torn down\n"
     threaded = _script(TEARDOWN + "\nimport threading, time\n"
                        "threading.Thread(target=lambda: (time.sleep(0.5), print('joined'))).start()", "nosuch")
     assert threaded.returncode == 2 and threaded.stdout == "joined\n" and "torn down" in threaded.stderr
+    tempdir = _script("import tempfile\nkept = tempfile.TemporaryDirectory()\nprint(kept.name)", "rules")
+    assert tempdir.returncode == 0 and tempdir.stdout.startswith("/")
+    assert not Path(tempdir.stdout.splitlines()[0]).exists()  # removed by its finalizer, which atexit runs
 
 
-@pytest.mark.parametrize("argv", [["validate", REF], ["schema"]], ids=["validate", "schema"])
-def test_a_standard_output_that_cannot_be_written_is_a_clear_error(argv):
-    """`> /dev/full`: the write fails in the command (a big output) or in the final flush (a small one);
-    either way exit 2 with what is wrong, not exit 3 (a bug) or Python's 120."""
+def test_the_script_freezes_what_the_command_imported():
+    """The command's imports are made with the collector off, then frozen; the collector is on again
+    for the command's own work."""
+    result = _script("import atexit, gc\natexit.register(lambda: print(gc.get_freeze_count() > 10_000, "
+                     "gc.isenabled()))", "rules")
+    assert result.returncode == 0 and result.stdout.splitlines()[-1] == "True True"
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("argv,code", [(["validate", REF], 2), (["schema"], 2),
+                                       (["diff", REF, REF, "--detailed-exitcode"], 1),
+                                       (["diff", REF, "blueprints/onprem-ib.yaml", "--detailed-exitcode"], 1)],
+                         ids=["validate", "schema", "diff-same", "diff-changed"])
+def test_a_standard_output_that_cannot_be_written_is_a_clear_error(argv, code, unbuffered):
+    """`> /dev/full`: the write fails in the command (a big output, or any when unbuffered) or in the
+    final flush (a small one); either way the usage exit (1 under --detailed-exitcode, where 2 means
+    changes) with what is wrong, not exit 3 (a bug) or Python's 120."""
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, "-m", "fleetform", *argv], cwd=ROOT, stdout=full,
-                                stderr=subprocess.PIPE, text=True, timeout=60)
-    assert result.returncode == 2 and result.stderr == (
-        "fleetform: error: cannot write the standard output: No space left on device; free space on its device "
-        "or write it elsewhere\n")
+        result = _script("", *argv, unbuffered=unbuffered, stdout=full)
+    assert (result.returncode, result.stderr) == (code, "fleetform: error: cannot write the standard output: "
+                                                        "No space left on device; free space on that device\n")
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_a_reader_that_goes_away_keeps_the_verdict(write, unbuffered):
+    """`fleetform validate BP | head`: the reader is gone before anything is written (its end of the
+    pipe closed first); the exit code is still the blueprint's."""
+    for path, code in [(write(BROKEN), 1), (ROOT / REF, 0)]:
+        read, written = os.pipe()
+        os.close(read)
+        try:
+            result = _script("", "validate", str(path), unbuffered=unbuffered, stdout=written)
+        finally:
+            os.close(written)
+        assert (result.returncode, result.stderr) == (code, "")
+
+
+@pytest.mark.parametrize("argv,code", [(["--version"], 0), (["validate", REF], 0), (["nosuch"], 2)])
+def test_closed_standard_streams_keep_the_exit_code(argv, code):
+    """Started with stdout or stderr closed (`>&-`, `2>&-`): Python sets sys.stdout or sys.stderr to
+    None; the exit code is the command's."""
+    for closed in (1, 2):
+        result = subprocess.run([sys.executable, "-m", "fleetform", *argv], cwd=ROOT, env=BUFFERED, timeout=60,
+                                capture_output=True, preexec_fn=lambda fd=closed: os.close(fd))
+        assert result.returncode == code, (closed, result)
+
+
+def test_an_error_of_the_machine_is_not_a_bug(monkeypatch, capsys):
+    """A full disk, a quota, a file-size limit or an I/O error met in a command is exit 2 with where
+    and what to do; --debug still shows the traceback."""
+    import errno
+
+    import fleetform.commands.rules as rules_command
+
+    for error, where in [(OSError(errno.ENOSPC, "No space left on device"), "a write failed (temporary files go to "),
+                         (OSError(errno.EDQUOT, "Disk quota exceeded", "/work/out/x"), "cannot write /work/out/x: ")]:
+        def fail(args, error=error):
+            raise error
+
+        monkeypatch.setattr(rules_command, "run", fail)
+        assert main(["rules"]) == 2
+        assert capsys.readouterr().err.startswith(f"fleetform: error: {where}")
+        with pytest.raises(OSError):
+            main(["rules", "--debug"])

@@ -140,6 +140,8 @@ def test_installed_wheel_runs_no_source_tree(bare):
                            cwd=bare.work, capture_output=True, text=True, check=True)
     assert where.stdout.startswith(str(bare.root)), where.stdout
     assert str(ROOT) not in where.stdout
+    # the console script is fleetform.cli.run (flush, then exit without the interpreter's teardown)
+    assert "from fleetform.cli import run\n" in (bare.root / "bin/fleetform").read_text()
 
 
 def test_validate_render_schema_without_the_aws_extra(bare):
