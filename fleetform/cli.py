@@ -5,7 +5,8 @@ the subcommands are listed here, in a table as light as argparse itself; each mo
 add_parser(sub) adds its arguments and sets args.run.
 
 Exit codes: 0 success, 1 the blueprint or a check failed, 2 usage error (bad arguments, a file
-that cannot be read, a missing optional dependency), 3 an internal error (a bug in fleetform).
+that cannot be read, a missing optional dependency, or an error of the machine such as a full disk),
+3 an internal error (a bug in fleetform).
 """
 
 from __future__ import annotations
