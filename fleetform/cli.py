@@ -145,7 +145,20 @@ def _usage_exit(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run `fleetform ARGV`; the exit code. While it runs, sys.stdout and sys.stderr are watched
+    (see _Watched): a reader that went away or a stream that cannot be written never changes the
+    command's verdict, and a failed standard output is reported as such."""
+    out, err = sys.stdout, sys.stderr
+    watched = sys.stdout = _Watched(out)
+    sys.stderr = _Watched(err, quiet=True)
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv), watched)
+    finally:
+        if sys.stdout is watched:
+            sys.stdout, sys.stderr = out, err
+
+
+def _main(argv: list[str], watched: _Watched) -> int:
     command = _command(argv)
     if command is not None and command not in COMMANDS:
         from difflib import get_close_matches
@@ -164,15 +177,14 @@ def main(argv: list[str] | None = None) -> int:
         if err.code == EXIT_USAGE:
             return usage_exit
         raise
-    watched = sys.stdout = _Watched(sys.stdout)
     try:
         return args.run(args)
     except UsageError as err:
         print(f"fleetform: error: {err}", file=sys.stderr)
         return usage_exit
-    except BrokenPipeError:  # `fleetform schema | head`
-        _discard(sys.stdout)
-        return EXIT_OK
+    except BrokenPipeError:  # a write around the watched streams (their .buffer) to a reader that went away:
+        _discard(sys.stdout)  # the command could not finish, so no verdict: 1, as Python's documentation
+        return EXIT_FAILED  # suggests ("Note on SIGPIPE")
     except KeyboardInterrupt:
         return 130
     except Exception as err:  # a bug, never a blueprint problem: those are findings
@@ -184,20 +196,20 @@ def main(argv: list[str] | None = None) -> int:
               "This is a bug in fleetform, not in your blueprint. Run again with --debug for the traceback "
               "and report it.", file=sys.stderr)
         return EXIT_INTERNAL
-    finally:
-        if sys.stdout is watched:
-            sys.stdout = watched.stream
 
 
 class _Watched:
-    """sys.stdout while a command runs. A reader that went away (`| head`) has what it wanted: the
-    rest goes to /dev/null and the command goes on to its verdict, so `validate | head` still exits
-    1 for an invalid blueprint. Any other failed write or flush is noted, so that the OSError is
-    reported as the standard output's (`> /dev/full`), not as a file's or a bug. A stdout closed
-    before fleetform started (`>&-`, sys.stdout None) takes the output nowhere, as asked."""
+    """sys.stdout or sys.stderr while fleetform runs. A reader that went away (`| head`) has what it
+    wanted: the rest goes to /dev/null and the command goes on to its verdict, so `validate | head`
+    still exits 1 for an invalid blueprint. Any other failed write of stdout is noted, so that the
+    OSError is reported as the standard output's (`> /dev/full`), not as a file's or a bug; stderr
+    (`quiet`) has nowhere to report its own failure, so its messages are dropped and the exit code
+    says what happened. A stream closed before fleetform started (`>&-`, None) takes its text
+    nowhere, as asked (print(file=None) would write it to stdout)."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, quiet: bool = False):
         self.stream = stream
+        self.quiet = quiet
         self.failed = False
 
     def write(self, text: str) -> int:
@@ -205,23 +217,29 @@ class _Watched:
             return len(text)
         try:
             return self.stream.write(text)
-        except BrokenPipeError:
-            _discard(self.stream)
+        except OSError as err:
+            self._failed(err)
             return len(text)
-        except OSError:
-            self.failed = True
-            raise
 
     def flush(self) -> None:
         if self.stream is None:
             return
         try:
             self.stream.flush()
-        except BrokenPipeError:
+        except OSError as err:
+            self._failed(err)
+
+    def _failed(self, err: OSError) -> None:
+        if self.quiet or isinstance(err, BrokenPipeError):
             _discard(self.stream)
-        except OSError:
-            self.failed = True
-            raise
+            return
+        self.failed = True
+        if _whole_process:  # what stdout still buffers would fail again at exit; a program's stdout stays its own
+            _discard(self.stream)
+        raise err
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
 
     def __getattr__(self, name: str):
         return getattr(self.stream, name)
@@ -248,9 +266,9 @@ def _machine_error(err: OSError, code: int, stdout: bool) -> int:
         import tempfile
 
         where = f"a write failed (temporary files go to {tempfile.gettempdir()}, or where TMPDIR says)"
-    if sys.stderr is not None:
-        hint = _MACHINE_ERRORS.get(err.errno)
-        print(f"fleetform: error: {where}: {err.strerror}" + (f"; {hint}" if hint else ""), file=sys.stderr)
+    hint = _MACHINE_ERRORS.get(err.errno)
+    print(f"fleetform: error: {where}: {err.strerror}" + (f"; {hint}" if hint else ""),
+          file=sys.stderr if isinstance(sys.stderr, _Watched) else _Watched(sys.stderr, quiet=True))
     return code
 
 

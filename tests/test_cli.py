@@ -233,8 +233,8 @@ def _script(prelude: str, *argv: str, unbuffered: bool = False, **popen) -> subp
     code = f"{prelude}\nimport sys\nsys.argv = ['fleetform', *sys.argv[1:]]\nfrom fleetform.cli import run\nrun()\n"
     env = BUFFERED | ({"PYTHONUNBUFFERED": "1"} if unbuffered else {})
     popen.setdefault("stdout", subprocess.PIPE)
-    return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                          timeout=120, env=env, **popen)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, text=True, timeout=120, env=env, **popen)
 
 
 # An object whose finalizer runs only when the interpreter is torn down at exit.
@@ -309,14 +309,35 @@ def test_a_reader_that_goes_away_keeps_the_verdict(write, unbuffered):
         assert (result.returncode, result.stderr) == (code, "")
 
 
-@pytest.mark.parametrize("argv,code", [(["--version"], 0), (["validate", REF], 0), (["nosuch"], 2)])
+@pytest.mark.parametrize("argv,code", [(["--version"], 0), (["validate", REF], 0), (["nosuch"], 2),
+                                       (["validate", "nosuch.yaml"], 2)])
 def test_closed_standard_streams_keep_the_exit_code(argv, code):
     """Started with stdout or stderr closed (`>&-`, `2>&-`): Python sets sys.stdout or sys.stderr to
-    None; the exit code is the command's."""
-    for closed in (1, 2):
-        result = subprocess.run([sys.executable, "-m", "fleetform", *argv], cwd=ROOT, env=BUFFERED, timeout=60,
-                                capture_output=True, preexec_fn=lambda fd=closed: os.close(fd))
+    None; the exit code is the command's, and no message lands in the other stream."""
+    for closed in (">&-", "2>&-"):
+        result = subprocess.run(["sh", "-c", f'exec "$@" {closed}', "sh", sys.executable, "-m", "fleetform", *argv],
+                                cwd=ROOT, env=BUFFERED, timeout=60, capture_output=True, text=True)
         assert result.returncode == code, (closed, result)
+        assert "fleetform: error" not in result.stdout and "Traceback" not in result.stderr, (closed, result)
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+def test_a_stderr_that_cannot_be_written_does_not_change_the_exit_code(write, unbuffered):
+    """`2>&1 | head` with the reader gone, or both streams on a full disk: the messages are lost,
+    never the verdict (no exit 120, no traceback)."""
+    cases = [(["validate", str(write(BROKEN))], 1, 2), (["validate", REF], 0, 2), (["validate", "nosuch.yaml"], 2, 2),
+             (["diff", REF, REF, "--detailed-exitcode"], 0, 1), (["nosuch"], 2, 2)]
+    for argv, gone, full in cases:
+        read, written = os.pipe()
+        os.close(read)
+        try:
+            result = _script("", *argv, unbuffered=unbuffered, stdout=written, stderr=written)
+        finally:
+            os.close(written)
+        assert result.returncode == gone, (argv, "reader gone")
+        with open("/dev/full", "w") as device:
+            result = _script("", *argv, unbuffered=unbuffered, stdout=device, stderr=device)
+        assert result.returncode == full, (argv, "disk full")
 
 
 def test_an_error_of_the_machine_is_not_a_bug(monkeypatch, capsys):
