@@ -50,3 +50,20 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+def _untracked() -> set[str]:
+    """Files in the checkout that git neither tracks nor ignores."""
+    listed = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                            text=True)
+    return set(listed.stdout.splitlines()) if listed.returncode == 0 else set()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_stays_clean():
+    """No test writes into the checkout: a fake blkid once took `-o value` for an output file and
+    left a file named `value` at its top, which got committed."""
+    before = _untracked()
+    yield
+    added = _untracked() - before
+    assert not added, f"the tests wrote into the checkout: {sorted(added)}"

@@ -29,7 +29,7 @@ import os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(repr([os.path.basename(sys.argv[0]), *args, os.environ.get("DEBIAN_FRONTEND", "")]) + "\\n")
-if "-o" in args:
+if os.path.basename(sys.argv[0]) in ("curl", "gpg") and "-o" in args:  # their output file (blkid's -o is a format)
     open(args[args.index("-o") + 1], "w").write("fake\\n")
 name = os.path.basename(sys.argv[0]).replace("-", "_").replace(".", "_")
 sys.stdout.write(os.environ.get("FAKE_OUT_" + name, ""))
@@ -80,7 +80,7 @@ class Machine:
         for name, text in (out or {}).items():
             env[f"FAKE_OUT_{name.replace('-', '_').replace('.', '_')}"] = text
         return subprocess.run([sys.executable, "-c", DRIVER, str(self.rendered / "bin"), json.dumps(call)],
-                              capture_output=True, text=True, env=env, timeout=60)
+                              capture_output=True, text=True, env=env, timeout=60, cwd=self.root)
 
     def calls(self) -> list[list[str]]:
         if not self.log.exists():
