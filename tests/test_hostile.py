@@ -1,0 +1,196 @@
+"""Hostile input (issue 24): what an attacker or a careless user tried that crashed fleetform or
+widened what it accepted, each with the guarantee that keeps it out."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES
+from fleetform import bases, cli, pipeline
+from fleetform.findings import Severity
+from fleetform.loader import load
+from fleetform.rules import REGISTRY, UNIQUE_NAMES, Reporter, Rule, all_rules, run
+
+
+def _plain(data):
+    return json.loads(json.dumps(data, default=lambda o: dict(o) if hasattr(o, "keys") else list(o)))
+
+
+def _seed(path: Path | str) -> dict:
+    doc = load(path)
+    if "extends" in doc.data:
+        doc = bases.resolve(doc)
+    data = _plain(doc.data)
+    data.pop("extends", None)
+    return data
+
+
+def _named_lists(data, path=()):
+    """Every list of named items (fleets, storage, models, partitions, switches) and where it is."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _named_lists(value, path + (key,))
+    elif isinstance(data, list):
+        if data and all(isinstance(x, dict) and isinstance(x.get("name"), str) for x in data):
+            yield path, len(data)
+        for index, value in enumerate(data):
+            yield from _named_lists(value, path + (index,))
+
+
+def _at(data, path):
+    for key in path:
+        data = data[key]
+    return data
+
+
+def _seeds(tmp: Path):
+    """The shipped blueprints, and the variant that names explicit topology switches."""
+    from variants import VARIANTS
+
+    for path in EXAMPLES:
+        yield path.name, _seed(path)
+    variant = tmp / "onprem-roce-switches.yaml"
+    variant.write_text(VARIANTS["onprem-roce-switches"])
+    yield variant.name, _seed(variant)
+
+
+def _duplicate_mutants():
+    """Each seed blueprint with one name made twice: an item renamed to another's name (a
+    training fleet named as a serving one, ...), or an item of each named list copied beside it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        seeds = list(_seeds(Path(tmp)))
+    for name, seed in seeds:
+        for path, count in _named_lists(seed):
+            for i, j in itertools.permutations(range(count), 2):
+                mutant = copy.deepcopy(seed)
+                _at(mutant, path)[j]["name"] = _at(seed, path)[i]["name"]
+                yield f"{name}:{'.'.join(map(str, path))}[{j}]=[{i}]", mutant
+            for i in range(count):
+                mutant = copy.deepcopy(seed)
+                _at(mutant, path).append(copy.deepcopy(_at(seed, path)[i]))
+                yield f"{name}:{'.'.join(map(str, path))}+[{i}]", mutant
+
+
+DUPLICATE_MUTANTS = list(_duplicate_mutants())
+
+
+def test_the_duplicate_mutants_cover_every_kind_of_name():
+    kinds = {label.split(":")[1].split("[")[0].split("+")[0].rsplit(".", 1)[-1] for label, _ in DUPLICATE_MUTANTS}
+    kinds = {k if not k.isdigit() else "?" for k in kinds}
+    assert {"fleets", "storage", "models", "partitions", "switches"} <= kinds, kinds
+
+
+def test_no_rule_crashes_on_duplicate_names_of_any_kind(tmp_path):
+    """Issue 24 item 1: two fleets of one name, one training and one serving, made `validate` exit 3
+    (cluster-version read a Slurm scheduler's Kubernetes version). Every rule, present and future,
+    is run over every kind of duplicate: each gives exit 1 with the unique-names finding."""
+    failures = []
+    for label, mutant in DUPLICATE_MUTANTS:
+        path = tmp_path / "mutant.yaml"
+        path.write_text(yaml.safe_dump(mutant, sort_keys=False))
+        try:
+            result = pipeline.check(path)
+        except Exception as err:  # noqa: BLE001 - the point is to collect every crash
+            failures.append(f"{label}: {type(err).__name__}: {err}")
+            continue
+        rules = {f.rule for f in result.findings if f.severity is Severity.ERROR}
+        if UNIQUE_NAMES not in rules and "schema" not in rules:
+            failures.append(f"{label}: no unique-names finding: {sorted(rules)}")
+    assert not failures, "\n".join(failures)
+
+
+def test_a_training_and_a_serving_fleet_of_one_name_exit_1(tmp_path, capsys):
+    seed = _seed(Path("blueprints/reference.yaml"))
+    assert [f["role"] for f in seed["fleets"][:2]] == ["training", "inference"]
+    seed["fleets"][1]["name"] = seed["fleets"][0]["name"]
+    path = tmp_path / "dup.yaml"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 1
+    out = capsys.readouterr()
+    assert "fleet name 'train' is used more than once" in out.out and "[unique-names]" in out.out
+    assert out.err == ""
+
+
+def test_every_semantic_rule_needs_unique_names_unless_it_is_that_rule():
+    """The guarantee is structural: a rule registered without saying otherwise does not run on a
+    model with duplicate names, and every rule's needs are registered (and so run) before it."""
+    order = [r.id for r in all_rules()]
+    for r in all_rules():
+        if r.check is None:
+            assert r.needs == ()
+            continue
+        assert r.id == UNIQUE_NAMES or UNIQUE_NAMES in r.needs, r.id
+        for need in r.needs:
+            assert REGISTRY[need].check is not None and order.index(need) < order.index(r.id)
+
+
+def _blueprint_with_duplicate_fleets(tmp_path):
+    seed = _seed(Path("blueprints/reference.yaml"))
+    seed["fleets"][1]["name"] = seed["fleets"][0]["name"]
+    path = tmp_path / "dup.yaml"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    doc = load(path)
+    from fleetform.catalog import load_catalog
+    from fleetform.resolve import resolve
+
+    return resolve(doc, load_catalog()), doc
+
+
+def test_a_rule_that_would_crash_on_duplicates_does_not_run(tmp_path, monkeypatch):
+    """The next rule making cluster-version's mistake: registered the ordinary way, it is not run."""
+    ran = []
+
+    def fragile(bp, report: Reporter) -> None:
+        ran.append(bp.name)
+        raise AssertionError("ran on duplicate names")
+
+    registry = dict(REGISTRY)
+    from fleetform import rules as engine
+
+    monkeypatch.setattr(engine, "REGISTRY", registry)
+    engine.rule("zz-fragile", "error", "a rule written without a thought of duplicates")(fragile)
+    assert registry["zz-fragile"].needs == (UNIQUE_NAMES,)
+    bp, doc = _blueprint_with_duplicate_fleets(tmp_path)
+    findings = run(bp, doc)
+    assert ran == [] and {f.rule for f in findings} == {UNIQUE_NAMES}
+    # a rule that needs a rule that did not run does not run either
+    registry["zz-after"] = Rule("zz-after", Severity.ERROR, "x", "rules", fragile, ("zz-fragile",))
+    run(bp, doc)
+    assert ran == []
+    # and on a blueprint without duplicates it runs
+    with pytest.raises(AssertionError, match="ran on duplicate names"):
+        run(*_reference_model())
+
+
+def _reference_model():
+    from fleetform.catalog import load_catalog
+    from fleetform.resolve import resolve
+
+    doc = load("blueprints/reference.yaml")
+    return resolve(doc, load_catalog()), doc
+
+
+def test_a_rule_needing_an_unregistered_rule_is_refused(monkeypatch):
+    from fleetform import rules as engine
+
+    monkeypatch.setattr(engine, "REGISTRY", dict(REGISTRY))
+    with pytest.raises(RuntimeError, match="needs 'no-such-rule'"):
+        engine.rule("zz-orphan", "error", "x", needs=("no-such-rule",))(lambda bp, report: None)
+
+
+def test_a_waiver_of_a_rule_that_did_not_run_is_not_called_unused(tmp_path):
+    seed = _seed(Path("blueprints/reference.yaml"))
+    seed["fleets"][1]["name"] = seed["fleets"][0]["name"]
+    seed["waivers"] = [{"rule": "ssh-open", "reason": "a bastion is in front of the nodes"}]
+    path = tmp_path / "dup.yaml"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    result = pipeline.check(path)
+    assert {f.rule for f in result.findings} == {UNIQUE_NAMES}
