@@ -178,12 +178,19 @@ def _reference_model():
     return resolve(doc, load_catalog()), doc
 
 
-def test_a_rule_needing_an_unregistered_rule_is_refused(monkeypatch):
+def test_a_rule_needing_an_unregistered_or_later_rule_is_refused(monkeypatch):
     from fleetform import rules as engine
 
     monkeypatch.setattr(engine, "REGISTRY", dict(REGISTRY))
+    engine.check_needs()
+    engine.rule("zz-orphan", "error", "x", needs=("no-such-rule",))(lambda bp, report: None)
     with pytest.raises(RuntimeError, match="needs 'no-such-rule'"):
-        engine.rule("zz-orphan", "error", "x", needs=("no-such-rule",))(lambda bp, report: None)
+        engine.check_needs()
+    monkeypatch.setattr(engine, "REGISTRY", dict(REGISTRY))
+    engine.rule("zz-early", "error", "x", needs=("zz-late",))(lambda bp, report: None)
+    engine.rule("zz-late", "error", "x")(lambda bp, report: None)
+    with pytest.raises(RuntimeError, match="needs 'zz-late'"):
+        engine.check_needs()
 
 
 def test_a_waiver_of_a_rule_that_did_not_run_is_not_called_unused(tmp_path):
@@ -194,3 +201,107 @@ def test_a_waiver_of_a_rule_that_did_not_run_is_not_called_unused(tmp_path):
     path.write_text(yaml.safe_dump(seed, sort_keys=False))
     result = pipeline.check(path)
     assert {f.rule for f in result.findings} == {UNIQUE_NAMES}
+
+
+# --- item 2: extra_args is checked as vLLM's parser reads the whole argument vector ---------------
+
+ARGV_REFUSED = {
+    # vLLM 0.11.0's parser (FlexibleArgumentParser over argparse) refuses each at start
+    "a stray positional (the model is fleetform's)": (["--enable-prefix-caching", "stray"], [1], "neither a flag"),
+    "a value the flag before it does not take": (["--max-num-seqs", "256", "512"], [2], "neither a flag"),
+    "a flag without its value, last": (["--max-num-seqs"], [0], "--max-num-seqs needs a value"),
+    "a flag without its value, before another flag": (["--max-num-seqs", "--enable-prefix-caching"], [0],
+                                                       "--max-num-seqs needs a value"),
+    "a value given to a BooleanOptionalAction flag": (["--enable-prefix-caching=true"], [0], "takes no value"),
+    "a value given to a store_true flag": (["--disable-log-stats=1"], [0], "takes no value"),
+    "a nargs='+' flag with no value": (["--ignore-patterns", "--enable-prefix-caching"], [0],
+                                       "needs one or more values"),
+    "a value outside the flag's choices": (["--kv-cache-dtype", "fp9"], [1], "takes one of"),
+    "an int choice that is not one": (["--block-size", "17"], [1], "takes one of 1, 8, 16"),
+    "a non-integer for an int flag": (["--max-num-seqs=many"], [0], "takes an integer"),
+    "a non-number for a float flag": (["--swap-space", "lots"], [1], "takes a number"),
+    "a decimal with a binary suffix": (["--max-num-batched-tokens", "1.5K"], [1], "takes an integer"),
+    "a --flag.key form of a flag that is not JSON": (["--max-num-seqs.x", "3"], [0], "no --flag.key form"),
+    "a --json.key form without its value": (["--compilation-config.level"], [0], "needs a value"),
+    "-O without a value": (["-O"], [0], "-O needs a value"),
+}
+
+ARGV_ACCEPTED = [
+    ["--enable-prefix-caching", "--max-num-seqs", "256", "--kv-cache-dtype=fp8"],
+    ["--no-enable-prefix-caching", "--max_num_seqs=8"],  # the BooleanOptionalAction twin; `_` read as `-`
+    ["--seed", "-1"],  # argparse takes a negative number as a value: no option looks like one
+    ["-O3"], ["-O", "3"], ["-O.level=3"], ["--compilation-config.level", "3", "--compilation-config.cudagraph_mode", "x"],
+    ["--compilation-config", '{"level": 3}'],
+    ["--ignore-patterns", "*.pt", "*.bin", "--enable-prefix-caching"],  # nargs='+' up to the next flag
+    ["--hf-token"], ["--hf-token", "hf-x"],  # nargs='?'
+    ["--max-num-batched-tokens", "16k"], ["--max-num-batched-tokens", "2K"], ["--swap-space=4.5"],
+    ["--block-size", "16"], ["--task", "None"],
+    ["--chat-template", "-not an option, it has a space"],  # argparse: a '-' item with a space is a value
+]
+
+
+@pytest.mark.parametrize("case", list(ARGV_REFUSED))
+def test_argv_vllm_refuses_is_refused(case):
+    from fleetform.rules.inference import argv_problems
+
+    argv, indexes, message = ARGV_REFUSED[case]
+    problems = argv_problems(argv)
+    assert [i for i, _, _ in problems] == indexes, problems
+    assert all(message in m for _, m, _ in problems), problems
+
+
+@pytest.mark.parametrize("argv", ARGV_ACCEPTED, ids=" ".join)
+def test_argv_vllm_accepts_is_accepted(argv):
+    from fleetform.rules.inference import argv_problems
+
+    assert argv_problems(argv) == []
+
+
+def test_the_flags_table_records_vllms_arity():
+    """providers/vllm-serve-flags.tsv, written by tests/tools/vllm_serve_flags.py from vLLM 0.11.0's
+    own parser: a bool field's flag and its --no- twin take no value (argparse.BooleanOptionalAction,
+    vllm/engine/arg_utils.py _compute_kwargs), list fields take nargs='+', Literal fields choices."""
+    from fleetform.rules.inference import vllm_options
+
+    options = vllm_options()
+    assert all(o.arity in ("0", "1", "?", "+") and (o.arity == "0") == (o.value == "") for o in options.values())
+    for flag, option in options.items():
+        if flag.startswith("--no-") and "--" + flag[5:] in options:
+            assert option.arity == "0" and options["--" + flag[5:]].arity == "0", flag
+    assert options["--enable-prefix-caching"].arity == "0" and options["--max-num-seqs"].value == "int"
+    assert options["--served-model-name"].arity == "+" and options["--hf-token"].arity == "?"
+    assert options["--kv-cache-dtype"].choices[:2] == ("auto", "bfloat16")
+    assert options["--compilation-config"].value == options["-O"].value == "json"
+    assert options["--guided-decoding-backend"].status == "deprecated"  # the parser has it; the table lacked it
+
+
+def test_the_servers_whole_argv_is_one_vllm_accepts(tmp_path):
+    """Not only extra_args: the argv fleetform renders for each model (its own flags included) is read
+    the way vLLM reads it, and nothing in it is refused."""
+    from fleetform.render import render
+    from fleetform.rules.inference import argv_problems
+
+    seen = 0
+    for source in EXAMPLES:
+        result = pipeline.check(source)
+        for name, data in render(result.model).items():
+            if name.endswith("-deployment.yaml"):
+                container = yaml.safe_load(data)["spec"]["template"]["spec"]["containers"][0]
+                assert container["command"] == ["vllm", "serve"] and not container["args"][0].startswith("-")
+                assert argv_problems(container["args"][1:], owned=frozenset()) == [], name
+                seen += 1
+    assert seen >= 3
+
+
+def test_a_flag_without_its_value_in_a_blueprint_is_a_finding(tmp_path, capsys):
+    text = Path("blueprints/reference.yaml").read_text().replace(
+        "        max_model_len: 8192\n        replicas: {min: 2, max: 20}\n",
+        "        max_model_len: 8192\n        replicas: {min: 2, max: 20}\n"
+        "        extra_args: [--max-num-seqs, --enable-prefix-caching, stray]\n", 1)
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    assert cli.main(["validate", str(path)]) == 1
+    lines = [line for line in capsys.readouterr().out.splitlines() if "[extra-args]" in line]
+    assert len(lines) == 2, lines
+    assert "fleets[1].models[0].extra_args[0]: --max-num-seqs needs a value" in lines[0]
+    assert "fleets[1].models[0].extra_args[2]: 'stray' is neither a flag nor a flag's value" in lines[1]

@@ -52,9 +52,6 @@ def rule(id: str, severity: str, summary: str, stage: str = "rules",
 
     def decorate(fn: Check) -> Check:
         wanted = (UNIQUE_NAMES,) if needs is None and id != UNIQUE_NAMES else tuple(needs or ())
-        for need in wanted:
-            if need not in REGISTRY or REGISTRY[need].check is None:
-                raise RuntimeError(f"rule {id!r} needs {need!r}, which is not a semantic rule registered before it")
         _register(Rule(id, Severity(severity), summary, stage, fn, wanted))
         return fn
 
@@ -129,6 +126,15 @@ def run(bp: Blueprint, doc: Document) -> list[Finding]:
     return run_counting_waivers(bp, doc)[0]
 
 
+def check_needs() -> None:
+    """Every rule's needs are semantic rules that run before it (checked once every module registered)."""
+    order = list(REGISTRY)
+    for r in REGISTRY.values():
+        for need in r.needs:
+            if need not in REGISTRY or REGISTRY[need].check is None or order.index(need) > order.index(r.id):
+                raise RuntimeError(f"rule {r.id!r} needs {need!r}, which is not a semantic rule registered before it")
+
+
 def run_counting_waivers(bp: Blueprint, doc: Document) -> tuple[list[Finding], int]:
     """The findings, and how many warnings the blueprint's waivers silenced."""
     from . import checks  # noqa: F401  (registers the rules)
@@ -188,4 +194,5 @@ def run_counting_waivers(bp: Blueprint, doc: Document) -> tuple[list[Finding], i
 def all_rules() -> Iterator[Rule]:
     from . import checks  # noqa: F401
 
+    check_needs()
     yield from REGISTRY.values()
