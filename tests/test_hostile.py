@@ -305,3 +305,47 @@ def test_a_flag_without_its_value_in_a_blueprint_is_a_finding(tmp_path, capsys):
     assert len(lines) == 2, lines
     assert "fleets[1].models[0].extra_args[0]: --max-num-seqs needs a value" in lines[0]
     assert "fleets[1].models[0].extra_args[2]: 'stray' is neither a flag nor a flag's value" in lines[1]
+
+
+# --- item 3: an S3 weights uri grants exactly the folder the model is in -------------------------
+
+def _with_weights(uri: str, tmp_path: Path) -> Path:
+    text = Path("blueprints/reference.yaml").read_text()
+    old = "        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n"
+    assert old in text
+    path = tmp_path / "weights.yaml"
+    path.write_text(text.replace(old, f"        weights: {{source: s3, uri: \"{uri}\"}}\n", 1))
+    return path
+
+
+@pytest.mark.parametrize("uri", ["s3://acme-weights/llama", "s3://acme-weights/llama*/", "s3://acme-weights/*",
+                                 "s3://acme-weights/ll?ma/", "s3://acme-weights/llama//", "s3://acme-weights",
+                                 "s3://acme-weights/models/llama"])
+def test_a_weights_uri_that_would_widen_the_grant_is_refused(uri, tmp_path):
+    """`s3://bucket/llama` became the grant `llama*`, which reaches `llama-secret/` too; `*` and `?`
+    are IAM wildcards in a Resource and in StringLike (IAM User Guide, "IAM JSON policy elements:
+    Resource": wildcards * and ? in ARNs)."""
+    result = pipeline.check(_with_weights(uri, tmp_path))
+    assert [(f.rule, f.path) for f in result.findings if f.severity is Severity.ERROR] == [
+        ("schema", "fleets[1].models[0].weights.uri")], [f.to_text() for f in result.findings]
+
+
+@pytest.mark.parametrize("uri", ["s3://acme-weights/", "s3://acme-weights/llama/", "s3://acme-weights/meta/llama-3.1-70b/"])
+def test_a_weights_folder_is_accepted(uri, tmp_path):
+    assert pipeline.check(_with_weights(uri, tmp_path)).ok
+
+
+def test_the_weights_grant_is_the_folder_and_nothing_wider():
+    from fleetform.providers.aws.kube import _weights_policy
+
+    policy = json.loads(_weights_policy(("s3://b/x/llama/", "s3://a/")))
+    assert policy["Statement"] == [
+        {"Sid": "Read0", "Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::a/*"},
+        {"Sid": "List0", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::a",
+         "Condition": {"StringLike": {"s3:prefix": ["*"]}}},
+        {"Sid": "Read1", "Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/x/llama/*"},
+        {"Sid": "List1", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b",
+         "Condition": {"StringLike": {"s3:prefix": ["x/llama/*"]}}}]
+    for uri in ("s3://b/llama", "s3://b/ll*/", "s3://b/l?/", "s3:///x/", "https://b/x/"):
+        with pytest.raises(ValueError, match="not an S3 folder"):
+            _weights_policy((uri,))
