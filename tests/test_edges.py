@@ -120,3 +120,112 @@ def test_the_bootstrap_writes_the_controllers_host_entry_once(tmp_path):
     assert (root / "etc/hosts").read_text() == "127.0.0.1 localhost\n10.0.0.10 train-controller\n"
     step()
     assert (root / "etc/hosts").read_text() == "127.0.0.1 localhost\n10.0.0.10 train-controller\n"
+
+
+# --- numeric rules and limits on both sides of their edge -------------------------------------------
+
+def _reference() -> dict:
+    import yaml
+
+    return yaml.safe_load(Path("blueprints/reference.yaml").read_text())
+
+
+def _set(data: dict, path: str, value) -> None:
+    *parents, last = [int(p) if p.isdigit() else p for p in path.split(".")]
+    for key in parents:
+        data = data[key]
+    data[last] = value
+
+
+def _findings(data: dict, tmp_path: Path) -> set[tuple[str, str]]:
+    import yaml
+
+    path = tmp_path / "edge.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return {(f.rule, f.path) for f in check(path).findings}
+
+
+EDGES = [
+    # (rule, path the rule reports, {field: value at the edge}, {field: value one step past it})
+    ("network", "provider.network.cidr", {"provider.network.cidr": "10.40.0.0/16"},
+     {"provider.network.cidr": "10.40.0.0/15"}),
+    ("network", "provider.network.cidr", {"provider.network.cidr": "10.40.0.0/28"},
+     {"provider.network.cidr": "10.40.0.0/29"}),
+    ("fsx-capacity", "storage[0].capacity_gib", {"storage.0.capacity_gib": 1200}, {"storage.0.capacity_gib": 1201}),
+    ("fsx-capacity", "storage[0].capacity_gib", {"storage.0.capacity_gib": 2400}, {"storage.0.capacity_gib": 2399}),
+    ("fsx-capacity", "storage[0].capacity_gib", {"storage.0.capacity_gib": 4800}, {"storage.0.capacity_gib": 3600}),
+    # a minimum equal to its maximum is a fixed size, not an error
+    ("size-range", "fleets[1].nodes.min", {"fleets.1.nodes": {"min": 10, "max": 10}},
+     {"fleets.1.nodes": {"min": 11, "max": 10}}),
+    ("size-range", "fleets[1].models[0].replicas.min", {"fleets.1.models.0.replicas": {"min": 20, "max": 20}},
+     {"fleets.1.models.0.replicas": {"min": 21, "max": 20}}),
+    # nodes_per_switch may equal the fleet's size (one leaf), not exceed it
+    ("slurm-topology", "fleets[0].scheduler.topology.nodes_per_switch",
+     {"fleets.0.scheduler.topology.nodes_per_switch": 6}, {"fleets.0.scheduler.topology.nodes_per_switch": 7}),
+    # 1,024 leaf switches at most: 2,048 nodes two a switch is 1,024; 2,049 makes 1,025
+    ("slurm-topology", "fleets[0].scheduler.topology.nodes_per_switch", {"fleets.0.nodes": 2048},
+     {"fleets.0.nodes": 2049}),
+    # tensor_parallel divides a node's 8 GPUs: 8 does, 16 is more than a node has
+    ("tensor-parallel", "fleets[1].models[0].tensor_parallel", {"fleets.1.models.0.tensor_parallel": 8},
+     {"fleets.1.models.0.tensor_parallel": 16}),
+    # time-slicing shares each GPU 2 ways or more
+    ("gpu-sharing", "fleets[2].gpu_sharing.replicas", {"fleets.2.gpu_sharing": {"strategy": "time-slicing", "replicas": 2}},
+     {"fleets.2.gpu_sharing": {"strategy": "time-slicing", "replicas": 1}}),
+    # the SLO's replicas: ceil(120/30) = 4 GPUs, +1 spare = 5, x1.5 = 7.5 -> 8 GPUs, / tp 4 = 2 = replicas.min;
+    # 121 QPS: 5 GPUs, 6, x1.5 = 9, / 4 -> 3 replicas, more than the minimum of 2
+    ("slo-replicas", "fleets[1].models[0].replicas", {"fleets.1.models.0.slo.peak_qps": 120},
+     {"fleets.1.models.0.slo.peak_qps": 121}),
+    # a fraction of a GPU is a whole GPU: 150 QPS = 5 GPUs, 6 with the spare, x1.25 = 7.5 -> 8, 2 replicas;
+    # 151 QPS = 6, 7, x1.25 = 8.75 -> 9 GPUs, 3 replicas (rounded down, 8 GPUs would say 2)
+    ("slo-replicas", "fleets[1].models[0].replicas",
+     {"fleets.1.models.0.slo.peak_qps": 150, "fleets.1.models.0.slo.burst_headroom": 0.25},
+     {"fleets.1.models.0.slo.peak_qps": 151, "fleets.1.models.0.slo.burst_headroom": 0.25}),
+    ("slo-replicas", "fleets[1].models[0].replicas", {"fleets.1.models.0.replicas": {"min": 2, "max": 20}},
+     {"fleets.1.models.0.replicas": {"min": 1, "max": 20}}),
+    # the Kubernetes versions fleetform renders for: 1.25 to 1.37 (both inference fleets share the cluster's)
+    ("k8s-version", "fleets[1].scheduler.version",
+     {"fleets.1.scheduler.version": "1.25", "fleets.2.scheduler.version": "1.25"},
+     {"fleets.1.scheduler.version": "1.24", "fleets.2.scheduler.version": "1.24"}),
+    ("k8s-version", "fleets[1].scheduler.version",
+     {"fleets.1.scheduler.version": "1.37", "fleets.2.scheduler.version": "1.37"},
+     {"fleets.1.scheduler.version": "1.38", "fleets.2.scheduler.version": "1.38"}),
+]
+
+
+@pytest.mark.parametrize("rule, where, at, past", EDGES,
+                         ids=[f"{e[0]}:{next(iter(e[3].values()))}" for e in EDGES])
+def test_a_numeric_rule_holds_at_its_edge_and_fires_one_step_past(rule, where, at, past, tmp_path):
+    data = _reference()
+    for field, value in at.items():
+        _set(data, field, value)
+    assert (rule, where) not in _findings(data, tmp_path), f"{rule} fired at its edge"
+    data = _reference()
+    for field, value in past.items():
+        _set(data, field, value)
+    assert (rule, where) in _findings(data, tmp_path), f"{rule} did not fire one step past its edge"
+
+
+def test_multinode_tcp_training_warns_from_two_nodes(tmp_path):
+    """efa-multinode: one node needs no fabric; two nodes on an instance without EFA do."""
+    for nodes, expected in ((1, set()), (2, {("efa-multinode", "fleets[0].instance_type")})):
+        path = tmp_path / "tcp.yaml"
+        path.write_text(AWS_TRAINING_HEAD + f"    instance_type: g5.xlarge\n    nodes: {nodes}\n"
+                        "    scheduler: {type: slurm}\n")
+        found = {(f.rule, f.path) for f in check(path).findings if f.rule == "efa-multinode"}
+        assert found == expected, nodes
+
+
+def test_the_largest_fleet_is_at_the_hostlist_limit(tmp_path):
+    """Slurm's hostlist parser takes 65,536 hosts in one range (MAX_RANGE, fleetform/slurm.py): a fleet
+    of exactly that many renders, one more is refused, by the schema or by size-range."""
+    from fleetform.slurm import MAX_HOSTS
+
+    assert MAX_HOSTS == 65_536
+    for nodes, ok in ((MAX_HOSTS, True), (MAX_HOSTS + 1, False)):
+        path = tmp_path / "huge.yaml"
+        path.write_text(AWS_TRAINING_HEAD + f"    instance_type: p5.48xlarge\n    nodes: {nodes}\n"
+                        "    scheduler: {type: slurm, topology: {nodes_per_switch: 64}}\n")
+        errors = [(f.rule, f.path) for f in check(path).findings if f.severity.value == "error"]
+        assert (errors == []) is ok, (nodes, errors)
+        if not ok:
+            assert errors == [("size-range", "fleets[0].nodes")] or errors[0][0] == "schema", errors
