@@ -229,3 +229,36 @@ def test_the_largest_fleet_is_at_the_hostlist_limit(tmp_path):
         assert (errors == []) is ok, (nodes, errors)
         if not ok:
             assert errors == [("size-range", "fleets[0].nodes")] or errors[0][0] == "schema", errors
+
+
+def test_a_capacity_block_run_of_182_days_fits_and_a_longer_one_warns(tmp_path):
+    """capacity-duration: the longest Capacity Block is 182 days (EC2 DescribeCapacityBlockOfferings,
+    CapacityDurationHours: 7-day steps up to 182 days). The reference trains 70B parameters on 6 x 8
+    H100 at MFU 0.4: 6 x 70e9 x tokens FLOPs / (48 x peak x 0.4) lasts 182 days at exactly these tokens."""
+    from fleetform.catalog import load_catalog
+
+    peak = load_catalog().instance("p5.48xlarge").gpu.bf16_dense_tflops * 1e12
+    tokens_at_edge = 182 * 86400 * 48 * peak * 0.4 / (6 * 70e9) / 1e9  # billions of tokens
+    for tokens, warns in ((tokens_at_edge * (1 - 1e-9), False), (tokens_at_edge * (1 + 1e-6), True)):
+        data = _reference()
+        _set(data, "fleets.0.workload.tokens_billion", round(tokens, 6))
+        found = ("capacity-duration", "fleets[0].capacity.type") in _findings(data, tmp_path)
+        assert found is warns, tokens
+
+
+@pytest.mark.parametrize("what, build", [
+    # root mapping + list + k scalars (keys are not counted): 199,998 scalars are 200,000 values
+    ("values", lambda n: ("x: [" + "0," * (n - 2) + "]\n").encode()),
+    # the root mapping is depth 0: n nested lists reach depth n
+    ("depth", lambda n: ("x: " + "[" * n + "]" * n + "\n").encode()),
+    ("bytes", lambda n: b"x: " + b"a" * (n - 4) + b"\n"),
+])
+def test_the_loaders_bounds_hold_at_their_edge_and_refuse_one_more(what, build):
+    from fleetform.loader import MAX_BYTES, MAX_DEPTH, MAX_NODES, LoadError, parse
+
+    edge = {"values": 200_000, "depth": 63, "bytes": 4 * 1024 * 1024}[what]
+    assert (MAX_NODES, MAX_DEPTH + 0, MAX_BYTES) == (200_000, 64, 4 * 1024 * 1024)
+    parse(build(edge), "edge.yaml")  # at the edge: read
+    with pytest.raises(LoadError) as refused:
+        parse(build(edge + 1), "edge.yaml")
+    assert [f.rule for f in refused.value.findings] == ["yaml-size"]
