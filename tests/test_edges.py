@@ -262,3 +262,27 @@ def test_the_loaders_bounds_hold_at_their_edge_and_refuse_one_more(what, build):
     with pytest.raises(LoadError) as refused:
         parse(build(edge + 1), "edge.yaml")
     assert [f.rule for f in refused.value.findings] == ["yaml-size"]
+
+
+@pytest.mark.parametrize("version, before_23_11", [("22.05", True), ("23.02", True), ("23.11", False), ("24.05", False)])
+def test_power_saving_and_version_gated_slurm_values(version, before_23_11, tmp_path):
+    """The values slurm.conf and cgroup.conf print for an elastic AWS fleet, each as a value: a GPU
+    instance is given 30 minutes to boot (ResumeTimeout), an idle cloud node 10 minutes
+    (SuspendTime); fan-out is off for cloud nodes not in DNS (TreeWidth 65533, SchedMD CHANGELOG
+    23.02); a cloud node may register with 90% of RealMemory; and the keys Slurm 23.11 removed
+    (cloud_reg_addrs, CgroupAutomount: CHANGELOG/slurm-23.11.md) are written only before it, the
+    edge being 23.11 itself."""
+    model = _model(AWS_TRAINING_HEAD + "    instance_type: p5.48xlarge\n    nodes: {min: 2, max: 4}\n"
+                   f"    image: ami-0123456789abcdef0\n    scheduler: {{type: slurm, slurm_version: \"{version}\"}}\n",
+                   tmp_path)
+    files = render(model)
+    conf = files["train/slurm/slurm.conf"].decode().splitlines()
+    for line in ("TreeWidth=65533", "ResumeTimeout=1800", "SuspendTime=600", "SuspendTimeout=300", "ResumeRate=0",
+                 "SuspendRate=0", "SuspendExcNodes=train-[001-002]", "GresTypes=gpu",
+                 "SelectTypeParameters=CR_Core_Memory"):
+        assert line in conf, line
+    parameters = "idle_on_node_suspend,power_save_min_interval=30,node_reg_mem_percent=90"
+    assert f"SlurmctldParameters={'cloud_reg_addrs,' if before_23_11 else ''}{parameters}" in conf
+    cgroup = files["train/slurm/cgroup.conf"].decode().splitlines()
+    assert ("CgroupAutomount=yes" in cgroup) is before_23_11
+    assert {"ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"} <= set(cgroup)
