@@ -54,7 +54,7 @@ def _run(rule: str, bp) -> list[str]:
 
 def test_two_inference_fleets_share_one_cluster_with_an_untainted_system_group(tmp_path):
     _, resources = _plan(REFERENCE, tmp_path)
-    assert [r["inputs"]["name"] for r in resources if r["type"] == "aws:eks/cluster:Cluster"] == ["llm-70b"]
+    assert [r["inputs"]["name"] for r in resources if r["type"] == "aws:eks/cluster:Cluster"] == ["llm-70b-plan"]  # cluster_id: blueprint and stack
     groups = _named(resources, NODE_GROUP)
     assert set(groups) == {"eks-system", "serve-gpu", "small-models-gpu"}
     system = groups["eks-system"]["inputs"]
@@ -64,7 +64,7 @@ def test_two_inference_fleets_share_one_cluster_with_an_untainted_system_group(t
     for name in ("serve-gpu", "small-models-gpu"):
         gpu = groups[name]["inputs"]
         assert gpu["taints"] == [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}]
-        assert gpu["clusterName"] == "llm-70b" and gpu["labels"]["fleetform.dev/fleet"] == name.removesuffix("-gpu")
+        assert gpu["clusterName"] == "llm-70b-plan" and gpu["labels"]["fleetform.dev/fleet"] == name.removesuffix("-gpu")
         # the node group's tags never reach its Auto Scaling group: none pretends to steer the autoscaler
         assert not [t for t in gpu["tags"] if t.startswith("k8s.io/cluster-autoscaler/")]
 
@@ -162,12 +162,12 @@ def test_cluster_autoscaler_gets_its_role_through_pod_identity(tmp_path):
     policy = json.loads(_named(resources, "aws:iam/rolePolicy:RolePolicy")["eks-cluster-autoscaler"]["inputs"]["policy"])
     actions = {a for s in policy["Statement"] for a in s["Action"]}
     (scale,) = [s for s in policy["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"]]
-    assert scale["Condition"] == {"Null": {"aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b": "false"}}
+    assert scale["Condition"] == {"Null": {"aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b-plan": "false"}}
     assert {"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup",
             "autoscaling:DescribeAutoScalingGroups", "eks:DescribeNodegroup"} <= actions
     values = _named(resources, RELEASE)["eks-cluster-autoscaler"]["inputs"]["values"]
     assert values["rbac"]["serviceAccount"]["name"] == assoc["serviceAccount"]
-    assert values["autoDiscovery"]["clusterName"] == "llm-70b"
+    assert values["autoDiscovery"]["clusterName"] == "llm-70b-plan"  # the EKS name: blueprint and stack
     assert values["image"]["tag"] == "v1.33.6"  # the autoscaler's minor follows the cluster's 1.33
 
 

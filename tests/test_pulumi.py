@@ -163,7 +163,9 @@ def test_inference_fleet_eks(tmp_path):
     assert cluster["accessConfig"]["authenticationMode"] == "API" and cluster["version"] == "1.33"
     nodes = _one(resources, "aws:eks/nodeGroup:NodeGroup", "small-models-gpu")
     assert nodes["amiType"] == "AL2023_x86_64_NVIDIA" and nodes["instanceTypes"] == ["p4de.24xlarge"]
-    assert nodes["labels"] == {"fleetform.dev/fleet": "small-models", "nvidia.com/mig.config": "all-3g.40gb"}
+    assert nodes["labels"] == {"fleetform.dev/fleet": "small-models", "nvidia.com/mig.config": "all-3g.40gb",
+                               # the Cluster Autoscaler's AWS GPU label (cloudprovider/aws/aws_cloud_provider.go GPULabel)
+                               "k8s.amazonaws.com/accelerator": "nvidia-a100-80gb"}
     assert nodes["taints"] == [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}]
     serve = _one(resources, "aws:eks/nodeGroup:NodeGroup", "serve-gpu")
     assert serve["scalingConfig"] == {"desiredSize": 1, "maxSize": 10, "minSize": 1}
@@ -411,12 +413,12 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 110
+    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 112
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
     assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases",
                                                "depends_on"}
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert "Cloud resources: 101" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
+    assert "Cloud resources: 103" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
     assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 
@@ -463,7 +465,9 @@ def test_stack_program_builds_the_reference(tmp_path):
             return {"value": "ami-0123456789abcdef0"} if "getParameter" in args.token else {}
 
     pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
-    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1"})
+    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1",
+                                   "fleetform:secret-hf-token": "hf_test", "fleetform:deployer-cidr": "198.51.100.7/32"},
+                                  ["fleetform:secret-hf-token"])
 
     @pulumi.runtime.test
     def program():

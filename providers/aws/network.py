@@ -25,7 +25,11 @@ class Network(pulumi.ComponentResource):
         if net.vpc_id:
             self.vpc_id = pulumi.Output.from_input(net.vpc_id)
             self.subnet_id = pulumi.Output.from_input(net.subnet_id)
-            self.subnet_ids = [self.subnet_id]
+            # the EKS control plane's subnets: the nodes' and the blueprint's provider.eks.subnet_ids, in two
+            # zones or more (rule eks-subnets; EKS User Guide, "VPC and subnet requirements": "at least two
+            # subnets that are in different Availability Zones")
+            extra = bp.cluster.subnet_ids if bp.cluster is not None else ()
+            self.subnet_ids = [self.subnet_id] + [pulumi.Output.from_input(s) for s in extra if s != net.subnet_id]
             # the zone of the user's subnet, looked up at deploy time (volumes must be in the instance's zone)
             self.zone = aws.ec2.get_subnet_output(id=net.subnet_id).availability_zone
             self.register_outputs({"vpc_id": self.vpc_id, "subnet_id": self.subnet_id})
