@@ -656,3 +656,63 @@ def test_the_deploying_address_is_one_public_ipv4_address(body, expected):
     finally:
         server.shutdown()
         server.server_close()
+
+
+FAKE_KUBECTL = r'''#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\n")
+    if args[:3] == ["apply", "-f", "-"]:
+        log.write("STDIN " + sys.stdin.read() + "\n")
+mode = os.environ.get("FAKE_MODE", "")
+def pod():
+    return args[args.index("pod") + 1] if "pod" in args else args[args.index("logs") + 1]
+if "get" in args and "pod" in args:
+    outsider = pod().endswith("-outsider")
+    print("Succeeded" if not outsider or mode == "open" else "Failed")
+elif "logs" in args:
+    name = pod()
+    if name.endswith("-models"):
+        print(json.dumps({"data": [{"id": name[len("e2e-"):-len("-models")]}]}))
+    elif name.endswith("-completion"):
+        print(json.dumps({"choices": [{"text": " Paris"}]}))
+elif "get" in args and "hpa" in args:
+    metrics = [] if mode == "no-metric" else [{"type": "External", "external": {"current": {"averageValue": "0"}}}]
+    print(json.dumps({"status": {"currentMetrics": metrics, "conditions": []}}))
+'''
+
+
+@pytest.mark.parametrize("mode, expected", [("", None), ("open", "the NetworkPolicy is not enforced"),
+                                            ("no-metric", "reads no current metric value")])
+def test_the_end_to_end_check_asks_the_cluster_what_a_user_would(mode, expected, tmp_path, monkeypatch, capsys):
+    """stacks/check_inference.py is for a user with an AWS account after `pulumi up`; it has not run against
+    AWS here. A fake kubectl answers as a working cluster would (or with the policy open, or an HPA without a
+    metric value), and the check must pass or fail on exactly that."""
+    import runpy
+
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls"))
+    monkeypatch.setenv("FAKE_MODE", mode)
+    module = runpy.run_path(str(ROOT / "stacks/check_inference.py"))
+    code = module["main"]([str(ROOT / "blueprints/reference.yaml"), "--kubectl", str(kubectl)])
+    out = capsys.readouterr()
+    calls = (tmp_path / "calls").read_text().splitlines()
+    if expected is None:
+        assert code == 0 and "2 model(s) checked end to end" in out.out
+        assert '["-n", "llm", "rollout", "status", "deploy/llama-70b", "--timeout=60m"]' in calls
+        assert '["-n", "llm", "get", "hpa", "keda-hpa-llama-70b", "-o", "json"]' in calls  # KEDA's HPA
+        assert '["-n", "small-models", "get", "hpa", "llama-8b", "-o", "json"]' in calls  # the adapter's
+        pods = [json.loads(c[len("STDIN "):]) for c in calls if c.startswith("STDIN ") and '"Pod"' in c]
+        outsider = next(p for p in pods if p["metadata"]["name"] == "e2e-llama-70b-outsider")
+        assert outsider["metadata"]["namespace"] == "fleetform-e2e-outsider"
+        assert outsider["spec"]["containers"][0]["args"][-1] == "http://llama-70b.llm.svc:8000/v1/models"
+        completion = next(p for p in pods if p["metadata"]["name"] == "e2e-llama-70b-completion")
+        assert completion["metadata"]["namespace"] == "llm"
+        assert all(p["spec"]["securityContext"]["runAsNonRoot"] for p in pods)  # restricted Pod Security
+    else:
+        assert code == 1 and expected in out.err
+    assert calls[-1] == json.dumps(["delete", "namespace", "fleetform-e2e-outsider", "--ignore-not-found",
+                                    "--wait=false"])

@@ -512,3 +512,29 @@ def test_stack_program_refuses_a_region_that_is_not_the_blueprints(region, monke
     assert f"the blueprint's provider.region is us-east-1, but {where}" in str(err.value)
     assert "pulumi config set aws:region us-east-1" in str(err.value)
     assert registered == []
+
+
+def test_stack_program_asks_for_every_secret_before_any_resource(monkeypatch):
+    """The gated models' hf-token Secret is made from a Pulumi secret: without it the run stops before
+    anything is built and names the command, instead of failing after the Deployment's 43-minute wait."""
+    import pulumi
+
+    registered = []
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            registered.append(args.typ)
+            return [f"{args.name}-id", args.inputs]
+
+        def call(self, args):
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
+    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1"})
+    try:
+        with pytest.raises(pulumi.RunError) as err:
+            runpy.run_path(str(ROOT / "stacks/__main__.py"))
+    finally:
+        pulumi.runtime.set_all_config({})
+    assert "`pulumi config set --secret fleetform:secret-hf-token <value>`" in str(err.value)
+    assert registered == []
