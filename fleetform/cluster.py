@@ -353,4 +353,11 @@ def _gpu_operator_defaults(fleets) -> dict:
     out: dict = {}
     if len(migs) > 1 and any(migs):
         out["migManager"] = {"config": {"default": "all-disabled"}}
+    if any(migs):
+        # With the host's driver (the EKS NVIDIA AMI) an A100 may need a GPU reset the running system blocks
+        # to turn MIG mode on; the MIG manager then reboots the node when allowed, else it leaves the node
+        # labelled mig.config.state=failed and the replicas Pending (NVIDIA/gpu-operator #1606). The chart
+        # defaults WITH_REBOOT to "false" (deployments/gpu-operator/values.yaml, migManager.env); NVIDIA's
+        # GPU Operator MIG guide says to set it "true" where GPU reset is unavailable, as on cloud instances.
+        out = deep_merge(out, {"migManager": {"env": [{"name": "WITH_REBOOT", "value": "true"}]}})
     return out

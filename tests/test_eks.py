@@ -716,3 +716,13 @@ def test_the_end_to_end_check_asks_the_cluster_what_a_user_would(mode, expected,
         assert code == 1 and expected in out.err
     assert calls[-1] == json.dumps(["delete", "namespace", "fleetform-e2e-outsider", "--ignore-not-found",
                                     "--wait=false"])
+
+
+def test_the_mig_manager_may_reboot_a_node_to_apply_mig(reference_plan, tmp_path):
+    """NVIDIA/gpu-operator #1606: with the host driver, turning MIG on may need a reset only a reboot gives;
+    the chart's migManager.env WITH_REBOOT defaults to "false" (deployments/gpu-operator/values.yaml)."""
+    _, resources = reference_plan
+    values = _named(resources, RELEASE)["eks-gpu-operator"]["inputs"]["values"]
+    assert {"name": "WITH_REBOOT", "value": "true"} in values["migManager"]["env"]
+    _, plain = _plan((ROOT / "blueprints/inference-l4.yaml").read_text(), tmp_path)  # no MIG: no reboots
+    assert "migManager" not in _named(plain, RELEASE)["eks-gpu-operator"]["inputs"]["values"]
