@@ -726,3 +726,12 @@ def test_the_mig_manager_may_reboot_a_node_to_apply_mig(reference_plan, tmp_path
     assert {"name": "WITH_REBOOT", "value": "true"} in values["migManager"]["env"]
     _, plain = _plan((ROOT / "blueprints/inference-l4.yaml").read_text(), tmp_path)  # no MIG: no reboots
     assert "migManager" not in _named(plain, RELEASE)["eks-gpu-operator"]["inputs"]["values"]
+
+
+def test_two_fleets_scrape_the_dcgm_exporter_once(reference_plan):
+    """Both fleets render a ServiceMonitor of the GPU Operator's one DCGM exporter; on their shared cluster
+    only one is applied, or Prometheus would scrape every GPU twice."""
+    _, resources = reference_plan
+    monitors = [r["inputs"] for r in resources if r["type"] == "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
+                and r["inputs"]["metadata"]["namespace"] == "gpu-operator"]
+    assert [m["metadata"]["name"] for m in monitors] == ["serve-dcgm-exporter"]

@@ -30,6 +30,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, deep_merge
+from fleetform.k8s import GPU_OPERATOR_NAMESPACE
 from fleetform.model import Blueprint
 
 from .common import TAINT_EFFECTS, _opts, cluster_id
@@ -204,8 +205,12 @@ class EksCluster(pulumi.ComponentResource):
         return pulumi.ResourceOptions(parent=parent, provider=self.provider, depends_on=depends_on or [])
 
     def claim(self, obj: dict) -> bool:
-        """Two fleets in one namespace both render it: the first fleet's object is applied."""
+        """Two fleets in one namespace both render it: the first fleet's object is applied. Each fleet renders
+        a ServiceMonitor of the GPU Operator's one DCGM exporter (for a cluster of its own, `kubectl apply -k`);
+        on the shared cluster the first one is applied, else Prometheus scrapes every GPU twice."""
         key = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        if obj["kind"] == "ServiceMonitor" and obj["metadata"].get("namespace") == GPU_OPERATOR_NAMESPACE:
+            key = (obj["kind"], GPU_OPERATOR_NAMESPACE, json.dumps(obj["spec"]["selector"], sort_keys=True))
         if key in self._claimed:
             return False
         self._claimed.add(key)
