@@ -37,7 +37,8 @@ deployer = None
 if model.cluster is not None:
     # every Kubernetes Secret the models read is created from a Pulumi secret: all must be set before
     # anything is built
-    missing = [key for key in secret_config_keys(model) if pulumi.Config("fleetform").get(key.split(":", 1)[1]) is None]
+    missing = [key for key in secret_config_keys(model)
+               if pulumi.Config("fleetform").get_secret(key.split(":", 1)[1]) is None]
     if missing:
         raise pulumi.RunError(f"{blueprint}: the models read Kubernetes Secrets whose values are not set; run "
                               + "; ".join(f"`pulumi config set --secret {key} <value>`" for key in missing)

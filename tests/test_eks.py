@@ -735,3 +735,13 @@ def test_two_fleets_scrape_the_dcgm_exporter_once(reference_plan):
     monitors = [r["inputs"] for r in resources if r["type"] == "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
                 and r["inputs"]["metadata"]["namespace"] == "gpu-operator"]
     assert [m["metadata"]["name"] for m in monitors] == ["serve-dcgm-exporter"]
+
+
+def test_no_monitor_of_a_control_plane_eks_hides(reference_plan):
+    """kube-prometheus-stack scrapes the controller manager, scheduler, etcd and kube-proxy by default
+    (chart values kubeControllerManager/kubeScheduler/kubeEtcd/kubeProxy.enabled); on EKS none is reachable,
+    and their targets and alerts would be down forever."""
+    _, resources = reference_plan
+    values = _named(resources, RELEASE)["eks-kube-prometheus-stack"]["inputs"]["values"]
+    assert all(values[k] == {"enabled": False} for k in ("kubeControllerManager", "kubeScheduler", "kubeEtcd",
+                                                          "kubeProxy"))
