@@ -70,11 +70,13 @@ def public_access(resources, bp):
 
 @policy("no-open-ingress", "no ingress from 0.0.0.0/0 unless ssh_ingress_cidrs asks for it")
 def open_ingress(resources, bp):
-    allowed = set(bp.network.ssh_ingress_cidrs)
+    allowed = {ipaddress.ip_network(c, strict=False) for c in bp.network.ssh_ingress_cidrs}
     out = []
     for r in _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         cidr = r["inputs"].get("cidrIpv4")
-        if cidr and ipaddress.ip_network(cidr).prefixlen == 0 and cidr not in allowed:
+        # strict=False: a blueprint's range with host bits set (1.2.3.4/0) is the network it names
+        if cidr and ipaddress.ip_network(cidr, strict=False).prefixlen == 0 \
+                and ipaddress.ip_network(cidr, strict=False) not in allowed:
             out.append((r["name"], f"allows ingress from {cidr}"))
     return out
 

@@ -745,3 +745,18 @@ def test_no_monitor_of_a_control_plane_eks_hides(reference_plan):
     values = _named(resources, RELEASE)["eks-kube-prometheus-stack"]["inputs"]["values"]
     assert all(values[k] == {"enabled": False} for k in ("kubeControllerManager", "kubeScheduler", "kubeEtcd",
                                                           "kubeProxy"))
+
+
+def test_a_range_with_host_bits_is_the_network_it_names(tmp_path):
+    """`1.2.3.4/0` validated, then `fleetform plan` crashed on it (ValueError: has host bits set) in the
+    no-open-ingress policy; the program now passes the network itself (0.0.0.0/0), which the blueprint
+    asked for and ssh-open warned about."""
+    text = REFERENCE.replace("    ssh_ingress_cidrs: []           # empty: no SSH ingress at all; nodes are reached through SSM",
+                             "    ssh_ingress_cidrs: [1.2.3.4/0]\n  eks:\n    api_access_cidrs: [198.51.100.0/24, 1.2.3.4/0]")
+    assert len(_findings(text, tmp_path, "ssh-open")) == 1 and len(_findings(text, tmp_path, "eks-api-open")) == 1
+    model, resources = _plan(text, tmp_path)
+    ssh = _named(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")["security-ssh-0"]["inputs"]
+    assert ssh["cidrIpv4"] == "0.0.0.0/0"
+    (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
+    assert cluster["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.0/24", "0.0.0.0/0"]
+    assert _policy_ids(resources, model) == []

@@ -22,6 +22,7 @@ opaque resource and neither the objects nor their removal would show.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pulumi
@@ -262,8 +263,8 @@ def api_access(model: Cluster, deployer_cidr: str | None) -> tuple[str, ...]:
     """The networks the API endpoint answers outside the VPC: the blueprint's api_access_cidrs, or when it
     has none, the public address `pulumi up` runs from (stacks/__main__.py looks it up), so the run's own
     Kubernetes provider reaches the cluster it has just made. () keeps the endpoint private."""
-    if model.api_access_cidrs is not None:
-        return tuple(model.api_access_cidrs)
+    if model.api_access_cidrs is not None:  # as networks: 1.2.3.4/0 is 0.0.0.0/0
+        return tuple(str(ipaddress.ip_network(c, strict=False)) for c in model.api_access_cidrs)
     if not deployer_cidr:
         raise ValueError("provider.eks.api_access_cidrs is absent and no deployer address was given: the run "
                          "could not reach the cluster's API endpoint")

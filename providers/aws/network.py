@@ -97,7 +97,10 @@ class Security(pulumi.ComponentResource):
                                              description="FSx for Lustre", tags=tags, opts=_opts(self))
         for index, cidr in enumerate(bp.network.ssh_ingress_cidrs):
             aws.vpc.SecurityGroupIngressRule(f"{name}-ssh-{index}", security_group_id=group.id, ip_protocol="tcp",
-                                             from_port=22, to_port=22, cidr_ipv4=cidr,
+                                             from_port=22, to_port=22,
+                                             # the network the range names (1.2.3.4/0 is 0.0.0.0/0): EC2
+                                             # stores rules by network address
+                                             cidr_ipv4=str(ipaddress.ip_network(cidr, strict=False)),
                                              description="SSH from ssh_ingress_cidrs", tags=tags, opts=_opts(self))
         self.group_id = group.id
         self.register_outputs({"group_id": self.group_id})
