@@ -37,6 +37,18 @@ targeted by the launch template; Capacity Blocks have their own type: EKS Create
 capacityType ON_DEMAND | SPOT | CAPACITY_BLOCK)."""
 
 
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+"""The Cluster Autoscaler's AWS GPU label (kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/
+aws_cloud_provider.go: `GPULabel = "k8s.amazonaws.com/accelerator"`): a node that carries it counts as a
+GPU node that is not ready until its GPUs are allocatable, so the autoscaler waits for the GPU Operator
+instead of launching another node for the pods still pending on a fresh node that shows 0 GPUs."""
+
+
+def accelerator(fleet) -> str:
+    """The accelerator label's value: the GPU's name, lower case (nvidia-h100); any value marks a GPU node."""
+    return "nvidia-" + "".join(c if c.isalnum() else "-" for c in fleet.shape.gpu.name.lower()).strip("-")
+
+
 def _well_known(instance_type: str, capacity: str) -> tuple[tuple[str, str], ...]:
     """Labels the kubelet and EKS put on every node (Kubernetes "Well-Known Labels"; EKS managed
     node groups add eks.amazonaws.com/capacityType)."""
@@ -178,9 +190,10 @@ class Cluster:
     addons: tuple[str, ...]
     workloads: tuple[Workload, ...]
     pod_identities: tuple[PodIdentity, ...]
-    api_access_cidrs: tuple[str, ...]
+    api_access_cidrs: tuple[str, ...] | None  # None: the address `pulumi up` runs from; (): private only
     fleets: tuple[str, ...]
     path: tuple
+    subnet_ids: tuple[str, ...] = ()  # an existing network: the control plane's subnets (two zones or more)
 
     @property
     def system(self) -> NodeGroup:
@@ -232,7 +245,7 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
     disk_gib = instance.local_nvme_gb * 1e9 / 2**30 if local else ROOT_GIB
     return NodeGroup(
         fleet.name, fleet.name, instance.name, fleet.nodes.min, fleet.nodes.max,
-        tuple(kube.node_labels),
+        tuple(kube.node_labels) + ((ACCELERATOR_LABEL, accelerator(fleet)),),
         (("nvidia.com/gpu.product", gfd_product(fleet)),) + _well_known(instance.name, fleet.capacity_type),
         tuple(kube.node_taints),
         instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
@@ -303,7 +316,8 @@ def build(bp, eks: dict | None) -> Cluster | None:
             workloads.append(_chart_workload(item, f"Helm release {name}", path))
         if name == "cluster-autoscaler":
             version = fleets[0].scheduler.version
-            values = deep_merge(values, {"autoDiscovery": {"clusterName": bp.name}, "awsRegion": bp.region,
+            # autoDiscovery.clusterName is the EKS name, which carries the Pulumi stack: the program sets it
+            values = deep_merge(values, {"awsRegion": bp.region,
                                          "image": {"repository": chart["image"],
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
@@ -325,8 +339,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
                                               access.service_account, "s3-weights", fleet.name,
                                               (f"s3://{access.bucket}/{access.prefix}",)))
     return Cluster(bp.name, fleets[0].scheduler.version, tuple(groups), tuple(releases), tuple(data["addons"]),
-                   tuple(workloads), tuple(identities), tuple(eks.get("api_access_cidrs", ())),
-                   tuple(f.name for f in fleets), path)
+                   tuple(workloads), tuple(identities),
+                   tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
+                   tuple(f.name for f in fleets), path, tuple(eks.get("subnet_ids", ())))
 
 
 def _gpu_operator_defaults(fleets) -> dict:
@@ -338,4 +353,11 @@ def _gpu_operator_defaults(fleets) -> dict:
     out: dict = {}
     if len(migs) > 1 and any(migs):
         out["migManager"] = {"config": {"default": "all-disabled"}}
+    if any(migs):
+        # With the host's driver (the EKS NVIDIA AMI) an A100 may need a GPU reset the running system blocks
+        # to turn MIG mode on; the MIG manager then reboots the node when allowed, else it leaves the node
+        # labelled mig.config.state=failed and the replicas Pending (NVIDIA/gpu-operator #1606). The chart
+        # defaults WITH_REBOOT to "false" (deployments/gpu-operator/values.yaml, migManager.env); NVIDIA's
+        # GPU Operator MIG guide says to set it "true" where GPU reset is unavailable, as on cloud instances.
+        out = deep_merge(out, {"migManager": {"env": [{"name": "WITH_REBOOT", "value": "true"}]}})
     return out

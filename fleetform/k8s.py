@@ -49,6 +49,12 @@ ENDPOINT_GRACE_S = 10
 EXIT_MARGIN_S = 30
 """terminationGracePeriodSeconds = ENDPOINT_GRACE_S + the drain + this, for vLLM to exit after SIGTERM."""
 
+PROGRESS_MARGIN_S = 600
+"""progressDeadlineSeconds = the startup probe's whole budget + this: a rollout reads as failed
+(ProgressDeadlineExceeded) only once a new replica has had all the time its startup probe allows. The
+Deployment default of 600 s (Kubernetes API, DeploymentSpec.progressDeadlineSeconds: "Defaults to 600s")
+marked a 70B replica, which needs about 2,000 s to load, as failed while it was still loading."""
+
 READY_OVERHEAD_S = 120
 """Engine start beyond reading weights: CUDA graph capture and torch.compile (vLLM logs both)."""
 LOAD_GB_PER_S = {"hub": 0.2, "s3": 1.0, "volume": 0.5}
@@ -193,6 +199,7 @@ class Server:
     automount_token: bool = False
     weights_access: WeightsAccess | None = None
     command: tuple[str, ...] = SERVE_COMMAND
+    progress_deadline_s: int = 600  # the Deployment's progressDeadlineSeconds (PROGRESS_MARGIN_S)
 
 
 @frozen
@@ -425,6 +432,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             # EKS Pod Identity hands credentials over a projected service account token
             automount_token=access is not None,
             weights_access=access,
+            progress_deadline_s=PROBE_PERIOD_S * math.ceil(startup_s / PROBE_PERIOD_S) + PROGRESS_MARGIN_S,
         ))
     monitor = (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else ()
     minor = scheduler.version

@@ -18,9 +18,17 @@ from .model import Blueprint
 _LOCK = threading.Lock()  # the Pulumi runtime settings are process-global
 
 
+SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+"""Pulumi's wire form of a secret value ({special signature key: secret signature, "value": ...},
+pulumi.runtime.rpc _special_sig_key and _special_secret_sig)."""
+SECRET_PLACEHOLDER = "[secret]"
+
+
 def _normalize(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    if isinstance(value, dict) and value.get(SECRET_SIG[0]) == SECRET_SIG[1]:
+        return SECRET_PLACEHOLDER  # a Pulumi secret: its value never reaches the record
     if isinstance(value, dict):
         return {k: _normalize(v) for k, v in sorted(value.items())}
     if isinstance(value, (list, tuple)):
@@ -43,6 +51,12 @@ def _quiet_loop_teardown() -> None:
 
 
 MOCK_AMI = "ami-0123456789abcdef0"
+MOCK_SECRET = "mock-secret-value"
+"""What the mocks give each Pulumi secret config value the program reads (the Kubernetes Secrets of the
+models): the record shows it only as the secret placeholder, never as this text."""
+MOCK_DEPLOYER_CIDR = "203.0.113.10/32"
+"""The mocks' stand-in for the public address `pulumi up` runs from (stacks/__main__.py looks the real one
+up): an address of TEST-NET-3, which RFC 5737 reserves for documentation."""
 
 
 def computed(type_: str, name: str, bp: Blueprint) -> dict[str, Any]:
@@ -62,6 +76,8 @@ def invoke(token: str, args: dict, bp: Blueprint) -> dict[str, Any]:
     if token == "aws:ssm/getParameter:getParameter":
         return {"name": args["name"], "id": args["name"], "type": "String", "value": MOCK_AMI,
                 "insecureValue": MOCK_AMI, "version": 1, "arn": f"arn:aws:ssm:{bp.region}::parameter{args['name']}"}
+    if token == "aws:ec2/getVpc:getVpc":
+        return {"id": args.get("id"), "cidrBlock": "10.0.0.0/16"}
     if token == "aws:ec2/getSubnet:getSubnet":
         return {"id": args.get("id"), "availabilityZone": f"{bp.region}a", "vpcId": "vpc-mock"}
     return {}
@@ -82,6 +98,7 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
     import pulumi
     from pulumi.runtime import mocks as pulumi_mocks
 
+    from .providers.aws.inference import secret_config_keys
     from .providers.aws.program import build
 
     registered: list[dict] = []
@@ -145,10 +162,15 @@ def record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
     with _LOCK:
         mocks = Mocks()
         pulumi.runtime.set_mocks(mocks, project="fleetform", stack="plan", preview=False, monitor=Monitor(mocks))
+        secrets = secret_config_keys(bp)
+        pulumi.runtime.set_all_config({key: MOCK_SECRET for key in secrets}, secrets)
 
         @pulumi.runtime.test
         def program():
-            build(bp, files)
+            build(bp, files, MOCK_DEPLOYER_CIDR)
 
-        program()
+        try:
+            program()
+        finally:
+            pulumi.runtime.set_all_config({})
     return sorted(registered, key=lambda r: (r["type"], r["name"]))

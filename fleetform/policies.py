@@ -70,11 +70,13 @@ def public_access(resources, bp):
 
 @policy("no-open-ingress", "no ingress from 0.0.0.0/0 unless ssh_ingress_cidrs asks for it")
 def open_ingress(resources, bp):
-    allowed = set(bp.network.ssh_ingress_cidrs)
+    allowed = {ipaddress.ip_network(c, strict=False) for c in bp.network.ssh_ingress_cidrs}
     out = []
     for r in _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         cidr = r["inputs"].get("cidrIpv4")
-        if cidr and ipaddress.ip_network(cidr).prefixlen == 0 and cidr not in allowed:
+        # strict=False: a blueprint's range with host bits set (1.2.3.4/0) is the network it names
+        if cidr and ipaddress.ip_network(cidr, strict=False).prefixlen == 0 \
+                and ipaddress.ip_network(cidr, strict=False) not in allowed:
             out.append((r["name"], f"allows ingress from {cidr}"))
     return out
 
@@ -176,6 +178,177 @@ def iam_caller_actions(resources, bp):
                 where = f" on {call.resource}" if call.resource != "*" else ""
                 out.append((role["name"], f"does not allow {call.action}{where}, which {call.program} calls "
                                           "(providers/aws/calls.py)"))
+    return out
+
+
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+def _id_of(name: str) -> str:
+    """The id the mocks give a recorded resource (fleetform/plan.py mock_short)."""
+    return f"{name.replace('/', '-')}-id"
+
+
+@policy("eks-endpoint-reachable", "the run that creates an EKS cluster can reach its API endpoint")
+def eks_endpoint(resources, bp):
+    """The program's Kubernetes provider talks to the cluster's endpoint during the same `pulumi up`.
+    A private-only endpoint answers only inside the cluster's VPC, through the cluster's security
+    groups (EKS User Guide, "Cluster API server endpoint": with public access disabled, "all traffic to
+    your cluster API server must come from within your cluster's VPC or a connected network", and the
+    security groups must admit 443 from there); a VPC made by the same run has no runner inside it. So:
+    public access with CIDRs to admit, or private access on a VPC that exists already plus an ingress
+    rule for 443 on one of the cluster's security groups."""
+    created_vpc = bool(_of(resources, "aws:ec2/vpc:Vpc"))
+    out = []
+    for r in _of(resources, EKS_CLUSTER):
+        vpc = r["inputs"].get("vpcConfig") or {}
+        if vpc.get("endpointPublicAccess"):
+            if not vpc.get("publicAccessCidrs"):
+                out.append((r["name"], "public endpoint access with no publicAccessCidrs: EKS opens it to 0.0.0.0/0"))
+            continue
+        if not vpc.get("endpointPrivateAccess"):
+            out.append((r["name"], "neither public nor private endpoint access"))
+        elif created_vpc:
+            out.append((r["name"], "a private-only endpoint in a VPC this run creates: `pulumi up` cannot reach it"))
+        elif not any(i["inputs"].get("securityGroupId") in vpc.get("securityGroupIds", ())
+                     and i["inputs"].get("fromPort", 0) <= 443 <= i["inputs"].get("toPort", -1)
+                     for i in _of(resources, INGRESS_RULE)):
+            out.append((r["name"], "a private-only endpoint whose security groups admit no HTTPS (443)"))
+    return out
+
+
+@policy("eks-subnets", "an EKS cluster has subnets in at least two availability zones")
+def eks_subnets(resources, bp):
+    """CreateCluster needs "at least two subnets that are in different Availability Zones" (EKS User Guide,
+    "View Amazon EKS networking requirements for VPC and subnets"). Subnets the plan creates are judged
+    by their zones; a user's existing subnet by its id (its zone is known only to AWS)."""
+    zones = {_id_of(s["name"]): s["inputs"].get("availabilityZone") for s in _of(resources, "aws:ec2/subnet:Subnet")}
+    out = []
+    for r in _of(resources, EKS_CLUSTER):
+        subnets = list(dict.fromkeys((r["inputs"].get("vpcConfig") or {}).get("subnetIds") or []))
+        known = {zones[s] for s in subnets if s in zones}
+        distinct = len(known) + sum(1 for s in subnets if s not in zones)
+        if len(subnets) < 2 or distinct < 2:
+            out.append((r["name"], f"{len(subnets)} subnet(s) in {max(1, distinct) if subnets else 0} zone(s); "
+                                   "EKS CreateCluster requires subnets in two availability zones"))
+    return out
+
+
+@policy("eks-node-metadata", "EKS nodes answer instance metadata to the node only (IMDSv2, hop limit 1)")
+def eks_node_metadata(resources, bp):
+    """A hop limit of 2 lets every pod reach the metadata service through the node and take the node
+    role (EKS Best Practices Guide, Security: "Restrict access to the instance profile assigned to the
+    worker node"); fleetform's pods get their roles through EKS Pod Identity and need no metadata."""
+    templates = {_id_of(t["name"]): t for t in _of(resources, LAUNCH_TEMPLATE)}
+    out = []
+    for group in _of(resources, NODE_GROUP):
+        template = templates.get((group["inputs"].get("launchTemplate") or {}).get("id"))
+        if template is None:
+            continue
+        limit = (template["inputs"].get("metadataOptions") or {}).get("httpPutResponseHopLimit")
+        if limit != 1:
+            out.append((template["name"], f"hop limit {limit} on the nodes of {group['name']}: pods reach the node role"))
+    return out
+
+
+@policy("eks-node-group-size", "a later `pulumi up` leaves an EKS node group's desired size to the autoscaler")
+def eks_node_group_size(resources, bp):
+    """Without ignore_changes on scalingConfig.desiredSize every `pulumi up` sets a scaled-out group back
+    to its minimum, and EKS terminates the nodes running the extra replicas."""
+    return [(g["name"], "scalingConfig.desiredSize is not in ignore_changes: an update resets the group to its minimum")
+            for g in _of(resources, NODE_GROUP)
+            if "scalingConfig.desiredSize" not in (g.get("options") or {}).get("ignoreChanges", [])]
+
+
+@policy("eks-network-policy-enforced", "the NetworkPolicy objects of a plan are enforced by its vpc-cni add-on")
+def eks_network_policy(resources, bp):
+    """The vpc-cni add-on enforces NetworkPolicy objects only with the configuration value
+    enableNetworkPolicy "true" (EKS User Guide, "Restrict Pod network traffic with Kubernetes network
+    policies"); otherwise the rendered policies are accepted and do nothing."""
+    if not _of(resources, "kubernetes:networking.k8s.io/v1:NetworkPolicy"):
+        return []
+    out = []
+    addons = [a for a in _of(resources, "aws:eks/addon:Addon") if a["inputs"].get("addonName") == "vpc-cni"]
+    for addon in addons:
+        values = json.loads(addon["inputs"].get("configurationValues") or "{}")
+        if str(values.get("enableNetworkPolicy")).lower() != "true":
+            out.append((addon["name"], "the vpc-cni add-on does not set enableNetworkPolicy: the NetworkPolicy "
+                                       "objects are not enforced"))
+    if not addons:
+        out.append(("vpc-cni", "NetworkPolicy objects but no vpc-cni add-on to enforce them"))
+    return out
+
+
+POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
+
+
+def _pod_references(spec: dict) -> list[tuple[str, str]]:
+    """(kind, name) of every Secret, ConfigMap, PersistentVolumeClaim and ServiceAccount a pod spec reads."""
+    refs = [("ServiceAccount", spec.get("serviceAccountName") or "default")]
+    for volume in spec.get("volumes") or []:
+        if "secret" in volume:
+            refs.append(("Secret", volume["secret"].get("secretName")))
+        if "configMap" in volume:
+            refs.append(("ConfigMap", volume["configMap"].get("name")))
+        if "persistentVolumeClaim" in volume:
+            refs.append(("PersistentVolumeClaim", volume["persistentVolumeClaim"].get("claimName")))
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if "secret" in source:
+                refs.append(("Secret", source["secret"].get("name")))
+            if "configMap" in source:
+                refs.append(("ConfigMap", source["configMap"].get("name")))
+    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        for env in container.get("env") or []:
+            source = env.get("valueFrom") or {}
+            if "secretKeyRef" in source and not source["secretKeyRef"].get("optional"):
+                refs.append(("Secret", source["secretKeyRef"].get("name")))
+            if "configMapKeyRef" in source and not source["configMapKeyRef"].get("optional"):
+                refs.append(("ConfigMap", source["configMapKeyRef"].get("name")))
+        for env in container.get("envFrom") or []:
+            if "secretRef" in env and not env["secretRef"].get("optional"):
+                refs.append(("Secret", env["secretRef"].get("name")))
+            if "configMapRef" in env and not env["configMapRef"].get("optional"):
+                refs.append(("ConfigMap", env["configMapRef"].get("name")))
+    return refs
+
+
+def declared_external(bp: Blueprint) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) the blueprint declares to exist already: the PersistentVolumeClaim of
+    `weights: {source: volume, claim: ...}` ("name of an existing PersistentVolumeClaim")."""
+    out = set()
+    for fleet in bp.fleets:
+        for model in fleet.models:
+            weights = model.weights
+            if weights is not None and weights.source == "volume" and weights.claim and fleet.kube is not None:
+                out.add(("PersistentVolumeClaim", fleet.kube.namespace, weights.claim))
+    return out
+
+
+@policy("pod-references-exist", "every Secret, ConfigMap, PVC and ServiceAccount a pod reads is created or declared")
+def pod_references(resources, bp):
+    """A pod that mounts a Secret, ConfigMap or claim nobody creates never starts ("CreateContainerConfigError"
+    / "FailedMount"), and its Deployment holds `pulumi up` until its timeout. Each one a recorded pod
+    template names must be a Kubernetes object of the plan, declared external by the blueprint, or the
+    `default` ServiceAccount Kubernetes makes in every namespace."""
+    created = {(r["inputs"].get("kind"), (r["inputs"].get("metadata") or {}).get("namespace"),
+                (r["inputs"].get("metadata") or {}).get("name"))
+               for r in resources if r["type"].startswith("kubernetes:")}
+    external = declared_external(bp)
+    out = []
+    for r in resources:
+        inputs = r["inputs"]
+        if not r["type"].startswith("kubernetes:") or inputs.get("kind") not in POD_KINDS:
+            continue
+        namespace = (inputs.get("metadata") or {}).get("namespace")
+        spec = (((inputs.get("spec") or {}).get("template") or {}).get("spec")) or {}
+        for kind, name in _pod_references(spec):
+            if kind == "ServiceAccount" and name == "default":
+                continue
+            if (kind, namespace, name) not in created and (kind, namespace, name) not in external:
+                out.append((r["name"], f"reads {kind} {namespace}/{name}, which the program does not create "
+                                       "and the blueprint does not declare"))
     return out
 
 

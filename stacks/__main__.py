@@ -12,6 +12,8 @@ import pulumi
 
 from fleetform.findings import report_text
 from fleetform.pipeline import check
+from fleetform.providers.aws.deployer import deployer_cidr
+from fleetform.providers.aws.inference import secret_config_keys
 from fleetform.providers.aws.program import build
 from fleetform.render import render
 
@@ -31,4 +33,25 @@ if model.cloud == "aws":
         where = f"the stack builds in {region}" if region else "the stack names no AWS region"
         raise pulumi.RunError(f"{blueprint}: the blueprint's provider.region is {model.region}, but {where}; "
                               f"run `pulumi config set aws:region {model.region}`. Nothing was built.")
-build(model, render(model))
+deployer = None
+if model.cluster is not None:
+    # every Kubernetes Secret the models read is created from a Pulumi secret: all must be set before
+    # anything is built
+    missing = [key for key in secret_config_keys(model)
+               if pulumi.Config("fleetform").get_secret(key.split(":", 1)[1]) is None]
+    if missing:
+        raise pulumi.RunError(f"{blueprint}: the models read Kubernetes Secrets whose values are not set; run "
+                              + "; ".join(f"`pulumi config set --secret {key} <value>`" for key in missing)
+                              + ". Nothing was built.")
+    if model.cluster.api_access_cidrs is None:
+        # the EKS endpoint answers this run's own address (provider.eks.api_access_cidrs absent);
+        # fleetform:deployer-cidr overrides the lookup where the egress address is known
+        deployer = pulumi.Config("fleetform").get("deployer-cidr")
+        if deployer is None:
+            try:
+                deployer = deployer_cidr()
+            except (OSError, ValueError) as err:
+                raise pulumi.RunError(f"{blueprint}: the public address this run comes from could not be found "
+                                      f"({err}); list the networks that reach the cluster's API in "
+                                      "provider.eks.api_access_cidrs. Nothing was built.") from None
+build(model, render(model), deployer)

@@ -54,7 +54,7 @@ def _run(rule: str, bp) -> list[str]:
 
 def test_two_inference_fleets_share_one_cluster_with_an_untainted_system_group(tmp_path):
     _, resources = _plan(REFERENCE, tmp_path)
-    assert [r["inputs"]["name"] for r in resources if r["type"] == "aws:eks/cluster:Cluster"] == ["llm-70b"]
+    assert [r["inputs"]["name"] for r in resources if r["type"] == "aws:eks/cluster:Cluster"] == ["llm-70b-plan"]  # cluster_id: blueprint and stack
     groups = _named(resources, NODE_GROUP)
     assert set(groups) == {"eks-system", "serve-gpu", "small-models-gpu"}
     system = groups["eks-system"]["inputs"]
@@ -64,7 +64,7 @@ def test_two_inference_fleets_share_one_cluster_with_an_untainted_system_group(t
     for name in ("serve-gpu", "small-models-gpu"):
         gpu = groups[name]["inputs"]
         assert gpu["taints"] == [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}]
-        assert gpu["clusterName"] == "llm-70b" and gpu["labels"]["fleetform.dev/fleet"] == name.removesuffix("-gpu")
+        assert gpu["clusterName"] == "llm-70b-plan" and gpu["labels"]["fleetform.dev/fleet"] == name.removesuffix("-gpu")
         # the node group's tags never reach its Auto Scaling group: none pretends to steer the autoscaler
         assert not [t for t in gpu["tags"] if t.startswith("k8s.io/cluster-autoscaler/")]
 
@@ -162,12 +162,12 @@ def test_cluster_autoscaler_gets_its_role_through_pod_identity(tmp_path):
     policy = json.loads(_named(resources, "aws:iam/rolePolicy:RolePolicy")["eks-cluster-autoscaler"]["inputs"]["policy"])
     actions = {a for s in policy["Statement"] for a in s["Action"]}
     (scale,) = [s for s in policy["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"]]
-    assert scale["Condition"] == {"Null": {"aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b": "false"}}
+    assert scale["Condition"] == {"Null": {"aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b-plan": "false"}}
     assert {"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup",
             "autoscaling:DescribeAutoScalingGroups", "eks:DescribeNodegroup"} <= actions
     values = _named(resources, RELEASE)["eks-cluster-autoscaler"]["inputs"]["values"]
     assert values["rbac"]["serviceAccount"]["name"] == assoc["serviceAccount"]
-    assert values["autoDiscovery"]["clusterName"] == "llm-70b"
+    assert values["autoDiscovery"]["clusterName"] == "llm-70b-plan"  # the EKS name: blueprint and stack
     assert values["image"]["tag"] == "v1.33.6"  # the autoscaler's minor follows the cluster's 1.33
 
 
@@ -367,3 +367,398 @@ def test_system_nodes_from_the_blueprint(tmp_path):
     assert system["instanceTypes"] == ["m7i.xlarge"] and system["scalingConfig"]["maxSize"] == 4
     vpc = _named(resources, "aws:eks/cluster:Cluster")["eks-cluster"]["inputs"]["vpcConfig"]
     assert vpc["endpointPublicAccess"] is True and vpc["publicAccessCidrs"] == ["203.0.113.0/24"]
+
+
+# --- issue 18: what the first `pulumi up` of an inference blueprint needs ----------------------------
+
+import copy  # noqa: E402
+import http.server  # noqa: E402
+import threading  # noqa: E402
+
+import pytest  # noqa: E402
+
+from fleetform.policies import check as check_policies  # noqa: E402
+
+CLUSTER = "aws:eks/cluster:Cluster"
+SECRET = "kubernetes:core/v1:Secret"
+EXISTING_NETWORK = ("    cidr: 10.40.0.0/16              # create a VPC; or give vpc_id + subnet_id to use existing ones\n",
+                    "    vpc_id: vpc-0a1b2c3d4e5f67890\n    subnet_id: subnet-0a1b2c3d4e5f67890\n")
+
+
+@pytest.fixture(scope="module")
+def reference_plan(tmp_path_factory):
+    return _plan(REFERENCE, tmp_path_factory.mktemp("reference"))
+
+
+def _policy_ids(resources, model) -> list[str]:
+    return [v[0] for v in check_policies(resources, model)]
+
+
+def test_the_endpoint_answers_the_address_pulumi_up_runs_from(reference_plan):
+    """The reference lists no api_access_cidrs and its VPC is made by the same run: the endpoint is public
+    for the deploying address only (the mocks' stand-in, fleetform/plan.py MOCK_DEPLOYER_CIDR), private
+    access stays on for the nodes."""
+    model, resources = reference_plan
+    (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is True and cluster["vpcConfig"]["endpointPrivateAccess"] is True
+    assert cluster["vpcConfig"]["publicAccessCidrs"] == ["203.0.113.10/32"]
+
+
+def test_endpoint_check_fails_on_a_private_endpoint_in_a_new_vpc(reference_plan):
+    """Negative control of eks-endpoint-reachable (EKS User Guide, "Cluster API server endpoint": a
+    private-only endpoint is reached only from within the cluster's VPC)."""
+    model, resources = reference_plan
+    broken = copy.deepcopy(resources)
+    for r in broken:
+        if r["type"] == CLUSTER:
+            r["inputs"]["vpcConfig"].update(endpointPublicAccess=False)
+            r["inputs"]["vpcConfig"].pop("publicAccessCidrs")
+    assert _policy_ids(broken, model) == ["eks-endpoint-reachable"]
+    for r in broken:  # public access without CIDRs: EKS opens it to 0.0.0.0/0
+        if r["type"] == CLUSTER:
+            r["inputs"]["vpcConfig"].update(endpointPublicAccess=True)
+    assert _policy_ids(broken, model) == ["eks-endpoint-reachable"]
+
+
+def test_a_private_endpoint_needs_an_existing_vpc(tmp_path):
+    text = REFERENCE.replace("    ssh_ingress_cidrs: []", "    ssh_ingress_cidrs: []\n  eks:\n    api_access_cidrs: []")
+    assert _findings(text, tmp_path, "eks-api-access") == [
+        "api_access_cidrs is empty, so the EKS endpoint is private, but this run creates the VPC it lives in: "
+        "`pulumi up` cannot reach the cluster to install what the fleets need"]
+    text = text.replace(*EXISTING_NETWORK).replace("api_access_cidrs: []",
+                                                    "api_access_cidrs: []\n    subnet_ids: [subnet-0b1b2c3d4e5f67890]")
+    assert _findings(text, tmp_path, "eks-api-access") == []
+    model, resources = _plan(text, tmp_path)
+    (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
+    assert cluster["vpcConfig"]["endpointPublicAccess"] is False and "publicAccessCidrs" not in cluster["vpcConfig"]
+    # the endpoint's security group admits HTTPS from the VPC `pulumi up` then runs in
+    rule = _named(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")["eks-api-from-vpc"]["inputs"]
+    assert (rule["fromPort"], rule["toPort"], rule["cidrIpv4"]) == (443, 443, "10.0.0.0/16")
+    assert _policy_ids(resources, model) == []
+    without = [r for r in resources if r["name"] != "eks-api-from-vpc"]
+    assert _policy_ids(without, model) == ["eks-endpoint-reachable"]
+
+
+def test_an_existing_vpc_gives_the_control_plane_two_subnets(tmp_path):
+    """EKS User Guide, "View Amazon EKS networking requirements for VPC and subnets": "at least two subnets
+    that are in different Availability Zones"."""
+    text = REFERENCE.replace(*EXISTING_NETWORK)
+    assert _findings(text, tmp_path, "eks-subnets") == [
+        "the EKS cluster would get the single subnet subnet_id; CreateCluster requires subnets in at least two "
+        "availability zones"]
+    text = text.replace("    ssh_ingress_cidrs: []", "    ssh_ingress_cidrs: []\n  eks:\n    subnet_ids: [subnet-0b1b2c3d4e5f67890]")
+    assert _findings(text, tmp_path, "eks-subnets") == []
+    model, resources = _plan(text, tmp_path)
+    (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
+    assert cluster["vpcConfig"]["subnetIds"] == ["subnet-0a1b2c3d4e5f67890", "subnet-0b1b2c3d4e5f67890"]
+    groups = _named(resources, NODE_GROUP)
+    assert {tuple(g["inputs"]["subnetIds"]) for g in groups.values()} == {("subnet-0a1b2c3d4e5f67890",)}
+    assert _policy_ids(resources, model) == []
+
+
+def test_subnet_check_fails_on_one_subnet_or_one_zone(reference_plan):
+    model, resources = reference_plan
+    broken = copy.deepcopy(resources)
+    for r in broken:
+        if r["type"] == CLUSTER:
+            r["inputs"]["vpcConfig"]["subnetIds"] = ["network-private-id"]
+    assert _policy_ids(broken, model) == ["eks-subnets"]
+    broken = copy.deepcopy(resources)
+    for r in broken:  # two subnets, one zone
+        if r["type"] == "aws:ec2/subnet:Subnet" and r["name"] == "network-private-b":
+            r["inputs"]["availabilityZone"] = "us-east-1a"
+    assert _policy_ids(broken, model) == ["eks-subnets"]
+
+
+def test_eks_nodes_keep_pods_off_instance_metadata(reference_plan):
+    """Hop limit 1 on every EKS node (EKS Best Practices Guide, Security: restrict the instance profile to
+    the node); the training nodes, which run no pods, are not EKS node groups."""
+    model, resources = reference_plan
+    templates = _named(resources, LT)
+    for name in ("eks-system-nodes", "serve-nodes", "small-models-nodes"):
+        assert templates[name]["inputs"]["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    broken = copy.deepcopy(resources)
+    for r in broken:
+        if r["type"] == LT and r["name"] == "serve-nodes":
+            r["inputs"]["metadataOptions"]["httpPutResponseHopLimit"] = 2
+    assert _policy_ids(broken, model) == ["eks-node-metadata"]
+
+
+def test_a_later_update_leaves_the_desired_size_to_the_autoscaler(reference_plan):
+    model, resources = reference_plan
+    for group in _named(resources, NODE_GROUP).values():
+        assert group["options"]["ignoreChanges"] == ["scalingConfig.desiredSize"]
+    broken = copy.deepcopy(resources)
+    for r in broken:
+        if r["type"] == NODE_GROUP and r["name"] == "serve-gpu":
+            del r["options"]
+    assert _policy_ids(broken, model) == ["eks-node-group-size"]
+
+
+def test_gpu_node_groups_carry_the_autoscalers_gpu_label(reference_plan):
+    """kubernetes/autoscaler cluster-autoscaler/cloudprovider/aws/aws_cloud_provider.go:
+    GPULabel = "k8s.amazonaws.com/accelerator"; the system group has no GPU and no label."""
+    _, resources = reference_plan
+    groups = _named(resources, NODE_GROUP)
+    assert groups["serve-gpu"]["inputs"]["labels"]["k8s.amazonaws.com/accelerator"] == "nvidia-h100-80gb"
+    assert "k8s.amazonaws.com/accelerator" not in groups["eks-system"]["inputs"]["labels"]
+
+
+def test_network_policies_are_enforced_and_admit_what_the_servers_need(reference_plan, tmp_path):
+    """vpc-cni enforces NetworkPolicy only with enableNetworkPolicy "true" (EKS User Guide, "Restrict Pod
+    network traffic with Kubernetes network policies"). What must still pass once it is enforced: the
+    policy isolates ingress only, so DNS and the weight download (egress) are untouched; kubelet probes
+    come from the node, which is always allowed (Kubernetes docs, "Network Policies": "traffic to and from
+    the node where a Pod is running is always allowed"); Prometheus scrapes the servers' port from the
+    namespace kube-prometheus-stack is installed in."""
+    model, resources = reference_plan
+    (cni,) = [r for r in resources if r["type"] == "aws:eks/addon:Addon" and r["inputs"]["addonName"] == "vpc-cni"]
+    assert json.loads(cni["inputs"]["configurationValues"]) == {"enableNetworkPolicy": "true"}
+    prometheus = model.cluster.release("kube-prometheus-stack").namespace
+    files = render(model)
+    for fleet in ("serve", "small-models"):
+        policy = yaml.safe_load(files[f"{fleet}/k8s/networkpolicy.yaml"])["spec"]
+        assert policy["policyTypes"] == ["Ingress"]
+        sources = policy["ingress"][0]["from"]
+        assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": prometheus}}} in sources
+        ports = {p["port"] for p in policy["ingress"][0]["ports"]}
+        server = next(f for f in model.fleets if f.name == fleet).kube.servers[0]
+        deployment = yaml.safe_load(files[f"{fleet}/k8s/{server.name}-deployment.yaml"])
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert {p["containerPort"] for p in container["ports"]} <= ports  # the API and /metrics port
+    broken = copy.deepcopy(resources)
+    for r in broken:
+        if r is not None and r["type"] == "aws:eks/addon:Addon" and r["inputs"]["addonName"] == "vpc-cni":
+            del r["inputs"]["configurationValues"]
+    assert _policy_ids(broken, model) == ["eks-network-policy-enforced"]
+
+
+def test_every_secret_a_pod_reads_is_created_from_a_pulumi_secret(reference_plan, tmp_path):
+    """The gated models' hf-token Secret lives in a namespace only this run creates: the program makes it
+    from the Pulumi secret fleetform:secret-hf-token, and its value never reaches the plan."""
+    model, resources = reference_plan
+    secrets = {(r["inputs"]["metadata"]["namespace"], r["inputs"]["metadata"]["name"]): r
+               for r in resources if r["type"] == SECRET}
+    assert set(secrets) == {("llm", "hf-token"), ("small-models", "hf-token")}
+    assert all(s["inputs"]["stringData"] == "[secret]" for s in secrets.values())
+    assert "mock-secret-value" not in json.dumps(resources)
+    # a Secret exists before the Deployment that mounts it
+    deployment = _named(resources, "kubernetes:apps/v1:Deployment")["serve-deployment-llm-llama-70b"]
+    assert secrets[("llm", "hf-token")]["name"] in deployment["depends_on"]
+    text = REFERENCE.replace("        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n",
+                             "        hf_token_secret: hf-token\n        api_key_secret: llama-api-key\n")
+    model2, resources2 = _plan(text, tmp_path)
+    (api_key,) = [r for r in resources2 if r["type"] == SECRET and r["inputs"]["metadata"]["name"] == "llama-api-key"]
+    assert api_key["inputs"]["stringData"] == "[secret]" and _policy_ids(resources2, model2) == []
+
+
+def test_references_check_fails_on_what_nobody_creates(reference_plan):
+    """Negative controls of pod-references-exist: the Secret gone, a ConfigMap and a claim nobody makes."""
+    model, resources = reference_plan
+    without = [r for r in resources if not (r["type"] == SECRET and r["inputs"]["metadata"]["namespace"] == "llm")]
+    assert _policy_ids(without, model) == ["pod-references-exist"]
+    broken = copy.deepcopy(resources)
+    for r in broken:
+        if r["name"] == "serve-deployment-llm-llama-70b":
+            spec = r["inputs"]["spec"]["template"]["spec"]
+            spec["volumes"] += [{"name": "x", "configMap": {"name": "nowhere"}},
+                                {"name": "y", "persistentVolumeClaim": {"claimName": "nobody"}}]
+            spec["serviceAccountName"] = "ghost"
+    messages = [m for p, _, m in check_policies(broken, model) if p == "pod-references-exist"]
+    assert messages == ["reads ServiceAccount llm/ghost, which the program does not create and the blueprint does not "
+                        "declare",
+                        "reads ConfigMap llm/nowhere, which the program does not create and the blueprint does not declare",
+                        "reads PersistentVolumeClaim llm/nobody, which the program does not create and the blueprint "
+                        "does not declare"]
+
+
+def test_a_weights_claim_is_declared_by_the_blueprint(tmp_path):
+    text = REFERENCE.replace("        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n",
+                             "        weights: {source: volume, claim: model-weights, path: llama-3.1-70b}\n")
+    model, resources = _plan(text, tmp_path)
+    assert _policy_ids(resources, model) == []
+
+
+def _secret_findings(tmp_path, args: str):
+    text = REFERENCE.replace("        max_model_len: 8192\n        replicas: {min: 2, max: 20}",
+                             f"        max_model_len: 8192\n        extra_args: {args}\n        replicas: {{min: 2, max: 20}}")
+    return _findings(text, tmp_path, "secret-flags")
+
+
+@pytest.mark.parametrize("args, flag", [
+    ('["--hf-token", "hf_x"]', "--hf-token"), ('["--hf_token=hf_x"]', "--hf-token"), ('["--hf-tok", "hf_x"]', "--hf-token"),
+    ('["--api-key=k"]', "--api-key"), ('["--api_key", "k"]', "--api-key"), ('["--api-ke", "k"]', "--api-key"),
+])
+def test_secret_flags_are_refused_by_name_and_alias(tmp_path, args, flag):
+    """vLLM 0.11.0: --hf-token (engine/arg_utils.py) and --api-key (entrypoints/openai/cli_args.py) carry
+    secrets; FlexibleArgumentParser reads `_` as `-` and leaves argparse's prefix matching on."""
+    (message,) = _secret_findings(tmp_path, args)
+    assert "would put a secret in plain text" in message and flag in message
+    assert "hf_x" not in message and "=k" not in message
+
+
+def test_other_flags_are_no_secret(tmp_path):
+    assert _secret_findings(tmp_path, '["--max-num-seqs", "256", "--api-server-count", "2", "--hf-overrides", "{}"]') == []
+
+
+def test_scale_to_zero_is_refused(tmp_path):
+    text = REFERENCE.replace("    nodes: {min: 1, max: 10}", "    nodes: {min: 0, max: 10}").replace(
+        "        replicas: {min: 2, max: 20}", "        replicas: {min: 0, max: 20}")
+    messages = _findings(text, tmp_path, "scale-to-zero")
+    assert len(messages) == 2 and "may scale to 0 nodes" in messages[0] and "minReplicas 0" in messages[1]
+
+
+def test_internet_however_split_is_a_warning(tmp_path):
+    text = REFERENCE.replace("    ssh_ingress_cidrs: []", "    ssh_ingress_cidrs: [0.0.0.0/1, 128.0.0.0/1]\n"
+                             "  eks:\n    api_access_cidrs: [1.2.3.4/0]")
+    assert _findings(text, tmp_path, "ssh-open") == [
+        "SSH is open to the whole internet: 0.0.0.0/1, 128.0.0.0/1 together cover every IPv4 address"]
+    assert len(_findings(text, tmp_path, "eks-api-open")) == 1
+    text = text.replace("[1.2.3.4/0]", "[0.0.0.0/2, 64.0.0.0/2, 128.0.0.0/2]")  # a quarter stays closed
+    assert _findings(text, tmp_path, "eks-api-open") == []
+
+
+def test_label_values_over_63_characters_are_refused(tmp_path):
+    """Kubernetes "Labels and Selectors": a label value is at most 63 characters."""
+    text = REFERENCE.replace("  - name: small-models\n", "  - name: small-models\n    renamed_from: [" + "s" * 60 + "]\n")
+    (message,) = _findings(text, tmp_path, "k8s-label-values")
+    assert "is 69 characters" in message
+    assert _findings(REFERENCE, tmp_path, "k8s-label-values") == []
+
+
+class _Echo(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("body, expected", [(b"52.94.76.10\n", "52.94.76.10/32"), (b"<html>", None),
+                                            (b"10.1.2.3\n", None), (b"198.51.100.7\n", None)])
+def test_the_deploying_address_is_one_public_ipv4_address(body, expected):
+    """stacks/__main__.py asks checkip.amazonaws.com; here a server on 127.0.0.1 answers instead."""
+    from fleetform.providers.aws.deployer import deployer_cidr
+
+    handler = type("Handler", (_Echo,), {"body": body})
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/"
+        if expected:
+            assert deployer_cidr(url, timeout=5) == expected
+        else:
+            with pytest.raises(ValueError):
+                deployer_cidr(url, timeout=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+FAKE_KUBECTL = r'''#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\n")
+    if args[:3] == ["apply", "-f", "-"]:
+        log.write("STDIN " + sys.stdin.read() + "\n")
+mode = os.environ.get("FAKE_MODE", "")
+def pod():
+    return args[args.index("pod") + 1] if "pod" in args else args[args.index("logs") + 1]
+if "get" in args and "pod" in args:
+    outsider = pod().endswith("-outsider")
+    print("Succeeded" if not outsider or mode == "open" else "Failed")
+elif "logs" in args:
+    name = pod()
+    if name.endswith("-models"):
+        print(json.dumps({"data": [{"id": name[len("e2e-"):-len("-models")]}]}))
+    elif name.endswith("-completion"):
+        print(json.dumps({"choices": [{"text": " Paris"}]}))
+elif "get" in args and "hpa" in args:
+    metrics = [] if mode == "no-metric" else [{"type": "External", "external": {"current": {"averageValue": "0"}}}]
+    print(json.dumps({"status": {"currentMetrics": metrics, "conditions": []}}))
+'''
+
+
+@pytest.mark.parametrize("mode, expected", [("", None), ("open", "the NetworkPolicy is not enforced"),
+                                            ("no-metric", "reads no current metric value")])
+def test_the_end_to_end_check_asks_the_cluster_what_a_user_would(mode, expected, tmp_path, monkeypatch, capsys):
+    """stacks/check_inference.py is for a user with an AWS account after `pulumi up`; it has not run against
+    AWS here. A fake kubectl answers as a working cluster would (or with the policy open, or an HPA without a
+    metric value), and the check must pass or fail on exactly that."""
+    import runpy
+
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls"))
+    monkeypatch.setenv("FAKE_MODE", mode)
+    module = runpy.run_path(str(ROOT / "stacks/check_inference.py"))
+    code = module["main"]([str(ROOT / "blueprints/reference.yaml"), "--kubectl", str(kubectl)])
+    out = capsys.readouterr()
+    calls = (tmp_path / "calls").read_text().splitlines()
+    if expected is None:
+        assert code == 0 and "2 model(s) checked end to end" in out.out
+        assert '["-n", "llm", "rollout", "status", "deploy/llama-70b", "--timeout=60m"]' in calls
+        assert '["-n", "llm", "get", "hpa", "keda-hpa-llama-70b", "-o", "json"]' in calls  # KEDA's HPA
+        assert '["-n", "small-models", "get", "hpa", "llama-8b", "-o", "json"]' in calls  # the adapter's
+        pods = [json.loads(c[len("STDIN "):]) for c in calls if c.startswith("STDIN ") and '"Pod"' in c]
+        outsider = next(p for p in pods if p["metadata"]["name"] == "e2e-llama-70b-outsider")
+        assert outsider["metadata"]["namespace"] == "fleetform-e2e-outsider"
+        assert outsider["spec"]["containers"][0]["args"][-1] == "http://llama-70b.llm.svc:8000/v1/models"
+        completion = next(p for p in pods if p["metadata"]["name"] == "e2e-llama-70b-completion")
+        assert completion["metadata"]["namespace"] == "llm"
+        assert all(p["spec"]["securityContext"]["runAsNonRoot"] for p in pods)  # restricted Pod Security
+    else:
+        assert code == 1 and expected in out.err
+    assert calls[-1] == json.dumps(["delete", "namespace", "fleetform-e2e-outsider", "--ignore-not-found",
+                                    "--wait=false"])
+
+
+def test_the_mig_manager_may_reboot_a_node_to_apply_mig(reference_plan, tmp_path):
+    """NVIDIA/gpu-operator #1606: with the host driver, turning MIG on may need a reset only a reboot gives;
+    the chart's migManager.env WITH_REBOOT defaults to "false" (deployments/gpu-operator/values.yaml)."""
+    _, resources = reference_plan
+    values = _named(resources, RELEASE)["eks-gpu-operator"]["inputs"]["values"]
+    assert {"name": "WITH_REBOOT", "value": "true"} in values["migManager"]["env"]
+    _, plain = _plan((ROOT / "blueprints/inference-l4.yaml").read_text(), tmp_path)  # no MIG: no reboots
+    assert "migManager" not in _named(plain, RELEASE)["eks-gpu-operator"]["inputs"]["values"]
+
+
+def test_two_fleets_scrape_the_dcgm_exporter_once(reference_plan):
+    """Both fleets render a ServiceMonitor of the GPU Operator's one DCGM exporter; on their shared cluster
+    only one is applied, or Prometheus would scrape every GPU twice."""
+    _, resources = reference_plan
+    monitors = [r["inputs"] for r in resources if r["type"] == "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
+                and r["inputs"]["metadata"]["namespace"] == "gpu-operator"]
+    assert [m["metadata"]["name"] for m in monitors] == ["serve-dcgm-exporter"]
+
+
+def test_no_monitor_of_a_control_plane_eks_hides(reference_plan):
+    """kube-prometheus-stack scrapes the controller manager, scheduler, etcd and kube-proxy by default
+    (chart values kubeControllerManager/kubeScheduler/kubeEtcd/kubeProxy.enabled); on EKS none is reachable,
+    and their targets and alerts would be down forever."""
+    _, resources = reference_plan
+    values = _named(resources, RELEASE)["eks-kube-prometheus-stack"]["inputs"]["values"]
+    assert all(values[k] == {"enabled": False} for k in ("kubeControllerManager", "kubeScheduler", "kubeEtcd",
+                                                          "kubeProxy"))
+
+
+def test_a_range_with_host_bits_is_the_network_it_names(tmp_path):
+    """`1.2.3.4/0` validated, then `fleetform plan` crashed on it (ValueError: has host bits set) in the
+    no-open-ingress policy; the program now passes the network itself (0.0.0.0/0), which the blueprint
+    asked for and ssh-open warned about."""
+    text = REFERENCE.replace("    ssh_ingress_cidrs: []           # empty: no SSH ingress at all; nodes are reached through SSM",
+                             "    ssh_ingress_cidrs: [1.2.3.4/0]\n  eks:\n    api_access_cidrs: [198.51.100.0/24, 1.2.3.4/0]")
+    assert len(_findings(text, tmp_path, "ssh-open")) == 1 and len(_findings(text, tmp_path, "eks-api-open")) == 1
+    model, resources = _plan(text, tmp_path)
+    ssh = _named(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")["security-ssh-0"]["inputs"]
+    assert ssh["cidrIpv4"] == "0.0.0.0/0"
+    (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
+    assert cluster["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.0/24", "0.0.0.0/0"]
+    assert _policy_ids(resources, model) == []

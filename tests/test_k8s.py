@@ -863,3 +863,16 @@ def test_checkov_finds_nothing_but_the_listed_exceptions(tmp_path):
     assert all(e["reason"].strip() for e in exceptions)
     assert sorted(failed - listed) == [], f"new checkov failures: fix them, or list them with a reason: {sorted(failed - listed)}"
     assert sorted(listed - failed) == [], "these exceptions no longer fail: remove them from tests/checkov-exceptions.yaml"
+
+
+def test_a_rollout_is_failed_only_after_a_replica_had_its_whole_startup_budget(tmp_path):
+    """The Deployment default progressDeadlineSeconds is 600 (Kubernetes API, DeploymentSpec: "Defaults to
+    600s"); the 70B replica's startup probe allows about 2,000 s to load its weights, so a rollout read as
+    failed (ProgressDeadlineExceeded) while the replica was still loading."""
+    _, files = _reference(tmp_path, "", "")
+    for path in ("serve/k8s/llama-70b-deployment.yaml", "small-models/k8s/llama-8b-deployment.yaml"):
+        deployment = yaml.safe_load(files[path])
+        (startup,) = [c["startupProbe"] for c in deployment["spec"]["template"]["spec"]["containers"]]
+        budget = startup["periodSeconds"] * startup["failureThreshold"]
+        assert deployment["spec"]["progressDeadlineSeconds"] >= budget + 600
+    assert yaml.safe_load(files["serve/k8s/llama-70b-deployment.yaml"])["spec"]["progressDeadlineSeconds"] > 2000

@@ -163,7 +163,9 @@ def test_inference_fleet_eks(tmp_path):
     assert cluster["accessConfig"]["authenticationMode"] == "API" and cluster["version"] == "1.33"
     nodes = _one(resources, "aws:eks/nodeGroup:NodeGroup", "small-models-gpu")
     assert nodes["amiType"] == "AL2023_x86_64_NVIDIA" and nodes["instanceTypes"] == ["p4de.24xlarge"]
-    assert nodes["labels"] == {"fleetform.dev/fleet": "small-models", "nvidia.com/mig.config": "all-3g.40gb"}
+    assert nodes["labels"] == {"fleetform.dev/fleet": "small-models", "nvidia.com/mig.config": "all-3g.40gb",
+                               # the Cluster Autoscaler's AWS GPU label (cloudprovider/aws/aws_cloud_provider.go GPULabel)
+                               "k8s.amazonaws.com/accelerator": "nvidia-a100-80gb"}
     assert nodes["taints"] == [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}]
     serve = _one(resources, "aws:eks/nodeGroup:NodeGroup", "serve-gpu")
     assert serve["scalingConfig"] == {"desiredSize": 1, "maxSize": 10, "minSize": 1}
@@ -411,12 +413,12 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 110
+    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 111
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
     assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases",
                                                "depends_on"}
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert "Cloud resources: 101" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
+    assert "Cloud resources: 102" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
     assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 
@@ -463,7 +465,9 @@ def test_stack_program_builds_the_reference(tmp_path):
             return {"value": "ami-0123456789abcdef0"} if "getParameter" in args.token else {}
 
     pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
-    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1"})
+    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1",
+                                   "fleetform:secret-hf-token": "hf_test", "fleetform:deployer-cidr": "198.51.100.7/32"},
+                                  ["fleetform:secret-hf-token"])
 
     @pulumi.runtime.test
     def program():
@@ -507,4 +511,30 @@ def test_stack_program_refuses_a_region_that_is_not_the_blueprints(region, monke
     where = f"the stack builds in {region}" if region else "the stack names no AWS region"
     assert f"the blueprint's provider.region is us-east-1, but {where}" in str(err.value)
     assert "pulumi config set aws:region us-east-1" in str(err.value)
+    assert registered == []
+
+
+def test_stack_program_asks_for_every_secret_before_any_resource(monkeypatch):
+    """The gated models' hf-token Secret is made from a Pulumi secret: without it the run stops before
+    anything is built and names the command, instead of failing after the Deployment's 43-minute wait."""
+    import pulumi
+
+    registered = []
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            registered.append(args.typ)
+            return [f"{args.name}-id", args.inputs]
+
+        def call(self, args):
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
+    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1"})
+    try:
+        with pytest.raises(pulumi.RunError) as err:
+            runpy.run_path(str(ROOT / "stacks/__main__.py"))
+    finally:
+        pulumi.runtime.set_all_config({})
+    assert "`pulumi config set --secret fleetform:secret-hf-token <value>`" in str(err.value)
     assert registered == []

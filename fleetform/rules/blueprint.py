@@ -88,9 +88,17 @@ def network(bp: Blueprint, report: Reporter) -> None:
             report(net.path + ("cidr",), f"'{net.cidr}' has host bits set", f"write the network address: {address}")
 
 
-@rule("ssh-open", "warning", "SSH ingress from the whole internet (0.0.0.0/0) is deliberate")
+@rule("ssh-open", "warning", "SSH ingress from the whole internet (0.0.0.0/0, however it is split) is deliberate")
 def ssh_open(bp: Blueprint, report: Reporter) -> None:
-    for index, cidr in enumerate(bp.network.ssh_ingress_cidrs):
+    cidrs = bp.network.ssh_ingress_cidrs
+    for index, cidr in enumerate(cidrs):
         if ipaddress.ip_network(cidr, strict=False).prefixlen == 0:
             report(bp.network.path + ("ssh_ingress_cidrs", index), "SSH is open to the whole internet",
                    "reach the nodes through SSM, or list your own networks' CIDRs")
+            return
+    merged = list(ipaddress.collapse_addresses(n for n in (ipaddress.ip_network(c, strict=False) for c in cidrs)
+                                               if n.version == 4))
+    if any(n.prefixlen == 0 for n in merged):  # 0.0.0.0/1 + 128.0.0.0/1 is the whole internet too
+        report(bp.network.path + ("ssh_ingress_cidrs",),
+               f"SSH is open to the whole internet: {', '.join(cidrs)} together cover every IPv4 address",
+               "reach the nodes through SSM, or list your own networks' CIDRs")

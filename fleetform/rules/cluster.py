@@ -15,6 +15,8 @@ in CPU, memory or ephemeral storage, and everything about the system node group.
 
 from __future__ import annotations
 
+import ipaddress
+
 from ..cluster import Cluster, NodeGroup, Workload, addons_data
 from ..model import Blueprint
 from . import Reporter, did_you_mean, rule
@@ -235,3 +237,61 @@ def cluster_gpu_operator(bp: Blueprint, report: Reporter) -> None:
             report(fleet.gpu_sharing.path, f"fleets '{first.name}' and '{fleet.name}' need different device plugin "
                    f"ConfigMaps ({first.kube.device_plugin.configmap}, {other.configmap}), but the cluster's one GPU "
                    "Operator reads one", "put them in separate blueprints")
+
+
+@rule("eks-api-access", "error",
+      "the run that creates the EKS cluster can reach its API endpoint (api_access_cidrs, or a private endpoint "
+      "in an existing VPC)", stage="cluster")
+def eks_api_access(bp: Blueprint, report: Reporter) -> None:
+    cluster = bp.cluster
+    if cluster is None or cluster.api_access_cidrs is None or cluster.api_access_cidrs:
+        return  # absent: the address `pulumi up` runs from; listed: those networks
+    if bp.network.vpc_id is None:
+        report(("provider", "eks", "api_access_cidrs"),
+               "api_access_cidrs is empty, so the EKS endpoint is private, but this run creates the VPC it lives in: "
+               "`pulumi up` cannot reach the cluster to install what the fleets need",
+               "remove api_access_cidrs (the endpoint then answers the address `pulumi up` runs from), list your "
+               "networks, or use an existing network (vpc_id) and run `pulumi up` inside it")
+
+
+@rule("eks-subnets", "error", "an existing network gives the EKS control plane subnets in two availability zones",
+      stage="cluster")
+def eks_subnets(bp: Blueprint, report: Reporter) -> None:
+    cluster = bp.cluster
+    net = bp.network
+    if cluster is None:
+        return
+    if net.vpc_id is None:
+        if cluster.subnet_ids:
+            report(("provider", "eks", "subnet_ids"), "subnet_ids applies to an existing network (vpc_id)",
+                   "remove it: fleetform makes the control plane's second subnet in the VPC it creates")
+        return
+    others = [s for s in cluster.subnet_ids if s != net.subnet_id]
+    if not others:
+        # EKS User Guide, "View Amazon EKS networking requirements for VPC and subnets": "When you create a
+        # cluster, you specify a VPC and at least two subnets that are in different Availability Zones."
+        report(("provider", "eks", "subnet_ids") if cluster.subnet_ids else net.path + ("subnet_id",),
+               "the EKS cluster would get the single subnet subnet_id; CreateCluster requires subnets in at least "
+               "two availability zones",
+               "add provider.eks.subnet_ids: [<a subnet of the VPC in another zone>]")
+
+
+def _covers_internet(cidrs) -> bool:
+    """Whether the CIDR blocks together cover the whole IPv4 Internet, however they are split
+    (0.0.0.0/1 + 128.0.0.0/1, or 1.2.3.4/0 with host bits set)."""
+    networks = [ipaddress.ip_network(c, strict=False) for c in cidrs]
+    merged = list(ipaddress.collapse_addresses(n for n in networks if n.version == 4))
+    return any(n.prefixlen == 0 for n in merged)
+
+
+@rule("eks-api-open", "warning", "the EKS API endpoint is not open to the whole Internet, however the ranges are split",
+      stage="cluster")
+def eks_api_open(bp: Blueprint, report: Reporter) -> None:
+    cluster = bp.cluster
+    if cluster is None or not cluster.api_access_cidrs:
+        return
+    if _covers_internet(cluster.api_access_cidrs):
+        report(("provider", "eks", "api_access_cidrs"),
+               f"api_access_cidrs ({', '.join(cluster.api_access_cidrs)}) together admit the whole Internet to the "
+               "cluster's API endpoint", "list only the networks `pulumi up` and kubectl run from, or remove "
+               "api_access_cidrs (then the endpoint answers the address `pulumi up` runs from)")

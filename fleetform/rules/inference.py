@@ -487,3 +487,64 @@ def k8s_version(bp: Blueprint, report: Reporter) -> None:
         if not K8S_MIN <= scheduler.minor <= K8S_MAX:
             report(scheduler.path + ("version",), f"Kubernetes {scheduler.version} is outside {low} to {high}",
                    f"fleetform renders and validates manifests for Kubernetes {low} to {high}")
+
+
+SECRET_FLAGS = {
+    "--hf-token": "hf_token_secret",
+    "--api-key": "api_key_secret",
+}
+"""vLLM 0.11.0 server flags whose value is a secret, and the field that gives it by reference instead:
+--hf-token (vllm/engine/arg_utils.py, ModelConfig.hf_token: "The token to use as HTTP bearer
+authorization for remote files") and --api-key (vllm/entrypoints/openai/cli_args.py, FrontendArgs.api_key:
+the keys clients must present); providers/vllm-serve-flags.tsv lists every flag. The aliases vLLM's
+FlexibleArgumentParser reads are refused with them: `_` for `-` and `--flag=value` (flag_name undoes
+both), and any unambiguous prefix (`--hf-tok`): it subclasses argparse.ArgumentParser without
+allow_abbrev=False, so argparse expands a unique prefix to the full flag."""
+
+
+def secret_flag(arg: str) -> str | None:
+    """The secret-carrying vLLM flag an argv item gives, by its name or an alias; None for any other."""
+    if not arg.startswith("--"):
+        return None
+    name = flag_name(arg)
+    for flag in SECRET_FLAGS:
+        if name == flag or (len(name) > len("--") + 1 and flag.startswith(name) and name not in vllm_flags()):
+            return flag
+    return None
+
+
+@rule("secret-flags", "error", "no extra_args item carries a secret (--hf-token, --api-key, their aliases)")
+def secret_flags(bp: Blueprint, report: Reporter) -> None:
+    """A value in extra_args lands in plain text in the Deployment, plan.json and Pulumi state."""
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            for i, arg in enumerate(model.extra_args):
+                flag = secret_flag(arg)
+                if flag is not None:
+                    # the finding names the flag only, never the value that follows it or its `=`
+                    given = flag_name(arg)
+                    report(model.path + ("extra_args", i),
+                           f"{given if given == flag else f'{given} (vLLM reads it as {flag})'} would put a secret in plain text in the Deployment, plan.json "
+                           "and Pulumi state",
+                           f"remove it and the value after it; set {SECRET_FLAGS[flag]}: <Secret name> instead")
+
+
+@rule("scale-to-zero", "error", "inference replicas.min and nodes.min are at least 1 (scale to zero is not supported)")
+def scale_to_zero(bp: Blueprint, report: Reporter) -> None:
+    """Nothing would scale back up from zero: the API server refuses an HPA with minReplicas 0 (the
+    HPAScaleToZero feature gate is alpha and off, and EKS does not turn it on; Kubernetes API,
+    HorizontalPodAutoscalerSpec.minReplicas: "It defaults to 1 pod. minReplicas is allowed to be 0 if the
+    alpha feature gate HPAScaleToZero is enabled"); KEDA's only trigger reads a metric of the pods that no
+    longer exist; and a node group at zero never matches a pod that selects the nvidia.com/gpu.product
+    label GPU Feature Discovery adds at run time. Scale to zero end to end is tracked separately."""
+    hint = "use 1 or more; scaling to zero is tracked as a separate issue"
+    for fleet in _inference(bp):
+        if fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
+            continue
+        if fleet.nodes is not None and fleet.nodes.min == 0:
+            report(fleet.nodes.path + ("min",), f"fleet '{fleet.name}' may scale to 0 nodes: the node group never "
+                   "scales up again for pods that select the GPU label GPU Feature Discovery sets at run time", hint)
+        for model in fleet.models:
+            if model.replicas.min == 0:
+                report(model.replicas.path + ("min",), f"model '{model.name}' may scale to 0 replicas: the API server "
+                       "refuses an HPA with minReplicas 0, and KEDA's queue metric comes from the pods themselves", hint)

@@ -89,3 +89,37 @@ def k8s_gpu_limit(bp: Blueprint, report: Reporter) -> None:
                 report(model.path + ("tensor_parallel",), f"'{server.name}' requests {server.gpu_count} x "
                        f"{server.gpu_resource} but runs with tensor_parallel {model.tensor_parallel}",
                        "vLLM would fail to start, or leave GPUs idle")
+
+
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_VALUE_MAX = 63
+"""Kubernetes, "Labels and Selectors", syntax and character set: a valid label value "must be 63
+characters or less (can be empty), unless empty, must begin and end with an alphanumeric character
+([a-z0-9A-Z]), could contain dashes (-), underscores (_), dots (.), and alphanumerics between"; the API
+server refuses an object with any other (apimachinery validation IsValidLabelValue)."""
+
+
+def _label_values(fleet, kube):
+    """(where, key, value) of every label and selector value the fleet's objects and nodes carry."""
+    yield from (("the namespace and node labels", k, v) for k, v in kube.node_labels + kube.psa_labels)
+    for server in kube.servers:
+        yield from ((f"the objects of '{server.name}'", k, v) for k, v in server.labels + server.selector
+                    + server.monitor_labels + server.node_selector)
+    if kube.network_policy is not None:
+        policy = kube.network_policy
+        yield from (("the NetworkPolicy", k, v) for k, v in policy.pod_selector + (policy.client_label,))
+
+
+@rule("k8s-label-values", "error", "every Kubernetes label value is at most 63 characters of the allowed set")
+def k8s_label_values(bp: Blueprint, report: Reporter) -> None:
+    for fleet, kube in _kube(bp):
+        seen = set()
+        for where, key, value in _label_values(fleet, kube):
+            if (key, value) in seen or (len(value) <= LABEL_VALUE_MAX and LABEL_VALUE.match(value)):
+                continue
+            seen.add((key, value))
+            origin = fleet.path + ("renamed_from", 0) if fleet.renamed_from else fleet.path + ("name",)
+            report(origin, f"label {key}={value} on {where} is {len(value)} characters; Kubernetes allows label "
+                   f"values of at most {LABEL_VALUE_MAX} letters, digits, '-', '_' and '.'",
+                   "shorten the fleet's first name (renamed_from[0], or name) or the model's name: the API server "
+                   "would refuse the objects")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from fleetform.cluster import ROOT_GIB
-from fleetform.model import Fleet
+from fleetform.model import Blueprint, Fleet
 
 from .common import _user_data
 from .kube import EARLY_KINDS, EksCluster, KubeObject, launch_template, node_group, objects_of
@@ -27,6 +27,32 @@ spec:
 
 --FLEETFORM--
 """
+
+
+SECRET_CONFIG = "fleetform:secret-{name}"
+"""The Pulumi secret config key that holds the value of the Kubernetes Secret `name` the models read
+(hf_token_secret, api_key_secret): `pulumi config set --secret fleetform:secret-hf-token`. The program
+creates each such Secret in the fleet's namespace, which only this run creates; the value stays a Pulumi
+secret (encrypted in the state), never in a rendered file, plan.json or a command line."""
+
+
+def fleet_secrets(fleet: Fleet) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(namespace, Secret name) -> the keys the fleet's pods read from it (a secret volume's items,
+    an environment variable's secretKeyRef)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for server in fleet.kube.servers if fleet.kube is not None else ():
+        for volume in server.volumes:
+            if volume.kind == "secret":
+                out.setdefault((server.namespace, volume.source), set()).update(k for k, _ in volume.items)
+        for env in server.secret_env:
+            out.setdefault((server.namespace, env.secret), set()).add(env.key)
+    return {key: tuple(sorted(keys)) for key, keys in sorted(out.items())}
+
+
+def secret_config_keys(bp: Blueprint) -> list[str]:
+    """The Pulumi config keys `pulumi up` needs for the blueprint's Secrets, sorted."""
+    names = {name for fleet in bp.fleets for (_, name) in fleet_secrets(fleet)} if bp.cluster is not None else set()
+    return sorted(SECRET_CONFIG.format(name=name) for name in names)
 
 
 class InferenceFleet(pulumi.ComponentResource):
@@ -54,6 +80,16 @@ class InferenceFleet(pulumi.ComponentResource):
         namespaces = [self._object(o, [eks.system]) for o in objects if o["kind"] == "Namespace"]
         self.early = namespaces + [self._object(o, namespaces + list(eks.namespaces.values()))
                                    for o in objects if o["kind"] in EARLY_KINDS - {"Namespace"}]
+        config = pulumi.Config("fleetform")
+        for (namespace, secret), keys in fleet_secrets(fleet).items():
+            obj = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                   "metadata": {"name": secret, "namespace": namespace,
+                                "labels": {"app.kubernetes.io/managed-by": "fleetform"}}}
+            if eks.claim(obj):
+                key = SECRET_CONFIG.format(name=secret).split(":", 1)[1]
+                value = config.require_secret(key)
+                self.early.append(self._object({**obj, "stringData": {k: value for k in keys}},
+                                               namespaces + list(eks.namespaces.values())))
         self.register_outputs({})
 
     def _object(self, obj: dict, depends_on: list) -> KubeObject:

@@ -22,6 +22,7 @@ opaque resource and neither the objects nor their removal would show.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 
 import pulumi
@@ -30,11 +31,27 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, deep_merge
+from fleetform.k8s import GPU_OPERATOR_NAMESPACE
 from fleetform.model import Blueprint
 
-from .common import TAINT_EFFECTS, _opts
+from .common import TAINT_EFFECTS, _opts, cluster_id
 from .iam import POD_IDENTITY_TRUST, Iam, cluster_autoscaler_policy
 from .network import Network, Security
+
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+"""The vpc-cni add-on's configuration values that make it enforce NetworkPolicy objects (EKS User
+Guide, "Restrict Pod network traffic with Kubernetes network policies": network policies are not
+enforced until the add-on's `enableNetworkPolicy` is "true"; the network policy controller runs in
+the EKS control plane of new clusters)."""
+METADATA_HOP_LIMIT = 1
+"""IMDSv2 answers only the node itself: a pod's packets take one more hop and never reach it, so no
+pod can take the node role's credentials. Nothing on these nodes needs more: the servers and the
+Cluster Autoscaler get their roles through EKS Pod Identity, and aws-node and kube-proxy run in the
+host network (EKS Best Practices Guide, Security, "Restrict access to the instance profile assigned
+to the worker node")."""
+DESIRED_SIZE_OWNED_BY_AUTOSCALER = "scalingConfig.desiredSize"
+"""A node group's desired size is the Cluster Autoscaler's once the group exists: a later `pulumi up`
+that set it back to the minimum would terminate GPU nodes under load."""
 
 EARLY_KINDS = {"Namespace", "PriorityClass", "ConfigMap", "ServiceAccount"}
 """Rendered kinds that need no CRD and that the Helm releases or the pods read (the GPU Operator
@@ -80,8 +97,8 @@ def _kubeconfig(cluster: aws.eks.Cluster, region: str) -> pulumi.Output:
 
 def launch_template(name: str, group: NodeGroup, user_data: str | None, tags: dict,
                     parent: pulumi.Resource, root_gib: int) -> aws.ec2.LaunchTemplate:
-    """IMDSv2 with a hop limit of 2 (pods reach the metadata service through the node), an encrypted
-    root volume, and for Capacity Blocks and reservations the targeting EKS requires: a Capacity
+    """IMDSv2 with a hop limit of 1 (METADATA_HOP_LIMIT: pods never reach the metadata service), an
+    encrypted root volume, and for Capacity Blocks and reservations the targeting EKS requires: a Capacity
     Block node group needs a launch template with InstanceMarketOptions.MarketType capacity-block and
     CapacityReservationSpecification targeting the block (EKS User Guide, "Create a managed node
     group with Capacity Blocks for ML"); a reservation is targeted the same way, on-demand market."""
@@ -92,7 +109,7 @@ def launch_template(name: str, group: NodeGroup, user_data: str | None, tags: di
     if group.capacity_type == "capacity-block":
         extra["instance_market_options"] = {"market_type": "capacity-block"}
     return aws.ec2.LaunchTemplate(
-        name, metadata_options={"http_tokens": "required", "http_endpoint": "enabled", "http_put_response_hop_limit": 2},
+        name, metadata_options={"http_tokens": "required", "http_endpoint": "enabled", "http_put_response_hop_limit": METADATA_HOP_LIMIT},
         user_data=user_data,
         block_device_mappings=[{"device_name": "/dev/xvda", "ebs": {
             "volume_size": root_gib, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"}}],
@@ -120,7 +137,7 @@ def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str
         labels=dict(group.labels),
         taints=[{"key": k, "value": v, "effect": TAINT_EFFECTS[e]} for k, v, e in group.taints],
         launch_template={"id": template.id, "version": template.latest_version.apply(str)}, tags=tags,
-        opts=_opts(parent, depends_on=depends_on))
+        opts=_opts(parent, depends_on=depends_on, ignore_changes=[DESIRED_SIZE_OWNED_BY_AUTOSCALER]))
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -128,18 +145,29 @@ class EksCluster(pulumi.ComponentResource):
     Helm releases."""
 
     def __init__(self, name: str, bp: Blueprint, net: Network, security: Security, iam: Iam, files: dict[str, bytes],
-                 tags: dict, opts: pulumi.ResourceOptions | None = None):
+                 tags: dict, deployer_cidr: str | None = None, opts: pulumi.ResourceOptions | None = None):
         super().__init__("fleetform:aws:EksCluster", name, None, opts)
         model: Cluster = bp.cluster
         self.model, self.net, self.iam, self.files, self.tags, self.name = model, net, iam, files, tags, name
-        public = bool(model.api_access_cidrs)
+        # the EKS name carries the stack: `dev` and `prod` stacks of one blueprint are two clusters
+        self.cluster_name = cluster_id(bp)
+        access = api_access(model, deployer_cidr)
+        public = bool(access)
         self.cluster = aws.eks.Cluster(
-            f"{name}-cluster", name=model.name, version=model.version, role_arn=iam.eks_cluster_role.arn,
+            f"{name}-cluster", name=self.cluster_name, version=model.version, role_arn=iam.eks_cluster_role.arn,
             access_config={"authentication_mode": "API", "bootstrap_cluster_creator_admin_permissions": True},
             vpc_config={"subnet_ids": net.subnet_ids, "security_group_ids": [security.group_id],
                         "endpoint_private_access": True, "endpoint_public_access": public,
-                        **({"public_access_cidrs": list(model.api_access_cidrs)} if public else {})},
+                        **({"public_access_cidrs": list(access)} if public else {})},
             tags=tags, opts=_opts(self))
+        if not public:
+            # private only (api_access_cidrs: [], an existing VPC, the rule eks-api-access): the endpoint's
+            # network interfaces carry the cluster's security group, which must admit HTTPS from the VPC
+            # where `pulumi up` and kubectl then run
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-api-from-vpc", security_group_id=security.group_id, ip_protocol="tcp", from_port=443,
+                to_port=443, cidr_ipv4=aws.ec2.get_vpc_output(id=net.vpc_id).cidr_block,
+                description="the EKS API endpoint from inside the VPC", tags=tags, opts=_opts(self))
         self.addons = {a: self._addon(a, []) for a in model.addons if a != "coredns"}
         template = launch_template(f"{name}-system-nodes", model.system, None,
                                    {**tags, "fleetform:node-group": "system"}, self, ROOT_GIB)
@@ -169,16 +197,21 @@ class EksCluster(pulumi.ComponentResource):
         self.register_outputs({"cluster": self.cluster.name})
 
     def _addon(self, addon: str, depends_on: list) -> aws.eks.Addon:
+        extra = {"configuration_values": json.dumps(VPC_CNI_CONFIGURATION, sort_keys=True)} if addon == "vpc-cni" else {}
         return aws.eks.Addon(f"{self.name}-{addon}", cluster_name=self.cluster.name, addon_name=addon,
                              resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
-                             tags=self.tags, opts=_opts(self, depends_on=depends_on))
+                             tags=self.tags, opts=_opts(self, depends_on=depends_on), **extra)
 
     def k8s_opts(self, parent: pulumi.Resource, depends_on: list | None = None) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=parent, provider=self.provider, depends_on=depends_on or [])
 
     def claim(self, obj: dict) -> bool:
-        """Two fleets in one namespace both render it: the first fleet's object is applied."""
+        """Two fleets in one namespace both render it: the first fleet's object is applied. Each fleet renders
+        a ServiceMonitor of the GPU Operator's one DCGM exporter (for a cluster of its own, `kubectl apply -k`);
+        on the shared cluster the first one is applied, else Prometheus scrapes every GPU twice."""
         key = (obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        if obj["kind"] == "ServiceMonitor" and obj["metadata"].get("namespace") == GPU_OPERATOR_NAMESPACE:
+            key = (obj["kind"], GPU_OPERATOR_NAMESPACE, json.dumps(obj["spec"]["selector"], sort_keys=True))
         if key in self._claimed:
             return False
         self._claimed.add(key)
@@ -190,7 +223,7 @@ class EksCluster(pulumi.ComponentResource):
             role = aws.iam.Role(f"{name}-{identity.name}", assume_role_policy=POD_IDENTITY_TRUST, tags=tags,
                                 opts=_opts(self))
             if identity.purpose == "cluster-autoscaler":
-                policy = cluster_autoscaler_policy(self.model.name)
+                policy = cluster_autoscaler_policy(self.cluster_name)
             else:  # s3-weights: read the model's weights prefix, nothing else
                 policy = _weights_policy(identity.s3_prefixes)
             aws.iam.RolePolicy(f"{name}-{identity.name}", role=role.id, policy=policy, opts=_opts(self))
@@ -220,7 +253,22 @@ class EksCluster(pulumi.ComponentResource):
             path = f"{fleet}/{release.name}-values.yaml"
             if path in self.files:
                 merged = _merge(merged, yaml.safe_load(self.files[path]) or {}, path)
-        return deep_merge(merged, release.values)
+        values = deep_merge(merged, release.values)
+        if release.name == "cluster-autoscaler":  # it discovers the node groups tagged with the cluster's EKS name
+            values = deep_merge(values, {"autoDiscovery": {"clusterName": self.cluster_name}})
+        return values
+
+
+def api_access(model: Cluster, deployer_cidr: str | None) -> tuple[str, ...]:
+    """The networks the API endpoint answers outside the VPC: the blueprint's api_access_cidrs, or when it
+    has none, the public address `pulumi up` runs from (stacks/__main__.py looks it up), so the run's own
+    Kubernetes provider reaches the cluster it has just made. () keeps the endpoint private."""
+    if model.api_access_cidrs is not None:  # as networks: 1.2.3.4/0 is 0.0.0.0/0
+        return tuple(str(ipaddress.ip_network(c, strict=False)) for c in model.api_access_cidrs)
+    if not deployer_cidr:
+        raise ValueError("provider.eks.api_access_cidrs is absent and no deployer address was given: the run "
+                         "could not reach the cluster's API endpoint")
+    return (deployer_cidr,)
 
 
 def _weights_policy(uris: tuple[str, ...]) -> str:

@@ -25,7 +25,11 @@ class Network(pulumi.ComponentResource):
         if net.vpc_id:
             self.vpc_id = pulumi.Output.from_input(net.vpc_id)
             self.subnet_id = pulumi.Output.from_input(net.subnet_id)
-            self.subnet_ids = [self.subnet_id]
+            # the EKS control plane's subnets: the nodes' and the blueprint's provider.eks.subnet_ids, in two
+            # zones or more (rule eks-subnets; EKS User Guide, "VPC and subnet requirements": "at least two
+            # subnets that are in different Availability Zones")
+            extra = bp.cluster.subnet_ids if bp.cluster is not None else ()
+            self.subnet_ids = [self.subnet_id] + [pulumi.Output.from_input(s) for s in extra if s != net.subnet_id]
             # the zone of the user's subnet, looked up at deploy time (volumes must be in the instance's zone)
             self.zone = aws.ec2.get_subnet_output(id=net.subnet_id).availability_zone
             self.register_outputs({"vpc_id": self.vpc_id, "subnet_id": self.subnet_id})
@@ -93,7 +97,10 @@ class Security(pulumi.ComponentResource):
                                              description="FSx for Lustre", tags=tags, opts=_opts(self))
         for index, cidr in enumerate(bp.network.ssh_ingress_cidrs):
             aws.vpc.SecurityGroupIngressRule(f"{name}-ssh-{index}", security_group_id=group.id, ip_protocol="tcp",
-                                             from_port=22, to_port=22, cidr_ipv4=cidr,
+                                             from_port=22, to_port=22,
+                                             # the network the range names (1.2.3.4/0 is 0.0.0.0/0): EC2
+                                             # stores rules by network address
+                                             cidr_ipv4=str(ipaddress.ip_network(cidr, strict=False)),
                                              description="SSH from ssh_ingress_cidrs", tags=tags, opts=_opts(self))
         self.group_id = group.id
         self.register_outputs({"group_id": self.group_id})

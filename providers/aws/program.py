@@ -19,7 +19,9 @@ from .storage import RenderedFiles, Storage
 from .training import TrainingFleet
 
 
-def build(bp: Blueprint, files: dict[str, bytes]) -> None:
+def build(bp: Blueprint, files: dict[str, bytes], deployer_cidr: str | None = None) -> None:
+    """deployer_cidr: the public address (a /32) `pulumi up` runs from; the EKS endpoint answers it when the
+    blueprint lists no provider.eks.api_access_cidrs."""
     if bp.cloud != "aws":
         return
     tags = tags_of(bp)
@@ -29,7 +31,7 @@ def build(bp: Blueprint, files: dict[str, bytes]) -> None:
     rendered = RenderedFiles("rendered", bp, files, tags)
     iam = Iam("iam", bp, [b.arn for b in storage.buckets.values()], rendered, tags)
     # inference fleets share one EKS cluster (providers/aws/kube.py says in what order it is built)
-    eks = EksCluster("eks", bp, net, security, iam, files, tags) if bp.cluster is not None else None
+    eks = EksCluster("eks", bp, net, security, iam, files, tags, deployer_cidr) if bp.cluster is not None else None
     serving = []
     for fleet in bp.fleets:
         opts = pulumi.ResourceOptions(aliases=[pulumi.Alias(name=old) for old in fleet.renamed_from])

@@ -1,0 +1,152 @@
+"""The end-to-end check of a blueprint's inference fleets on the EKS cluster `pulumi up` made, for a user
+with an AWS account and kubectl pointed at that cluster (`aws eks update-kubeconfig ...`, README). It never
+runs in CI and has not run against AWS in fleetform's own tests (no credentials there): tests/test_eks.py
+runs it against a fake kubectl that records what it asks.
+
+    python stacks/check_inference.py blueprints/reference.yaml
+
+For every model of every inference fleet, in order, and stops at the first failure (exit 1):
+
+1. its Deployment finishes rolling out (weights load before a replica is ready);
+2. through its Service, from a pod in the fleet's namespace: GET /v1/models lists the model, and one
+   completion (POST /v1/completions) answers; with api_key_secret the pod sends the key from the Secret;
+3. the NetworkPolicy blocks the same request from a pod in another namespace (fleetform-e2e-outsider,
+   made and deleted by the check);
+4. the HPA (the Prometheus adapter's, or the one KEDA makes, keda-hpa-<ScaledObject>) reads a current
+   value of the queue metric.
+
+The probe pods satisfy the namespaces' restricted Pod Security level (non-root, no privilege escalation,
+all capabilities dropped, the runtime's seccomp profile).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+from fleetform.pipeline import check
+
+CURL_IMAGE = "curlimages/curl:8.10.1"
+OUTSIDER = "fleetform-e2e-outsider"
+RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def probe_pod(name: str, namespace: str, args: list[str], api_key_secret: str | None = None) -> dict:
+    """A one-shot curl pod that the restricted Pod Security level admits."""
+    container = {"name": "probe", "image": CURL_IMAGE, "args": args, "securityContext": CONTAINER}
+    if api_key_secret:
+        container["env"] = [{"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": api_key_secret,
+                                                                                   "key": "VLLM_API_KEY"}}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"restartPolicy": "Never", "securityContext": RESTRICTED, "containers": [container]}}
+
+
+def curl_args(url: str, body: dict | None = None, api_key: bool = False, max_time: int = 120) -> list[str]:
+    args = ["-sS", "--fail", "--max-time", str(max_time)]
+    if api_key:
+        args += ["-H", "Authorization: Bearer $(VLLM_API_KEY)"]  # the kubelet expands $(VAR) in args
+    if body is not None:
+        args += ["-H", "Content-Type: application/json", "-d", json.dumps(body, sort_keys=True)]
+    return args + [url]
+
+
+class Kubectl:
+    def __init__(self, program: str = "kubectl"):
+        self.program = program
+
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([self.program, *args], input=stdin, capture_output=True, text=True, timeout=3900)
+        if check and result.returncode != 0:
+            raise CheckFailed(f"kubectl {' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
+        return result
+
+    def run_pod(self, pod: dict, timeout_s: int = 300) -> tuple[bool, str]:
+        """Create the pod, wait until it ends, return (succeeded, its log), delete it."""
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        self("apply", "-f", "-", stdin=json.dumps(pod))
+        try:
+            deadline = time.monotonic() + timeout_s
+            phase = ""
+            while time.monotonic() < deadline:
+                phase = self("-n", namespace, "get", "pod", name, "-o", "jsonpath={.status.phase}").stdout.strip()
+                if phase in ("Succeeded", "Failed"):
+                    break
+                time.sleep(2)
+            log = self("-n", namespace, "logs", name, check=False).stdout
+            return phase == "Succeeded", log
+        finally:
+            self("-n", namespace, "delete", "pod", name, "--ignore-not-found", "--wait=false", check=False)
+
+
+def _hpa_name(server) -> str:
+    """KEDA names the HPA it makes keda-hpa-<ScaledObject name> (KEDA docs, ScaledObject spec,
+    advanced.horizontalPodAutoscalerConfig.name: "default: keda-hpa-{scaled-object-name}")."""
+    return f"keda-hpa-{server.name}" if server.autoscaling.kind == "keda" else server.name
+
+
+def check_model(kubectl: Kubectl, server, say) -> None:
+    ns, name = server.namespace, server.name
+    kubectl("-n", ns, "rollout", "status", f"deploy/{name}", "--timeout=60m")
+    say(f"{ns}/{name}: rolled out")
+    base = f"http://{name}.{ns}.svc:{server.port}"
+    key = next((e.secret for e in server.secret_env if e.name == "VLLM_API_KEY"), None)
+    ok, log = kubectl.run_pod(probe_pod(f"e2e-{name}-models", ns, curl_args(f"{base}/v1/models", api_key=bool(key)), key))
+    if not ok or name not in {m.get("id") for m in json.loads(log or "{}").get("data", [])}:
+        raise CheckFailed(f"{ns}/{name}: GET /v1/models through the Service did not list the model: {log[:300]}")
+    body = {"model": name, "prompt": "The capital of France is", "max_tokens": 8}
+    ok, log = kubectl.run_pod(probe_pod(f"e2e-{name}-completion", ns,
+                                        curl_args(f"{base}/v1/completions", body, api_key=bool(key)), key))
+    if not ok or not json.loads(log or "{}").get("choices"):
+        raise CheckFailed(f"{ns}/{name}: POST /v1/completions through the Service did not answer: {log[:300]}")
+    say(f"{ns}/{name}: /v1/models and one completion answer through the Service")
+    ok, log = kubectl.run_pod(probe_pod(f"e2e-{name}-outsider", OUTSIDER, curl_args(f"{base}/v1/models", max_time=10)))
+    if ok:
+        raise CheckFailed(f"{ns}/{name}: a pod in namespace {OUTSIDER} reached the server: the NetworkPolicy is "
+                          "not enforced")
+    say(f"{ns}/{name}: the NetworkPolicy blocks a pod of another namespace")
+    if server.autoscaling is not None:
+        hpa = json.loads(kubectl("-n", ns, "get", "hpa", _hpa_name(server), "-o", "json").stdout)
+        current = [m for m in (hpa.get("status") or {}).get("currentMetrics") or []
+                   if any((m.get(t) or {}).get("current") for t in ("pods", "external", "object"))]
+        if not current:
+            raise CheckFailed(f"{ns}/{name}: the HPA {_hpa_name(server)} reads no current metric value: "
+                              f"{json.dumps((hpa.get('status') or {}).get('conditions'))[:300]}")
+        say(f"{ns}/{name}: the HPA {_hpa_name(server)} reads {json.dumps(current[0], sort_keys=True)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("blueprint")
+    parser.add_argument("--kubectl", default="kubectl")
+    args = parser.parse_args(argv)
+    result = check(args.blueprint)
+    if result.model is None:
+        print(f"{args.blueprint}: the blueprint has errors; run fleetform validate", file=sys.stderr)
+        return 1
+    kubectl = Kubectl(args.kubectl)
+    servers = [s for f in result.model.fleets if f.kube is not None for s in f.kube.servers]
+    outsider = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OUTSIDER, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted"}}}
+    try:
+        kubectl("apply", "-f", "-", stdin=json.dumps(outsider))
+        for server in servers:
+            check_model(kubectl, server, print)
+    except CheckFailed as failure:
+        print(f"FAILED: {failure}", file=sys.stderr)
+        return 1
+    finally:
+        kubectl("delete", "namespace", OUTSIDER, "--ignore-not-found", "--wait=false", check=False)
+    print(f"{len(servers)} model(s) checked end to end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
