@@ -40,9 +40,33 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
+def _extract(archive: bytes, target: Path) -> None:
+    """A revision's tree as a checkout of it would be: files through tarfile's "data" filter, then
+    symlinks as git stores them, absolute or leading out of the tree included (the filter refuses
+    those, and a blueprint folder holding one is no reason for diff to fail). Links come last, so
+    nothing is ever written through one; reading through one is judged as validate judges it (a
+    blueprint or base that leads outside its repository is a finding)."""
+    links = []
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar:
+            if member.issym() or member.islnk():
+                links.append(member)
+            elif member.isfile() or member.isdir():
+                tar.extract(member, target, filter="data")
+    for member in links:
+        where = target / member.name
+        if os.path.normpath(member.name).startswith(("..", "/")) or os.path.lexists(where):
+            continue
+        where.parent.mkdir(parents=True, exist_ok=True)
+        # a hard link in git's archive is impossible; one in it is kept as the symlink it would be
+        os.symlink(member.linkname, where)
+
+
 def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
-    """(path to read, label) for a file or a git REV:path; a revision's folder is exported whole, so
-    the blueprint's bases come from the same revision."""
+    """(path to read, label) for a file or a git REV:path (REV:path names a path from the top of the
+    repository, as git does). The revision's whole tree is exported, with a `.git` marker at its top:
+    the blueprint's bases, and what a base may link to in the repository, come from the same
+    revision, found as `validate` in a checkout of it finds them."""
     from ..cli import UsageError
 
     if Path(spec).exists() or ":" not in spec:
@@ -51,21 +75,29 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
     if rev.startswith("-") or not rev:
         # git would read it as an option (`--output=FILE` truncated a file); no revision starts with '-'
         raise UsageError(f"{spec}: {rev!r} is not a git revision" + (" (it would be read as an option)" if rev else ""))
-    folder = str(Path(path).parent)
     try:
-        # --end-of-options (git 2.24+): nothing after it is an option, whatever it starts with; with it,
-        # git archive takes the next words as the revision and pathspecs (a `--` would be a pathspec)
-        archive = subprocess.run(["git", "archive", "--format=tar", "--end-of-options", rev, folder],
-                                 capture_output=True, check=True, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
+        top, _, prefix = subprocess.run(["git", "rev-parse", "--show-toplevel", "--show-prefix"],
+                                        capture_output=True, check=True, text=True).stdout.partition("\n")
+        top, prefix = top.strip(), prefix.strip()
+        # --end-of-options (git 2.24+): nothing after it is an option, whatever it starts with
+        archive = subprocess.run(["git", "archive", "--format=tar", "--end-of-options", rev],
+                                 capture_output=True, check=True, cwd=top)
     except (OSError, subprocess.CalledProcessError) as err:
         detail = getattr(err, "stderr", b"") or str(err).encode()
+        if isinstance(detail, str):
+            detail = detail.encode()
         raise UsageError(f"cannot read {spec} from git: {detail.decode(errors='replace').strip()}") from None
-    target = tmp / rev.replace("/", "_")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(target, filter="data")
-    if not (target / path).is_file():
+    target = tmp / f"rev{len(list(tmp.iterdir()))}"
+    target.mkdir()
+    _extract(archive.stdout, target)
+    (target / ".git").write_text("")  # the exported tree's top is its repository's top, as in a checkout
+    # git reads REV:./x and REV:../x from the current folder, any other REV:x from the top
+    relative = os.path.normpath(prefix + path) if path.startswith(("./", "../")) else path
+    if relative.startswith(".."):
+        raise UsageError(f"{spec}: the path leads outside the repository")
+    if not (target / relative).is_file():
         raise UsageError(f"{spec}: no such file at {rev}")
-    return str(target / path), spec
+    return str(target / relative), spec
 
 
 def _side(spec: str, tmp: Path, resources: bool):
