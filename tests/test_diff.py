@@ -247,3 +247,13 @@ def test_an_absolute_symlink_in_the_blueprints_folder_does_not_break_diff(tmp_pa
     subprocess.run(git + ["commit", "-qm", "linked"], check=True)
     linked = run_cli("diff", "--no-resources", "HEAD:blueprints/linked.yaml", "blueprints/bp.yaml", cwd=repo)
     assert linked.returncode in (1, 2) and "Traceback" not in linked.stderr, linked.stderr
+
+
+def test_no_resources_claims_no_resource_counts(tmp_path):
+    """Issue 19, review defect 7: `--no-resources` printed "0 to delete" for what it never compared."""
+    result = run_cli("diff", "--no-resources", str(REF), str(_changed(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert "to delete" not in result.stdout and "to replace" not in result.stdout
+    assert "cloud resources not compared (left out (--no-resources))" in result.stdout
+    data = _json("--no-resources", str(REF), str(_changed(tmp_path)))
+    assert data["summary"]["resources"] is None and data["resources_not_recorded"]

@@ -225,7 +225,7 @@ def compute(old_label: str, old_built, new_label: str, new_built) -> dict:
     counts = {action: sum(1 for c in resources if c.action == action) for action in SIGNS}
     effects = [effect for c in resources for effect in c.effects]
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
-            "summary": {"resources": counts, "effects": effects,
+            "summary": {"resources": None if unrecorded else counts, "effects": effects,
                         "rendered_files_changed": sum(1 for _ in _file_changes(old_files, new_files)),
                         "findings_introduced": len(introduced)},
             "resources": [c.to_dict() for c in resources],
@@ -269,9 +269,11 @@ def _count(n: int, noun: str) -> str:
 def _summary_lines(data: dict, markdown: bool) -> list[str]:
     counts = data["summary"]["resources"]
     files, findings = data["summary"]["rendered_files_changed"], data["summary"]["findings_introduced"]
-    lines = [f"{counts['replace']} to replace, {counts['create']} to create, {counts['delete']} to delete, "
-             f"{counts['update']} to update in place; {_count(files, 'rendered file')} changed; "
-             f"{_count(findings, 'new finding')}"]
+    resources = (f"cloud resources not compared ({data['resources_not_recorded']})"
+                 if data["resources_not_recorded"] else
+                 f"{counts['replace']} to replace, {counts['create']} to create, {counts['delete']} to delete, "
+                 f"{counts['update']} to update in place")
+    lines = [f"{resources}; {_count(files, 'rendered file')} changed; {_count(findings, 'new finding')}"]
     lines += data["summary"]["effects"]
     return [(f"- {line}" if markdown else f"  {line}") for line in lines]
 
