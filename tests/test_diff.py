@@ -40,7 +40,10 @@ def _by_name(data: dict) -> dict[str, dict]:
 
 
 def test_an_availability_zone_change_replaces_the_subnets_and_what_is_in_them(tmp_path):
-    data = _json(str(REF), str(_variant(tmp_path, "availability_zone: us-east-1a", "availability_zone: us-east-1b")))
+    moved = _variant(tmp_path, "availability_zone: us-east-1a", "availability_zone: us-east-1b")
+    data = _json(str(REF), str(moved), code=1)  # file system, controller, state volume replaced: not allowed
+    assert sorted(f["message"].split(" ")[1] for f in data["findings_introduced"]
+                  if f["rule"] == "replace-stateful") == ["storage-scratch", "train-controller", "train-controller-state"]
     changes = _by_name(data)
     subnet = changes["network-private"]
     assert subnet["action"] == "replace"
@@ -56,6 +59,16 @@ def test_an_availability_zone_change_replaces_the_subnets_and_what_is_in_them(tm
     assert "replaces LustreFileSystem storage-scratch: the data stored on it is lost" in effects
     assert "replaces all nodes of node group serve-gpu (1-10 x p5.48xlarge)" in effects
     assert data["summary"]["resources"]["replace"] >= 6
+    # allowed in the blueprint, the change is no error, and the diff says so
+    allowed = moved.read_text() + ("update_safety:\n  allow_replace:\n"
+                                   "    - {part: storage/scratch, reason: scratch data is staged again from S3}\n"
+                                   "    - {part: train/controller, reason: the queue is drained first}\n"
+                                   "    - {part: train/state-volume, reason: the queue is drained first}\n")
+    moved.write_text(allowed)
+    data = _json(str(REF), str(moved))
+    assert data["findings_introduced"] == []
+    waived = {d["part"]: d["waived"] for d in data["disruptions"] if d.get("part")}
+    assert waived == {"storage/scratch": True, "train/controller": True, "train/state-volume": True}
 
 
 def test_a_change_of_instance_type_shows_cost_and_sizing_deltas_and_names_what_is_unpriced(tmp_path):

@@ -209,28 +209,70 @@ def _cost_lines(cost: dict) -> list[str]:
     return lines
 
 
-def compute(old_label: str, old_built, new_label: str, new_built) -> dict:
-    """The facts of a diff as data: the JSON format prints it, text and markdown render it."""
-    from ..changes import SIGNS, compare
+def compute(old_label: str, old_built, new_label: str, new_built, old_result=None, new_result=None) -> dict:
+    """The facts of a diff as data: the JSON format prints it, text and markdown render it. With the
+    two sides' validation results (their models and the new side's document) it also says what each
+    change does to running machines (its disruption class), which models are swapped, what a region
+    move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
+    from ..changes import CLASSES, SIGNS, classify, compare, file_disruption, model_changes, region_move, \
+        rollout_fit, _components
+    from ..rules import REPLACE_STATEFUL, ROLLOUT_FIT
 
     (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
+    old_model = old_result.model if old_result is not None else None
+    new_model = new_result.model if new_result is not None else None
+    regions = (old_model.region, new_model.region) if old_model and new_model else (None, None)
     unrecorded = next((d["resources_not_recorded"] for d in (old, new) if d["resources"] is None), None)
-    resources = [] if unrecorded else compare(old["resources"], new["resources"])
+    resources = [] if unrecorded else compare(old["resources"], new["resources"], regions)
+    files = _file_changes(old_files, new_files)
+    disruptions = []
+    if not unrecorded:
+        owners = {**_components(old["resources"]), **_components(new["resources"])}
+        disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
+    for item in files:
+        found = file_disruption(item["path"], item["change"])
+        if found is not None and not (found.cls == "rolling" and not unrecorded):  # resources show the Deployment
+            disruptions.append(found)
+    allowed = {a.part for a in new_model.allow_replace} if new_model else set()
+    for d in disruptions:
+        d.waived = d.part in allowed
+    swaps = model_changes(old_model, new_model, _renames(new)) if old_model and new_model else []
+    move = region_move(old_model, new_model, disruptions) if old_model and new_model else None
+    change_findings = []
+    if new_model is not None and new_result.document is not None:
+        doc = new_result.document
+        for path, message, hint in rollout_fit(new_model, disruptions, resources):
+            change_findings.append(doc.finding(path, message, ROLLOUT_FIT, hint))
+        for d in disruptions:
+            if d.part and not d.waived and d.cls in ("replace with state", "data loss"):
+                owner, _, kind = d.part.partition("/")
+                where = (next((s.path for s in new_model.storage if s.name == kind), ()) if owner == "storage" else
+                         next((f.path + ("scheduler",) for f in new_model.fleets if f.name == owner), ()))
+                change_findings.append(doc.finding(
+                    ("update_safety",) if "update_safety" in doc.data else where, f"{d.what} ({d.part}) is "
+                    f"{d.cls}: {d.how}", REPLACE_STATEFUL,
+                    f"copy what it holds first; then allow it: `update_safety: {{allow_replace: [{{part: {d.part}, "
+                    f"reason: ...}}]}}` (remove the entry once the change is applied)"))
+    disruptions.sort(key=lambda d: (-CLASSES.index(d.cls), d.what))
     before = {(f.rule, f.path): f for f in old_findings}
-    introduced = [f for f in new_findings if (f.rule, f.path) not in before]
+    introduced = [f for f in new_findings if (f.rule, f.path) not in before] + change_findings
     changed = [(before[(f.rule, f.path)], f) for f in new_findings
                if (f.rule, f.path) in before and before[(f.rule, f.path)].message != f.message]
     after = {(f.rule, f.path) for f in new_findings}
     resolved = [f for f in old_findings if (f.rule, f.path) not in after]
     counts = {action: sum(1 for c in resources if c.action == action) for action in SIGNS}
     effects = [effect for c in resources for effect in c.effects]
+    worst = disruptions[0].cls if disruptions else "none"
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
             "summary": {"resources": None if unrecorded else counts, "effects": effects,
-                        "rendered_files_changed": sum(1 for _ in _file_changes(old_files, new_files)),
+                        "disruption": worst,
+                        "rendered_files_changed": len(files),
                         "findings_introduced": len(introduced)},
+            "disruptions": [d.to_dict() for d in disruptions],
+            "model_changes": swaps, "region_move": move,
             "resources": [c.to_dict() for c in resources],
             "cost": _cost(old, new), "sizing": _sizing(old, new),
-            "rendered_files": _file_changes(old_files, new_files),
+            "rendered_files": files,
             "findings_introduced": [f.to_dict() for f in introduced],
             "findings_changed": [{"old": a.to_dict(), "new": b.to_dict()} for a, b in changed],
             "findings_resolved": [f.to_dict() for f in resolved],
@@ -275,7 +317,45 @@ def _summary_lines(data: dict, markdown: bool) -> list[str]:
                  f"{counts['update']} to update in place")
     lines = [f"{resources}; {_count(files, 'rendered file')} changed; {_count(findings, 'new finding')}"]
     lines += data["summary"]["effects"]
+    from ..changes import model_change_text
+
+    lines += [model_change_text(item) for item in data.get("model_changes", ())]
+    if data.get("disruptions") is not None:
+        lines.append(f"most disruptive: {data['summary']['disruption']}")
     return [(f"- {line}" if markdown else f"  {line}") for line in lines]
+
+
+def _disruption_lines(data: dict, markdown: bool) -> list[str]:
+    """Each change above "in place" on its own line; resources merely updated, replaced with nothing
+    stored on them, or created, counted (the resource list names them; JSON has every one)."""
+    lines = []
+    quiet = [d for d in data["disruptions"] if d["class"] in ("none", "in place") and d["what"].split(" ")[0][:1].isupper()
+             and not d.get("part")]
+    for d in data["disruptions"]:
+        if d in quiet:
+            continue
+        waiver = ""
+        if d.get("part"):
+            waiver = (f" (allowed: update_safety.allow_replace {d['part']})" if d["waived"] else
+                      f" (not allowed: {d['part']} is not in update_safety.allow_replace)")
+        text = f"[{d['class']}] {d['what']}: {d['how']}{waiver}"
+        lines.append(f"- {text}" if markdown else f"  {text}")
+    if quiet:
+        counts = {c: sum(1 for d in quiet if d["class"] == c) for c in ("in place", "none")}
+        text = (f"and {counts['in place']:,} cloud resources in place (updated, or replaced with nothing stored on "
+                f"them), {counts['none']:,} with no effect on anything running (created, tags)")
+        lines.append(f"- {text}" if markdown else f"  {text}")
+    return lines
+
+
+def _region_lines(move: dict, markdown: bool) -> list[str]:
+    bullet = (lambda t: f"- {t}") if markdown else (lambda t: f"  {t}")
+    lines = [bullet(f"every regional resource is replaced: the VPC and subnets, the buckets, the file systems, the "
+                    f"EKS cluster and its node groups, the Slurm controller and its state volume (IAM is global "
+                    f"and stays)")]
+    lines += [bullet(f"data lost: {what}") for what in move["data_lost"]]
+    lines += [bullet(f"to move safely, step {i}: {step}") for i, step in enumerate(move["steps"], 1)]
+    return lines
 
 
 def render_text(data: dict, markdown: bool) -> str:
@@ -286,6 +366,13 @@ def render_text(data: dict, markdown: bool) -> str:
                else f"fleetform diff {data['old']} -> {data['new']}")
     out += heading("What this change does")
     out += _summary_lines(data, markdown)
+    if data["region_move"]:
+        out += heading(f"Region move: {data['region_move']['old']} -> {data['region_move']['new']}")
+        out += _region_lines(data["region_move"], markdown)
+    if data["disruptions"]:
+        out += heading(f"What running machines and stored data go through: {len(data['disruptions'])} changes, "
+                       "most disruptive first (classes: docs/update-safety.md)")
+        out += _disruption_lines(data, markdown)
     out += heading("Cost per month (730 h, on-demand prices of the catalog)")
     out += [bullet(line) for line in _cost_lines(data["cost"])]
     if data["sizing"]:
@@ -359,7 +446,7 @@ def run(args) -> int:
                 sys.stdout.write(report_text(result.findings, 1))
         sys.stdout.write("no diff: a side does not validate\n")
         return 1
-    data = compute(old_label, old_built, new_label, new_built)
+    data = compute(old_label, old_built, new_label, new_built, old_result, new_result)
     if args.format == "json":
         public = {k: v for k, v in data.items() if not k.startswith("_")}
         sys.stdout.write(json.dumps(public, indent=2, sort_keys=True) + "\n")
