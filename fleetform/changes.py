@@ -307,6 +307,21 @@ controller (its instance and its state volume) of a training fleet, and storage'
 buckets. Which component a resource belongs to comes from the recorded plan's parents."""
 
 
+GENERIC = ("created; nothing running changes", "tags only: updated in place, nothing running notices",
+           "replaced with a new id; nothing is stored on it", "deleted; nothing is stored on it",
+           "updated in place; nothing running restarts")
+"""What most resource changes do: nothing a running machine notices. Text and markdown count these
+instead of listing each (the resource list names them; JSON has every one)."""
+
+
+TRAINING_ROLL_INPUTS = {"instanceType", "imageId", "networkInterfaces", "placement", "blockDeviceMappings",
+                        "instanceMarketOptions", "capacityReservationSpecification", "metadataOptions",
+                        "iamInstanceProfile"}
+"""Launch template inputs of a Slurm training fleet whose change rolls its nodes (the day-2 contract:
+instance type, image, EFA/launch-template layout, placement: each node is drained once idle and
+launched again from the new version). Others (user data, tags) reach a node when it is next launched."""
+
+
 @dataclass
 class Disruption:
     cls: str
@@ -363,9 +378,9 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
     part = _part(change, component)
     gone = change.action in (REPLACE, DELETE)
     if change.action == CREATE:
-        return Disruption("none", what, "created; nothing running changes")
+        return Disruption("none", what, GENERIC[0])
     if change.action == UPDATE and _tags_only(change):
-        return Disruption("none", what, "tags only: updated in place, nothing running notices")
+        return Disruption("none", what, GENERIC[1])
     if gone and data.get("loses_data") and component[0] == "RenderedFiles":
         return Disruption("in place", what, "replaced; `pulumi up` uploads the rendered artifact into the new one")
     if gone and data.get("loses_data"):
@@ -389,6 +404,10 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
             return Disruption("node roll", what, "EKS launches new nodes first (up to 2 per Availability Zone, or "
                                                  "maxUnavailable), drains the old ones and terminates them")
     if kind == "LaunchTemplate" and component[0] == "TrainingFleet":
+        if change.action == UPDATE and not any(i.path.split(".")[0] in TRAINING_ROLL_INPUTS for i in change.inputs):
+            return Disruption("in place", what, "a new launch template version: nodes launched from now on (power "
+                                                "up after suspend, replacements) boot from it; running nodes keep "
+                                                "theirs")
         return Disruption("node roll", what,
                           "running nodes keep the old instance until their jobs end; each is then drained and "
                           "replaced (terminated, launched again from the new launch template under the same "
@@ -402,10 +421,10 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
         return Disruption("rolling", what, "Kubernetes replaces the pods one by one (maxSurge/maxUnavailable); "
                                            "each new pod serves once its startup probe passes")
     if change.action == REPLACE:
-        return Disruption("in place", what, "replaced with a new id; nothing is stored on it")
+        return Disruption("in place", what, GENERIC[2])
     if change.action == DELETE:
-        return Disruption("in place", what, "deleted; nothing is stored on it")
-    return Disruption("in place", what, "updated in place; nothing running restarts")
+        return Disruption("in place", what, GENERIC[3])
+    return Disruption("in place", what, GENERIC[4])
 
 
 def file_disruption(path: str, mark: str) -> Disruption | None:

@@ -214,8 +214,8 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     two sides' validation results (their models and the new side's document) it also says what each
     change does to running machines (its disruption class), which models are swapped, what a region
     move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
-    from ..changes import CLASSES, SIGNS, classify, compare, file_disruption, model_changes, region_move, \
-        rollout_fit, _components
+    from ..changes import CLASSES, SIGNS, Disruption, classify, compare, file_disruption, model_changes, \
+        region_move, rollout_fit, _components
     from ..rules import REPLACE_STATEFUL, ROLLOUT_FIT
 
     (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
@@ -229,10 +229,13 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     if not unrecorded:
         owners = {**_components(old["resources"]), **_components(new["resources"])}
         disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
+    grouped: dict[tuple, list] = {}  # the files of one fleet that do the same, on one line
     for item in files:
         found = file_disruption(item["path"], item["change"])
         if found is not None and not (found.cls == "rolling" and not unrecorded):  # resources show the Deployment
-            disruptions.append(found)
+            grouped.setdefault((item["path"].split("/")[0], found.cls, found.how), []).append(found.what)
+    for (_, cls, how), paths in grouped.items():
+        disruptions.append(Disruption(cls, ", ".join(paths), how))
     allowed = {a.part for a in new_model.allow_replace} if new_model else set()
     for d in disruptions:
         d.waived = d.part in allowed
@@ -329,8 +332,9 @@ def _disruption_lines(data: dict, markdown: bool) -> list[str]:
     """Each change above "in place" on its own line; resources merely updated, replaced with nothing
     stored on them, or created, counted (the resource list names them; JSON has every one)."""
     lines = []
-    quiet = [d for d in data["disruptions"] if d["class"] in ("none", "in place") and d["what"].split(" ")[0][:1].isupper()
-             and not d.get("part")]
+    from ..changes import GENERIC
+
+    quiet = [d for d in data["disruptions"] if d["how"] in GENERIC and not d.get("part")]
     for d in data["disruptions"]:
         if d in quiet:
             continue
@@ -342,8 +346,8 @@ def _disruption_lines(data: dict, markdown: bool) -> list[str]:
         lines.append(f"- {text}" if markdown else f"  {text}")
     if quiet:
         counts = {c: sum(1 for d in quiet if d["class"] == c) for c in ("in place", "none")}
-        text = (f"and {counts['in place']:,} cloud resources in place (updated, or replaced with nothing stored on "
-                f"them), {counts['none']:,} with no effect on anything running (created, tags)")
+        text = (f"and {counts['in place']:,} cloud resources updated in place or replaced with nothing stored on "
+                f"them, {counts['none']:,} created or retagged: nothing running notices them")
         lines.append(f"- {text}" if markdown else f"  {text}")
     return lines
 

@@ -1,0 +1,153 @@
+"""Update safety: the disruption class of single-field changes of the reference blueprint, as
+`fleetform diff` reports them, kept as golden files (tests/golden-diff/fields/) and as the table of
+docs/update-safety.md, which this test regenerates with FLEETFORM_UPDATE_GOLDEN=1 and otherwise
+compares: the documented table is what the code derives, never written by hand.
+
+Training-side classes follow the day-2 contract (the controller's keeper applies the uploaded
+artifact: Slurm files in place within about a minute, nccl.env before each node's next job, a changed
+launch template rolls each node once it is idle)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import ROOT
+from fleetform.changes import GENERIC
+from fleetform.commands.diff import compute
+from fleetform.commands.plan import build
+
+REF = ROOT / "blueprints/reference.yaml"
+FIELDS = ROOT / "tests/golden-diff/fields"
+DOC = ROOT / "docs/update-safety.md"
+
+SERVE = "  - name: serve\n    role: inference\n"
+
+# case: (field as a reviewer names it, old text, new text); each changes one field of the reference
+CASES = {
+    "train-instance-type": ("fleets[train].instance_type", "    instance_type: p5.48xlarge\n    nodes: 6 ",
+                            "    instance_type: p5en.48xlarge\n    nodes: 6 "),
+    "train-nodes": ("fleets[train].nodes", "    nodes: 6 ", "    nodes: 8 "),
+    "train-partition-max-time": ("fleets[train].scheduler.partitions[].max_time", "max_time: 7-00:00:00",
+                                 "max_time: 3-00:00:00"),
+    "train-nccl-debug": ("fleets[train].nccl.debug", "      debug: WARN", "      debug: INFO"),
+    "train-nccl-env": ("fleets[train].nccl.env", "      env: {}  ", '      env: {NCCL_NVLS_ENABLE: "0"}  '),
+    "train-placement": ("fleets[train].placement", "    placement: cluster ", "    placement: none "),
+    "train-controller-type": ("fleets[train].scheduler.controller.instance_type", "instance_type: m7i.4xlarge",
+                              "instance_type: m7i.8xlarge"),
+    "train-topology": ("fleets[train].scheduler.topology.nodes_per_switch", "nodes_per_switch: 2 ",
+                       "nodes_per_switch: 3 "),
+    "availability-zone": ("provider.availability_zone", "availability_zone: us-east-1a",
+                          "availability_zone: us-east-1b"),
+    "region": ("provider.region (and its zone)", "  region: us-east-1\n  availability_zone: us-east-1a",
+               "  region: us-west-2\n  availability_zone: us-west-2a"),
+    "network-cidr": ("provider.network.cidr", "cidr: 10.40.0.0/16", "cidr: 10.41.0.0/16"),
+    "labels": ("metadata.labels", "    team: ml-platform", "    team: ml-research"),
+    "scratch-capacity": ("storage[scratch].capacity_gib", "capacity_gib: 9600", "capacity_gib: 12000"),
+    "scratch-throughput": ("storage[scratch].throughput_mb_per_tib", "throughput_mb_per_tib: 250",
+                           "throughput_mb_per_tib: 500"),
+    "checkpoints-expiry": ("storage[checkpoints].noncurrent_expiry_days", "noncurrent_expiry_days: 30",
+                           "noncurrent_expiry_days: 60"),
+    "serve-instance-type": ("fleets[serve].instance_type", SERVE + "    instance_type: p5.48xlarge\n",
+                            SERVE + "    instance_type: p4d.24xlarge\n"),
+    "serve-nodes-max": ("fleets[serve].nodes.max", "    nodes: {min: 1, max: 10}", "    nodes: {min: 1, max: 12}"),
+    "serve-image": ("fleets[serve].models[].image", "        image: vllm/vllm-openai:v0.11.0\n        model: meta-llama/"
+                    "Llama-3.1-70B", "        image: vllm/vllm-openai:v0.11.1\n        model: meta-llama/Llama-3.1-70B"),
+    "serve-model": ("fleets[serve].models[].model", "model: meta-llama/Llama-3.1-70B-Instruct",
+                    "model: Qwen/Qwen2.5-72B-Instruct"),
+    "serve-max-model-len": ("fleets[serve].models[].max_model_len", "        max_model_len: 8192\n        replicas: "
+                            "{min: 2, max: 20}", "        max_model_len: 16384\n        replicas: {min: 2, max: 20}"),
+    "serve-replicas-max": ("fleets[serve].models[].replicas.max", "replicas: {min: 2, max: 20}",
+                           "replicas: {min: 2, max: 16}"),
+    "serve-autoscale-target": ("fleets[serve].models[].autoscale.target_per_replica",
+                               "          target_per_replica: 5\n          scale_down_window_s",
+                               "          target_per_replica: 8\n          scale_down_window_s"),
+    "serve-max-surge": ("fleets[serve].models[].max_surge", "replicas: {min: 2, max: 20}",
+                        "replicas: {min: 2, max: 20}\n        max_surge: 1"),
+    "small-models-mig-profile": ("fleets[small-models].gpu_sharing.profile", "profile: 3g.40gb",
+                                 "profile: 2g.20gb"),
+}
+
+
+@pytest.fixture(scope="module")
+def base():
+    result, built = build(str(REF), display="blueprints/reference.yaml")
+    assert built is not None
+    return result, built
+
+
+def _diff(case: str, base, tmp_path) -> dict:
+    _, old, new = CASES[case]
+    text = REF.read_text()
+    assert text.count(old) >= 1, old
+    path = tmp_path / f"{case}.yaml"
+    path.write_text(text.replace(old, new, 1))
+    result, built = build(str(path), display=f"{case}.yaml")
+    assert built is not None, [f.to_text() for f in result.findings]
+    return compute("blueprints/reference.yaml", base[1], f"{case}.yaml", built, base[0], result)
+
+
+def _golden(data: dict) -> str:
+    """What a reviewer must see for one field: the worst class, every disruption a running machine
+    notices (with the count of the rest), model swaps and the findings of the change itself."""
+    lines = [f"most disruptive: {data['summary']['disruption']}"]
+    quiet = {"in place": 0, "none": 0}
+    for d in data["disruptions"]:
+        if d["how"] in GENERIC and not d.get("part"):
+            quiet[d["class"]] += 1
+            continue
+        lines.append(f"[{d['class']}] {d['what']}: {d['how']}" + (f" (part {d['part']}, waived {d['waived']})"
+                                                                 if d.get("part") else ""))
+    lines.append(f"in place: {quiet['in place']}, none: {quiet['none']}")
+    lines += [f"model change: {json.dumps(m, sort_keys=True)}" for m in data["model_changes"]]
+    lines += [f"finding: {f['rule']}: {f['path']}: {f['message']}" for f in data["findings_introduced"]
+              if f["rule"] in ("replace-stateful", "rollout-fit")]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def results(base, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fields")
+    return {case: _diff(case, base, tmp) for case in CASES}
+
+
+def test_at_least_twenty_single_field_changes():
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_field_change_matches_golden(case, results):
+    text = _golden(results[case])
+    golden = FIELDS / f"{case}.txt"
+    if os.environ.get("FLEETFORM_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.read_text() == text, f"regenerate (FLEETFORM_UPDATE_GOLDEN=1) and review tests/golden-diff/fields/{case}.txt"
+
+
+TABLE_START, TABLE_END = "<!-- table: generated by tests/test_update_safety.py -->", "<!-- end of table -->"
+
+
+def _table(results) -> str:
+    rows = ["| field changed (reference blueprint) | class | what running machines or stored data notice |",
+            "|---|---|---|"]
+    for case in CASES:
+        data = results[case]
+        noticed = [d for d in data["disruptions"] if d["how"] not in GENERIC or d.get("part")]
+        shown = ", ".join(f"{d['what']} ({d['class']})" for d in noticed[:4]) + \
+            (f", {len(noticed) - 4} more" if len(noticed) > 4 else "")
+        rows.append(f"| `{CASES[case][0]}` | {data['summary']['disruption']} | {shown or 'cloud resources updated in place only'} |")
+    return "\n".join(rows)
+
+
+def test_the_documented_table_is_the_derived_one(results):
+    text = DOC.read_text()
+    table = _table(results)
+    if os.environ.get("FLEETFORM_UPDATE_GOLDEN"):
+        text = re.sub(re.escape(TABLE_START) + ".*?" + re.escape(TABLE_END),
+                      lambda _: f"{TABLE_START}\n{table}\n{TABLE_END}", text, flags=re.S)
+        DOC.write_text(text)
+    assert f"{TABLE_START}\n{table}\n{TABLE_END}" in text, "regenerate docs/update-safety.md (FLEETFORM_UPDATE_GOLDEN=1)"
