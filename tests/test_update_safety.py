@@ -151,3 +151,83 @@ def test_the_documented_table_is_the_derived_one(results):
                       lambda _: f"{TABLE_START}\n{table}\n{TABLE_END}", text, flags=re.S)
         DOC.write_text(text)
     assert f"{TABLE_START}\n{table}\n{TABLE_END}" in text, "regenerate docs/update-safety.md (FLEETFORM_UPDATE_GOLDEN=1)"
+
+
+def _by_what(data: dict) -> dict[str, dict]:
+    return {d["what"]: d for d in data["disruptions"]}
+
+
+def test_a_slurm_fleets_instance_type_says_what_running_nodes_do(results):
+    """Issue 19, review defect 5: it said "0 to replace" and nothing about the running nodes."""
+    data = results["train-instance-type"]
+    assert data["summary"]["resources"]["replace"] == 0 and data["summary"]["disruption"] == "node roll"
+    roll = _by_what(data)["LaunchTemplate train-nodes"]
+    assert roll["class"] == "node roll" and "keep the old instance until their jobs end" in roll["how"]
+    assert "needs no spare capacity" in roll["how"]
+    conf = next(d for d in data["disruptions"] if "train/slurm/slurm.conf" in d["what"])
+    assert conf["class"] == "in place" and "scontrol reconfigure" in conf["how"]
+
+
+def test_a_replaced_state_volume_says_its_data_is_lost(results):
+    """Issue 19, review defect 6: replacing the controller's state volume had no "data lost" line."""
+    data = results["availability-zone"]
+    volume = _by_what(data)["Volume train-controller-state"]
+    assert volume["class"] == "data loss" and volume["part"] == "train/state-volume" and not volume["waived"]
+    assert "replaces Volume train-controller-state: the data stored on it is lost" in data["summary"]["effects"]
+
+
+def test_a_model_swap_names_both_models_with_gpus_and_startup(results):
+    """Issue 19, review defect 6: a model swap read as "3 to update" and a hash."""
+    from fleetform.changes import model_change_text
+
+    (swap,) = results["serve-model"]["model_changes"]
+    assert (swap["old"]["model"], swap["new"]["model"]) == ("meta-llama/Llama-3.1-70B-Instruct",
+                                                            "Qwen/Qwen2.5-72B-Instruct")
+    text = model_change_text(swap)
+    assert text.startswith("fleet serve: model llama-70b (meta-llama/Llama-3.1-70B-Instruct, 4 GPUs of p5.48xlarge "
+                           "per replica x 2-20 replicas) replaced by llama-70b (Qwen/Qwen2.5-72B-Instruct")
+    assert "may take up to 33 min to start" in text  # the startup probe: 200 x 10 s
+    assert results["serve-image"]["model_changes"] == []  # a new image serves the same model
+
+
+def test_a_region_move_replaces_everything_regional_and_says_what_is_lost(results):
+    """Issue 19, review defect 4: the VPC and buckets were missing and the EKS cluster "updated in place"."""
+    data = results["region"]
+    actions = {c["name"]: c["action"] for c in data["resources"]}
+    for name in ("network-vpc", "storage-checkpoints", "rendered-bucket", "eks-cluster", "storage-scratch",
+                 "train-controller-state", "serve-gpu"):
+        assert actions[name] == "replace", name
+    assert all(c["action"] != "replace" for c in data["resources"] if c["type"].startswith("aws:iam/"))
+    move = data["region_move"]
+    assert (move["old"], move["new"]) == ("us-east-1", "us-west-2")
+    assert move["data_lost"] == ["Bucket storage-checkpoints", "LustreFileSystem storage-scratch",
+                                 "Volume train-controller-state"]
+    assert any("copy the data first" in step for step in move["steps"])
+    rules = sorted(f["rule"] for f in data["findings_introduced"])
+    assert rules.count("replace-stateful") == 4  # bucket, file system, controller, state volume
+
+
+def test_a_rollout_that_cannot_fit_is_a_finding_with_the_numbers(results, base, tmp_path):
+    (finding,) = [f for f in results["serve-max-surge"]["findings_introduced"] if f["rule"] == "rollout-fit"]
+    assert "needs 4 spare GPUs (max_surge 1 x 4 GPUs per replica), but fleet serve has 0" in finding["message"]
+    assert finding["severity"] == "error" and finding["path"] == "fleets[1].models[0].max_surge"
+    # negative control: at most 18 replicas leave 8 GPUs spare, enough for one more replica of 4
+    text = REF.read_text().replace("replicas: {min: 2, max: 20}", "replicas: {min: 2, max: 18}\n        max_surge: 1", 1)
+    path = tmp_path / "fits.yaml"
+    path.write_text(text)
+    result, built = build(str(path), display="fits.yaml")
+    data = compute("blueprints/reference.yaml", base[1], "fits.yaml", built, base[0], result)
+    assert _by_what(data)["Deployment serve-deployment-llm-llama-70b"]["class"] == "rolling"
+    assert [f for f in data["findings_introduced"] if f["rule"] == "rollout-fit"] == []
+
+
+def test_allow_replace_names_a_part_the_blueprint_has(tmp_path):
+    from fleetform.pipeline import check
+
+    good = "update_safety:\n  allow_replace:\n    - {part: train/state-volume, reason: drained}\n"
+    path = tmp_path / "bp.yaml"
+    path.write_text(REF.read_text() + good)
+    assert [f.rule for f in check(str(path)).findings if f.rule == "allow-replace-part"] == []
+    path.write_text(REF.read_text() + good.replace("train/state-volume", "serve/state-volume"))
+    (finding,) = [f for f in check(str(path)).findings if f.rule == "allow-replace-part"]
+    assert finding.path == "update_safety.allow_replace[0].part" and "no stateful part" in finding.message
