@@ -231,3 +231,31 @@ def test_allow_replace_names_a_part_the_blueprint_has(tmp_path):
     path.write_text(REF.read_text() + good.replace("train/state-volume", "serve/state-volume"))
     (finding,) = [f for f in check(str(path)).findings if f.rule == "allow-replace-part"]
     assert finding.path == "update_safety.allow_replace[0].part" and "no stateful part" in finding.message
+
+
+def test_an_eks_node_roll_on_a_reservation_is_a_finding_with_the_numbers(tmp_path):
+    """EKS launches new nodes before it drains old ones (EKS_SURGE_SOURCE): a fleet on a capacity
+    reservation sized for nodes.max has no room for them. A label change rolls every node group (new
+    launch template version). Negative control: the same change on demand is no finding."""
+    text = REF.read_text()
+    old = "    nodes: {min: 1, max: 10}\n    capacity:\n      type: on-demand\n"
+    reserved = text.replace(old, "    nodes: {min: 1, max: 10}\n    capacity:\n      type: reservation\n"
+                                 "      reservation_id: cr-0123456789abcdef0\n", 1)
+    assert reserved != text
+    sides = {}
+    for name, body in (("on-demand", text), ("reserved", reserved)):
+        for side, content in (("old", body), ("new", body.replace("    team: ml-platform", "    team: ml-research", 1))):
+            path = tmp_path / f"{name}-{side}.yaml"
+            path.write_text(content)
+            sides[(name, side)] = build(str(path), display=path.name)
+    found = {}
+    for name in ("on-demand", "reserved"):
+        (old_result, old_built), (new_result, new_built) = sides[(name, "old")], sides[(name, "new")]
+        data = compute("old", old_built, "new", new_built, old_result, new_result)
+        assert _by_what(data)["NodeGroup serve-gpu"]["class"] == "node roll"
+        found[name] = [f for f in data["findings_introduced"] if f["rule"] == "rollout-fit"]
+    assert found["on-demand"] == []
+    (finding,) = found["reserved"]
+    assert finding["path"] == "fleets[1].capacity"
+    assert "launching up to 2 new nodes before it drains old ones" in finding["message"]
+    assert "10 + 2 = 12 nodes, beyond a reservation sized for the fleet's 10" in finding["message"]
