@@ -324,7 +324,9 @@ def _summary_lines(data: dict, markdown: bool) -> list[str]:
 
     lines += [model_change_text(item) for item in data.get("model_changes", ())]
     if data.get("disruptions") is not None:
-        lines.append(f"most disruptive: {data['summary']['disruption']}")
+        lines.append(f"most disruptive: {data['summary']['disruption']}" +
+                     (" (of the rendered files: the cloud resources were not compared)"
+                      if data["resources_not_recorded"] else ""))
     return [(f"- {line}" if markdown else f"  {line}") for line in lines]
 
 
