@@ -348,8 +348,8 @@ def _disruption_lines(data: dict, markdown: bool) -> list[str]:
         lines.append(f"- {text}" if markdown else f"  {text}")
     if quiet:
         counts = {c: sum(1 for d in quiet if d["class"] == c) for c in ("in place", "none")}
-        text = (f"and {counts['in place']:,} cloud resources updated in place or replaced with nothing stored on "
-                f"them, {counts['none']:,} created or retagged: nothing running notices them")
+        text = (f"and {_count(counts['in place'], 'cloud resource')} updated in place or replaced with nothing "
+                f"stored on them, {counts['none']:,} created or retagged: nothing running notices these")
         lines.append(f"- {text}" if markdown else f"  {text}")
     return lines
 
