@@ -9,6 +9,9 @@ blueprint, before the schema sees it.
   into the base file.
 
 Bases are looked up in the `bases/` folder beside the blueprint, then in the bases fleetform ships.
+The folder is the one of the file read (`source`), not of the name findings show: `fleetform diff
+REV:path` reads an exported copy of the revision and names it `REV:path`, and its bases must be
+the revision's own, as `validate` of that revision would find them.
 """
 
 from __future__ import annotations
@@ -184,23 +187,44 @@ def _extends(doc: Document) -> tuple[str, str] | None:
     return name, version
 
 
+def _namer(source: str, display: str):
+    """How findings name a base file read for a blueprint shown under another name: the base's path
+    from the blueprint's folder, joined to the shown name's folder (`HEAD:blueprints/bases/x/1.0.0.yaml`
+    for `HEAD:blueprints/llm.yaml`); None (the real path) when the names agree or the base lies
+    outside the blueprint's folder (a base fleetform ships)."""
+    folder = os.path.realpath(os.path.dirname(os.path.abspath(source)))
+    head = (display.rpartition("/")[0] + "/" if "/" in display else
+            display.partition(":")[0] + ":" if ":" in display else "")
+
+    def name(path: Path) -> str | None:
+        if source == display or not inside(path, folder):
+            return None
+        return head + os.path.relpath(os.path.realpath(path), folder).replace(os.sep, "/")
+    return name
+
+
 def resolve(doc: Document, _chain: tuple[tuple[str, str], ...] = (), _roots_of: list[Path] | None = None,
-            _top: Path | None = None) -> Document:
-    """The document with its bases merged in (raises LoadError with findings)."""
+            _top: Path | None = None, source: str | None = None, _name=None) -> Document:
+    """The document with its bases merged in (raises LoadError with findings). `source` is the file
+    the document was read from when findings name it otherwise (doc.file); bases are looked up
+    beside it."""
     pin = _extends(doc)
     if pin is None:
         return doc
-    roots = _roots_of or _roots(doc.file)
-    top = _top or repository(doc.file)
+    source = source or doc.file
+    roots = _roots_of or _roots(source)
+    top = _top or repository(source)
+    name = _name or _namer(source, doc.file)
     if pin in _chain:
         cycle = " -> ".join(f"{n} {v}" for n, v in _chain + (pin,))
         raise _error(doc, ("extends",), f"bases extend each other in a cycle: {cycle}", "break the cycle")
     path = _find(doc, *pin, roots, top)
+    shown = name(path)
     try:
-        base = load(path)
+        base = load(path, shown)
     except OSError as err:
-        raise _error(doc, ("extends",), f"cannot read base {path}: {err.strerror or err}") from None
-    base = resolve(base, _chain + (pin,), roots, top)
+        raise _error(doc, ("extends",), f"cannot read base {shown or path}: {err.strerror or err}") from None
+    base = resolve(base, _chain + (pin,), roots, top, str(path), name)
     merge = _Merge(base, doc)
     data = merge.merge(base.data, doc.data, (), (), ())
     if merge.findings:

@@ -197,8 +197,12 @@ def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> 
     return effects
 
 
-def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change]:
-    """The changes from one recorded plan to another, in a stable order."""
+def compare(old_resources: list[dict], new_resources: list[dict],
+            regions: tuple[str | None, str | None] = (None, None)) -> list[Change]:
+    """The changes from one recorded plan to another, in a stable order. `regions` (old, new): a
+    region the blueprint moves to replaces every regional resource (the provider's region is not an
+    input the mocks record, so it is added here as the input `(region)` of each)."""
+    moved = regions[0] != regions[1]
     table = replacement_data()
     old = {_key(r): r for r in old_resources if not r["type"].startswith("fleetform:")}
     new = {_key(r): r for r in new_resources if not r["type"].startswith("fleetform:")}
@@ -224,6 +228,8 @@ def compare(old_resources: list[dict], new_resources: list[dict]) -> list[Change
         inputs = [InputChange(path, a, b, _forces(path, replace_on))
                   for path, a, b in _leaf_changes(_as_renamed(before["inputs"], pairs), res["inputs"], "")
                   if not any(path == i or path.startswith(i + ".") for i in ignored)]
+        if moved and not res["type"].startswith(GLOBAL_TYPES + ("pulumi:",)):
+            inputs.append(InputChange("(region)", regions[0], regions[1], True))
         changed_paths = {i.path for i in inputs}
         for input_key, deps in sorted(res.get("deps", {}).items()):
             for dep in deps:
@@ -276,3 +282,270 @@ def show_value(value: Any, limit: int = 72) -> str:
 
     what = f"{len(value):,} characters" if isinstance(value, str) else f"{len(text):,} characters of JSON"
     return f"<{what}, sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]}>"
+
+
+# ---- disruption: what each change does to running machines and stored data, and when ----------
+
+CLASSES = ("none", "in place", "next job", "rolling", "node roll", "drain", "replace with state", "data loss")
+"""Disruption classes, from least to most disruptive (docs/update-safety.md has the table of which
+change falls in which class). "next job" is the day-2 contract's class of files that tasks read
+(nccl.env): each node installs the new file before its next job, a running job keeps its own."""
+
+GLOBAL_TYPES = ("aws:iam/",)
+"""IAM is global: a region move keeps its roles and policies; every other AWS resource is regional."""
+
+EKS_SURGE_SOURCE = "https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html"
+"""EKS's managed node update launches new nodes first: it raises the Auto Scaling group's maximum and
+desired size by the larger of up to twice the number of Availability Zones or maxUnavailable
+(default 1), then drains and terminates the old nodes."""
+
+STATEFUL_PARTS = {"aws:ec2/instance:Instance": "controller", "aws:ebs/volume:Volume": "state-volume",
+                  "aws:ec2/volume:Volume": "state-volume",
+                  "aws:fsx/lustreFileSystem:LustreFileSystem": "file-system", "aws:s3/bucket:Bucket": "bucket"}
+"""The parts whose replacement needs `update_safety.allow_replace` in the blueprint: the Slurm
+controller (its instance and its state volume) of a training fleet, and storage's file systems and
+buckets. Which component a resource belongs to comes from the recorded plan's parents."""
+
+
+GENERIC = ("created; nothing running changes", "tags only: updated in place, nothing running notices",
+           "replaced with a new id; nothing is stored on it", "deleted; nothing is stored on it",
+           "updated in place; nothing running restarts")
+"""What most resource changes do: nothing a running machine notices. Text and markdown count these
+instead of listing each (the resource list names them; JSON has every one)."""
+
+
+TRAINING_ROLL_INPUTS = {"instanceType", "imageId", "networkInterfaces", "placement", "blockDeviceMappings",
+                        "instanceMarketOptions", "capacityReservationSpecification", "metadataOptions",
+                        "iamInstanceProfile"}
+"""Launch template inputs of a Slurm training fleet whose change rolls its nodes (the day-2 contract:
+instance type, image, EFA/launch-template layout, placement: each node is drained once idle and
+launched again from the new version). Others (user data, tags) reach a node when it is next launched."""
+
+
+@dataclass
+class Disruption:
+    cls: str
+    what: str  # the part: a resource, a rendered file, a fleet or a model
+    how: str  # what running machines (or stored data) do, and when
+    part: str | None = None  # the waiver's name of a stateful part replaced: `train/controller`, `storage/scratch`
+    waived: bool = False
+
+    def to_dict(self) -> dict:
+        data = {"class": self.cls, "what": self.what, "how": self.how}
+        if self.part:
+            data.update(part=self.part, waived=self.waived)
+        return data
+
+
+def _components(resources: list[dict]) -> dict[str, tuple[str, str]]:
+    """resource name -> (component type's last word, component name), from the parents recorded."""
+    by_name = {r["name"]: r for r in resources}
+    out = {}
+    for r in resources:
+        name, seen = r["name"], set()
+        while by_name.get(name, {}).get("parent") and name not in seen:
+            seen.add(name)
+            name = by_name[name]["parent"]
+        top = by_name.get(name, {})
+        out[r["name"]] = (top.get("type", "").split(":")[-1], top.get("name", name))
+    return out
+
+
+def _part(change: Change, component: tuple[str, str]) -> str | None:
+    kind = STATEFUL_PARTS.get(change.type)
+    if kind is None:
+        return None
+    owner_type, owner = component
+    if kind in ("controller", "state-volume") and owner_type == "TrainingFleet":
+        return f"{owner}/{kind}"
+    if kind in ("file-system", "bucket") and owner_type == "Storage":
+        prefix = f"{owner}-"
+        return f"storage/{change.name[len(prefix):] if change.name.startswith(prefix) else change.name}"
+    return None
+
+
+def _tags_only(change: Change) -> bool:
+    """Only tags change: of the resource, or (a launch template's tagSpecifications) of the instances
+    it launches from now on; running instances keep theirs and nothing restarts."""
+    tags = UNVERSIONED | ({"tagSpecifications"} if change.short_type == "LaunchTemplate" else set())
+    return bool(change.inputs) and all(i.path.split(".")[0] in tags for i in change.inputs)
+
+
+def classify(change: Change, component: tuple[str, str]) -> Disruption:
+    """The disruption of one resource change, from its type, action, inputs and component."""
+    data = replacement_data().get(change.type, {})
+    kind, what = change.short_type, f"{change.short_type} {change.name}"
+    part = _part(change, component)
+    gone = change.action in (REPLACE, DELETE)
+    if change.action == CREATE:
+        return Disruption("none", what, GENERIC[0])
+    if change.action == UPDATE and _tags_only(change):
+        return Disruption("none", what, GENERIC[1])
+    if gone and data.get("loses_data") and component[0] == "RenderedFiles":
+        return Disruption("in place", what, "replaced; `pulumi up` uploads the rendered artifact into the new one")
+    if gone and data.get("loses_data"):
+        verb = "replaced by an empty one" if change.action == REPLACE else "deleted"
+        return Disruption("data loss", what, f"{verb}: the data stored on it is lost unless copied out first", part)
+    if kind == "Instance" and component[0] == "TrainingFleet":
+        if gone:
+            return Disruption("replace with state", what,
+                              f"the Slurm controller is {'replaced' if change.action == REPLACE else 'deleted'}: "
+                              "slurmctld is down until the new instance has booted and mounted the state volume; "
+                              "jobs submitted meanwhile fail, running jobs keep running on their nodes", part)
+        if any(_forces(i.path, data.get("restarts_on", [])) for i in change.inputs):
+            return Disruption("in place", what, "stopped and started: slurmctld is down for the minutes the "
+                                                "instance takes to boot; running jobs keep running on their nodes")
+    if kind == "NodeGroup":
+        nodes = "all nodes" if change.action == REPLACE else "the nodes"
+        if gone:
+            return Disruption("drain", what, f"{nodes} of the node group are cordoned and drained (pods evicted "
+                                             "within their PodDisruptionBudgets), then terminated")
+        if any(_forces(i.path, data.get("rolls_nodes_on", [])) for i in change.inputs):
+            return Disruption("node roll", what, "EKS launches new nodes first (up to 2 per Availability Zone, or "
+                                                 "maxUnavailable), drains the old ones and terminates them")
+    if kind == "LaunchTemplate" and component[0] == "TrainingFleet":
+        if change.action == UPDATE and not any(i.path.split(".")[0] in TRAINING_ROLL_INPUTS for i in change.inputs):
+            return Disruption("in place", what, "a new launch template version: nodes launched from now on (power "
+                                                "up after suspend, replacements) boot from it; running nodes keep "
+                                                "theirs")
+        return Disruption("node roll", what,
+                          "running nodes keep the old instance until their jobs end; each is then drained and "
+                          "replaced (terminated, launched again from the new launch template under the same "
+                          "name); needs no spare capacity: a node is replaced only after it is idle")
+    if kind == "Cluster" and gone:
+        return Disruption("replace with state", what, "a new EKS cluster: every object in the old one (also those "
+                                                      "fleetform does not manage) is gone; all pods start again")
+    if kind == "Deployment":
+        if gone:
+            return Disruption("drain", what, "its pods are terminated after their grace period")
+        return Disruption("rolling", what, "Kubernetes replaces the pods one by one (maxSurge/maxUnavailable); "
+                                           "each new pod serves once its startup probe passes")
+    if change.action == REPLACE:
+        return Disruption("in place", what, GENERIC[2])
+    if change.action == DELETE:
+        return Disruption("in place", what, GENERIC[3])
+    return Disruption("in place", what, GENERIC[4])
+
+
+def file_disruption(path: str, mark: str) -> Disruption | None:
+    """What a changed rendered file does on the machines (the day-2 contract: `pulumi up` uploads the
+    rendered folder; each training fleet's controller keeper applies it within about a minute)."""
+    parts = path.split("/")
+    if len(parts) >= 3 and parts[1] == "slurm" and parts[-1].endswith(".conf"):
+        return Disruption("in place", path, "within about a minute the controller's keeper installs it and runs "
+                                            "`scontrol reconfigure`: slurmctld and every slurmd read it; running "
+                                            "jobs continue; nodes added are powered up, nodes removed are drained "
+                                            "and terminated once idle")
+    if len(parts) == 2 and parts[1] == "nccl.env":
+        return Disruption("next job", path, "every node installs it before the next job starts on it; a running "
+                                            "job keeps the environment it started with, and no job mixes two "
+                                            "versions across its nodes")
+    if len(parts) >= 3 and parts[1] == "slurm" and parts[2] == "bin":
+        return Disruption("in place", path, "the keeper installs it with the rest of the artifact; programs run "
+                                            "from then on (resume, suspend, prologs) use the new version")
+    if len(parts) >= 3 and parts[1] == "k8s" and path.endswith("-deployment.yaml"):
+        return Disruption("rolling", path, "applied by `pulumi up`: Kubernetes replaces the pods one by one")
+    return None
+
+
+def model_changes(old_model, new_model, renames: dict[str, str]) -> list[dict]:
+    """Models of inference fleets replaced by others: a model removed and one added in the same fleet
+    (paired in order), or one name serving another model. Each side with its model id, GPUs per
+    replica, replicas, and the startup budget its Deployment's startup probe gives it (the model's
+    `kube` server, fleetform/k8s.py)."""
+    def side(fleet, model) -> dict:
+        server = next((s for s in (fleet.kube.servers if fleet.kube else ()) if s.name == model.name), None)
+        probe = next((p for p in server.probes if p.kind == "startup"), None) if server else None
+        return {"name": model.name, "model": model.model, "gpus_per_replica": model.tensor_parallel,
+                "replicas": [model.replicas.min, model.replicas.max],
+                "instance_type": fleet.instance_type,
+                "startup_budget_s": probe.period_s * probe.failure_threshold if probe else None}
+
+    old_fleets = {renames.get(f.name, f.name): f for f in old_model.fleets if f.role == "inference"}
+    out = []
+    for fleet in new_model.fleets:
+        before = old_fleets.get(fleet.name)
+        if fleet.role != "inference" or before is None:
+            continue
+        old_by, new_by = {m.name: m for m in before.models}, {m.name: m for m in fleet.models}
+        for name in sorted(set(old_by) & set(new_by)):
+            if old_by[name].model != new_by[name].model:
+                out.append({"fleet": fleet.name, "old": side(before, old_by[name]), "new": side(fleet, new_by[name])})
+        removed = [m for m in before.models if m.name not in new_by]
+        added = [m for m in fleet.models if m.name not in old_by]
+        for a, b in zip(removed, added):
+            out.append({"fleet": fleet.name, "old": side(before, a), "new": side(fleet, b)})
+    return out
+
+
+def model_change_text(item: dict) -> str:
+    def one(s: dict) -> str:
+        low, high = s["replicas"]
+        replicas = f"{low}" if low == high else f"{low}-{high}"
+        return (f"{s['name']} ({s['model']}, {s['gpus_per_replica']} GPU{'s' if s['gpus_per_replica'] != 1 else ''} "
+                f"of {s['instance_type']} per replica x {replicas} replicas)")
+
+    budget = item["new"]["startup_budget_s"]
+    startup = f"; a new replica may take up to {budget // 60} min to start (its startup probe's budget)" \
+        if budget else ""
+    return f"fleet {item['fleet']}: model {one(item['old'])} replaced by {one(item['new'])}{startup}"
+
+
+def region_move(old_model, new_model, disruptions: list[Disruption]) -> dict | None:
+    """A blueprint that moves region: what is replaced, which data is lost, and how to move safely."""
+    if old_model.region == new_model.region:
+        return None
+    lost = [d.what for d in disruptions if d.cls == "data loss"]
+    steps = [f"bring the fleets up in {new_model.region} as a second blueprint (another metadata.name) beside the "
+             f"running one instead of moving this one: nothing is lost until the old one is destroyed",
+             "copy the data first: every checkpoint bucket to a bucket in the new region (`aws s3 sync` or S3 "
+             "Batch Replication), FSx data exported to S3 (its data repository association) and copied likewise",
+             "drain the Slurm queue: the controller's state volume (job queue, job ids) is not carried over",
+             "Capacity Blocks and capacity reservations belong to one Availability Zone: reserve in the new "
+             "region before the move",
+             "then point the blueprint's checkpoint and import paths at the copied data and destroy the old stack"]
+    return {"old": old_model.region, "new": new_model.region, "data_lost": lost, "steps": steps}
+
+
+def rollout_fit(new_model, disruptions: list[Disruption], changes: list[Change]) -> list[tuple]:
+    """(path, message, hint) of every rolling update that cannot fit in the capacity its fleet has:
+    a Deployment's surge (maxSurge x GPUs per replica) against the GPUs the fleet's node maximum
+    leaves spare with every model at its maximum replicas; an EKS node roll or replacement of a
+    fleet on a reservation or Capacity Block, whose new nodes EKS launches before it drains the old
+    ones (EKS_SURGE_SOURCE)."""
+    out = []
+    rolled = {d.what for d in disruptions if d.cls in ("rolling", "node roll", "drain")}
+    for fleet in new_model.fleets:
+        if fleet.role != "inference" or fleet.kube is None or fleet.shape is None or fleet.nodes is None:
+            continue
+        gpus = fleet.nodes.max * fleet.shape.gpu_count
+        used = sum(m.replicas.max * m.tensor_parallel for m in fleet.models)
+        whole = fleet.gpu_sharing.strategy in ("none", None)
+        for model in fleet.models:
+            names = {f"Deployment {fleet.name}-deployment-{fleet.kube.namespace}-{model.name}",
+                     f"{fleet.name}/k8s/{model.name}-deployment.yaml"}
+            if not names & rolled or not whole or not model.max_surge:
+                continue
+            need = model.max_surge * model.tensor_parallel
+            spare = gpus - used
+            if need > spare:
+                out.append((model.path + ("max_surge",),
+                            f"the rolling update of model {model.name} needs {need} spare GPUs (max_surge "
+                            f"{model.max_surge} x {model.tensor_parallel} GPUs per replica), but fleet {fleet.name} "
+                            f"has {spare}: {fleet.nodes.max} nodes x {fleet.shape.gpu_count} GPUs = {gpus}, "
+                            f"{used} of them taken with every model at its maximum replicas",
+                            "lower max_surge (0: one replica at a time is taken down, no spare GPU needed), lower "
+                            "replicas.max, or raise the fleet's nodes.max"))
+        if fleet.capacity_type in ("reservation", "capacity-block"):
+            groups = [c for c in changes if c.short_type == "NodeGroup" and c.name == f"{fleet.name}-gpu"
+                      and f"NodeGroup {c.name}" in rolled]
+            if groups:
+                surge = 2  # twice the one Availability Zone fleetform's node groups use, >= maxUnavailable 1
+                out.append((fleet.path + ("capacity",),
+                            f"EKS replaces the nodes of fleet {fleet.name} by launching up to {surge} new nodes "
+                            f"before it drains old ones ({EKS_SURGE_SOURCE}): {fleet.nodes.max} + {surge} = "
+                            f"{fleet.nodes.max + surge} nodes, beyond a {fleet.capacity_type} sized for the "
+                            f"fleet's {fleet.nodes.max}",
+                            f"reserve {surge} more nodes for the update, or first lower nodes.max to "
+                            f"{max(fleet.nodes.max - surge, 0)}, apply, then make this change"))
+    return out

@@ -390,6 +390,16 @@ class Waiver:
 
 
 @frozen
+class AllowReplace:
+    """A stateful part a change may replace (`update_safety.allow_replace`): `FLEET/controller`,
+    `FLEET/state-volume` or `storage/NAME`; `fleetform diff` refuses the replacement without it."""
+
+    part: str
+    reason: str
+    path: Path
+
+
+@frozen
 class Network:
     cidr: str | None
     vpc_id: str | None
@@ -416,6 +426,7 @@ class Blueprint:
     sha256: str
     bases: tuple[Mapping[str, str], ...] = ()  # versioned bases merged in: name, version, sha256
     cluster: Cluster | None = None  # aws: the one EKS cluster of the inference fleets
+    allow_replace: tuple[AllowReplace, ...] = ()  # update_safety.allow_replace
 
     def storage_named(self, name: str) -> Storage | None:
         return next((s for s in self.storage if s.name == name), None)

@@ -33,7 +33,7 @@ def check(path: str | Path, display: str | None = None) -> Result:
         if "extends" in doc.data:  # the merge of bases is imported (0.4 ms) only for a blueprint that has one
             from . import bases
 
-            doc = bases.resolve(doc)
+            doc = bases.resolve(doc, source=str(path))
     except LoadError as err:
         return Result(err.findings, None, None)
     findings = schema.check(doc)

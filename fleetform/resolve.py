@@ -16,7 +16,7 @@ from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .model import (
-    IMPORT_DIR, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
+    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
     KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch,
     Topology, Waiver, Weights, Workload, under,
 )
@@ -243,5 +243,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                       for i, w in enumerate(data.get("waivers", ()))),
         file=doc.file, sha256=doc.sha256,
         bases=tuple(MappingProxyType(dict(b)) for b in doc.bases),
+        allow_replace=tuple(AllowReplace(a["part"], a["reason"], ("update_safety", "allow_replace", i))
+                            for i, a in enumerate(data.get("update_safety", {}).get("allow_replace", ()))),
     )
     return replace(bp, cluster=cluster.build(bp, provider.get("eks")))

@@ -127,3 +127,42 @@ def test_example_workflows_pass_actionlint(tmp_path):
         text.replace('"$head" != "$HEAD_SHA"', '"$head" != "${{ github.event.pull_request.title }}"'))
     caught = _actionlint("comment.yml", tmp_path)
     assert caught.returncode == 1 and "potentially untrusted" in caught.stdout, caught.stdout
+
+
+def test_a_failed_diff_reaches_the_comment_and_fails_the_job(tmp_path):
+    """Issue 19, review defect 1: `fleetform diff ... || true` let a failed diff vanish from the pull
+    request's comment. The workflow's diff step runs here as GitHub runs it (bash -e), in a
+    repository with a base branch, with a `fleetform` on PATH that fails for one blueprint."""
+    if shutil.which("git") is None:
+        if os.environ.get("CI"):
+            pytest.fail("git is missing in CI")
+        pytest.skip("git is not installed")
+    (step,) = [s for s in _workflow("github-workflow.yml")["jobs"]["fleetform"]["steps"]
+               if s.get("name") == "Diff against the base branch"]
+    repo = tmp_path / "repo"
+    (repo / "blueprints").mkdir(parents=True)
+    for name in ("a.yaml", "b.yaml"):
+        (repo / "blueprints" / name).write_text("v1\n")
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git[:3] + ["init", "-q", "-b", "main"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "base"], check=True)
+    subprocess.run(git + ["checkout", "-qb", "pr"], check=True)
+    for name in ("a.yaml", "b.yaml"):
+        (repo / "blueprints" / name).write_text("v2\n")
+    subprocess.run(git + ["commit", "-qam", "change"], check=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "fleetform"
+    fake.write_text('#!/bin/sh\ncase "$3" in blueprints/a.yaml) echo "### diff of a"; exit 0 ;; esac\n'
+                    'echo "fleetform: error: no base is named \'platform\'" >&2; exit 1\n')
+    fake.chmod(0o755)
+    script = re.sub(r"\$\{\{[^}]*\}\}", "EXPR", step["run"])
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BASE": "main", "PR": "7"}
+    result = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
+    assert result.returncode != 0, "a failed diff must fail the job"
+    comment = (repo / "comment/comment.md").read_text()
+    assert "### diff of a" in comment  # the blueprints that could be compared are still there
+    assert "`fleetform diff` failed on `blueprints/b.yaml` (exit 1)" in comment
+    assert "no base is named 'platform'" in comment
+    assert sorted(p.name for p in (repo / "comment").iterdir()) == ["comment.md", "pr-number"]

@@ -40,7 +40,10 @@ def _by_name(data: dict) -> dict[str, dict]:
 
 
 def test_an_availability_zone_change_replaces_the_subnets_and_what_is_in_them(tmp_path):
-    data = _json(str(REF), str(_variant(tmp_path, "availability_zone: us-east-1a", "availability_zone: us-east-1b")))
+    moved = _variant(tmp_path, "availability_zone: us-east-1a", "availability_zone: us-east-1b")
+    data = _json(str(REF), str(moved), code=1)  # file system, controller, state volume replaced: not allowed
+    assert sorted(f["message"].split(" ")[1] for f in data["findings_introduced"]
+                  if f["rule"] == "replace-stateful") == ["storage-scratch", "train-controller", "train-controller-state"]
     changes = _by_name(data)
     subnet = changes["network-private"]
     assert subnet["action"] == "replace"
@@ -56,6 +59,16 @@ def test_an_availability_zone_change_replaces_the_subnets_and_what_is_in_them(tm
     assert "replaces LustreFileSystem storage-scratch: the data stored on it is lost" in effects
     assert "replaces all nodes of node group serve-gpu (1-10 x p5.48xlarge)" in effects
     assert data["summary"]["resources"]["replace"] >= 6
+    # allowed in the blueprint, the change is no error, and the diff says so
+    allowed = moved.read_text() + ("update_safety:\n  allow_replace:\n"
+                                   "    - {part: storage/scratch, reason: scratch data is staged again from S3}\n"
+                                   "    - {part: train/controller, reason: the queue is drained first}\n"
+                                   "    - {part: train/state-volume, reason: the queue is drained first}\n")
+    moved.write_text(allowed)
+    data = _json(str(REF), str(moved))
+    assert data["findings_introduced"] == []
+    waived = {d["part"]: d["waived"] for d in data["disruptions"] if d.get("part")}
+    assert waived == {"storage/scratch": True, "train/controller": True, "train/state-volume": True}
 
 
 def test_a_change_of_instance_type_shows_cost_and_sizing_deltas_and_names_what_is_unpriced(tmp_path):
@@ -173,3 +186,89 @@ def test_findings_of_a_git_revision_name_the_revision(tmp_path):
     (repo / "blueprints/reference.yaml").write_text(REF.read_text().replace("nodes: 6 ", "nodes: 5 ", 1))
     out = run_cli("diff", "blueprints/reference.yaml", "HEAD:blueprints/reference.yaml", cwd=repo).stdout
     assert "HEAD:blueprints/reference.yaml:" in out and "fleetform-diff-" not in out
+
+
+def _team_repo(tmp_path, base_name: str = "platform"):
+    """A team's repository: a blueprint that extends a base kept in the repository's own bases/ (the
+    shipped efa-training base copied under `base_name` with 2 nodes instead of 4), one commit."""
+    require("git", "git")
+    repo = tmp_path / "team"
+    bases = repo / "blueprints/bases" / base_name
+    bases.mkdir(parents=True)
+    shipped = (ROOT / "blueprints/bases/efa-training/1.0.0.yaml").read_text()
+    assert "    nodes: 4\n" in shipped
+    (bases / "1.0.0.yaml").write_text(shipped.replace("    nodes: 4\n", "    nodes: 2\n", 1)
+                                      .replace("../../fleetform-v1", "../../../fleetform-v1"))
+    (repo / "blueprints/bp.yaml").write_text(
+        f"apiVersion: fleetform/v1\nkind: Blueprint\nextends: {{name: {base_name}, version: 1.0.0}}\n"
+        "metadata: {name: team, version: 1.0.0}\n")
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "base"], check=True)
+    return repo, git
+
+
+def test_a_git_revision_resolves_the_bases_kept_in_its_own_repository(tmp_path):
+    """Issue 19, review defect 1: bases were looked for beside the label HEAD:blueprints/..."""
+    repo, _ = _team_repo(tmp_path)
+    path = repo / "blueprints/bp.yaml"
+    path.write_text(path.read_text() + "fleets: [{name: train, nodes: 3}]\n")
+    result = run_cli("diff", "--no-resources", "--format", "json", "HEAD:blueprints/bp.yaml", "blueprints/bp.yaml",
+                     cwd=repo)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (train,) = json.loads(result.stdout)["cost"]["fleets"]
+    assert (train["old"]["nodes"], train["new"]["nodes"]) == ([2, 2], [3, 3])
+    # a finding inside the revision's base names it as REV:path, never the exported copy
+    base = repo / "blueprints/bases/platform/1.0.0.yaml"
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "x"],
+                   check=True)
+    base.write_text(base.read_text().replace("instance_type: p5.48xlarge", "instance_type: p5.49xlarge", 1))
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qam", "y"],
+                   check=True)
+    bad = run_cli("diff", "--no-resources", "HEAD:blueprints/bp.yaml", "HEAD~1:blueprints/bp.yaml", cwd=repo)
+    assert bad.returncode == 1
+    assert "HEAD:blueprints/bases/platform/1.0.0.yaml:" in bad.stdout and "fleetform-diff-" not in bad.stdout
+
+
+def test_a_local_base_named_like_a_shipped_one_is_the_one_both_sides_use(tmp_path):
+    """Issue 19, review defect 2: the old side resolved the shipped efa-training (4 nodes), the new
+    side the repository's own (2 nodes): an unchanged blueprint showed a cost change."""
+    repo, _ = _team_repo(tmp_path, "efa-training")
+    same = run_cli("diff", "--no-resources", "--detailed-exitcode", "HEAD:blueprints/bp.yaml", "blueprints/bp.yaml",
+                   cwd=repo)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "train: 2 x" not in same.stdout
+    validated = run_cli("plan", "--no-resources", "--format", "json", "blueprints/bp.yaml", cwd=repo)
+    (fleet,) = json.loads(validated.stdout)["cost"]["fleets"]
+    assert fleet["nodes"] == [2, 2]  # what validate/plan of the checkout resolves
+
+
+def test_an_absolute_symlink_in_the_blueprints_folder_does_not_break_diff(tmp_path):
+    """Issue 19, review defect 3: tarfile's data filter refused the link and diff exited 3."""
+    repo, git = _team_repo(tmp_path)
+    (repo / "blueprints/latest").symlink_to("/etc")
+    (repo / "blueprints/escape").symlink_to("../../..")
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "links"], check=True)
+    result = run_cli("diff", "--no-resources", "--detailed-exitcode", "HEAD:blueprints/bp.yaml", "blueprints/bp.yaml",
+                     cwd=repo)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # a blueprint that is such a link is judged as validate judges it: a finding, not a crash
+    (repo / "blueprints/linked.yaml").symlink_to("/etc/hostname")
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "linked"], check=True)
+    linked = run_cli("diff", "--no-resources", "HEAD:blueprints/linked.yaml", "blueprints/bp.yaml", cwd=repo)
+    assert linked.returncode in (1, 2) and "Traceback" not in linked.stderr, linked.stderr
+
+
+def test_no_resources_claims_no_resource_counts(tmp_path):
+    """Issue 19, review defect 7: `--no-resources` printed "0 to delete" for what it never compared."""
+    result = run_cli("diff", "--no-resources", str(REF), str(_changed(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert "to delete" not in result.stdout and "to replace" not in result.stdout
+    assert "cloud resources not compared (left out (--no-resources))" in result.stdout
+    # what the rendered files do is still said, and that it is all that was compared
+    assert "most disruptive: in place (of the rendered files: the cloud resources were not compared)" in result.stdout
+    data = _json("--no-resources", str(REF), str(_changed(tmp_path)))
+    assert data["summary"]["resources"] is None and data["resources_not_recorded"]

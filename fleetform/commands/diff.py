@@ -40,9 +40,33 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
+def _extract(archive: bytes, target: Path) -> None:
+    """A revision's tree as a checkout of it would be: files through tarfile's "data" filter, then
+    symlinks as git stores them, absolute or leading out of the tree included (the filter refuses
+    those, and a blueprint folder holding one is no reason for diff to fail). Links come last, so
+    nothing is ever written through one; reading through one is judged as validate judges it (a
+    blueprint or base that leads outside its repository is a finding)."""
+    links = []
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar:
+            if member.issym() or member.islnk():
+                links.append(member)
+            elif member.isfile() or member.isdir():
+                tar.extract(member, target, filter="data")
+    for member in links:
+        where = target / member.name
+        if os.path.normpath(member.name).startswith(("..", "/")) or os.path.lexists(where):
+            continue
+        where.parent.mkdir(parents=True, exist_ok=True)
+        # a hard link in git's archive is impossible; one in it is kept as the symlink it would be
+        os.symlink(member.linkname, where)
+
+
 def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
-    """(path to read, label) for a file or a git REV:path; a revision's folder is exported whole, so
-    the blueprint's bases come from the same revision."""
+    """(path to read, label) for a file or a git REV:path (REV:path names a path from the top of the
+    repository, as git does). The revision's whole tree is exported, with a `.git` marker at its top:
+    the blueprint's bases, and what a base may link to in the repository, come from the same
+    revision, found as `validate` in a checkout of it finds them."""
     from ..cli import UsageError
 
     if Path(spec).exists() or ":" not in spec:
@@ -51,21 +75,29 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
     if rev.startswith("-") or not rev:
         # git would read it as an option (`--output=FILE` truncated a file); no revision starts with '-'
         raise UsageError(f"{spec}: {rev!r} is not a git revision" + (" (it would be read as an option)" if rev else ""))
-    folder = str(Path(path).parent)
     try:
-        # --end-of-options (git 2.24+): nothing after it is an option, whatever it starts with; with it,
-        # git archive takes the next words as the revision and pathspecs (a `--` would be a pathspec)
-        archive = subprocess.run(["git", "archive", "--format=tar", "--end-of-options", rev, folder],
-                                 capture_output=True, check=True, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
+        top, _, prefix = subprocess.run(["git", "rev-parse", "--show-toplevel", "--show-prefix"],
+                                        capture_output=True, check=True, text=True).stdout.partition("\n")
+        top, prefix = top.strip(), prefix.strip()
+        # --end-of-options (git 2.24+): nothing after it is an option, whatever it starts with
+        archive = subprocess.run(["git", "archive", "--format=tar", "--end-of-options", rev],
+                                 capture_output=True, check=True, cwd=top)
     except (OSError, subprocess.CalledProcessError) as err:
         detail = getattr(err, "stderr", b"") or str(err).encode()
+        if isinstance(detail, str):
+            detail = detail.encode()
         raise UsageError(f"cannot read {spec} from git: {detail.decode(errors='replace').strip()}") from None
-    target = tmp / rev.replace("/", "_")
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(target, filter="data")
-    if not (target / path).is_file():
+    target = tmp / f"rev{len(list(tmp.iterdir()))}"
+    target.mkdir()
+    _extract(archive.stdout, target)
+    (target / ".git").write_text("")  # the exported tree's top is its repository's top, as in a checkout
+    # git reads REV:./x and REV:../x from the current folder, any other REV:x from the top
+    relative = os.path.normpath(prefix + path) if path.startswith(("./", "../")) else path
+    if relative.startswith(".."):
+        raise UsageError(f"{spec}: the path leads outside the repository")
+    if not (target / relative).is_file():
         raise UsageError(f"{spec}: no such file at {rev}")
-    return str(target / path), spec
+    return str(target / relative), spec
 
 
 def _side(spec: str, tmp: Path, resources: bool):
@@ -177,28 +209,73 @@ def _cost_lines(cost: dict) -> list[str]:
     return lines
 
 
-def compute(old_label: str, old_built, new_label: str, new_built) -> dict:
-    """The facts of a diff as data: the JSON format prints it, text and markdown render it."""
-    from ..changes import SIGNS, compare
+def compute(old_label: str, old_built, new_label: str, new_built, old_result=None, new_result=None) -> dict:
+    """The facts of a diff as data: the JSON format prints it, text and markdown render it. With the
+    two sides' validation results (their models and the new side's document) it also says what each
+    change does to running machines (its disruption class), which models are swapped, what a region
+    move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
+    from ..changes import CLASSES, SIGNS, Disruption, classify, compare, file_disruption, model_changes, \
+        region_move, rollout_fit, _components
+    from ..rules import REPLACE_STATEFUL, ROLLOUT_FIT
 
     (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
+    old_model = old_result.model if old_result is not None else None
+    new_model = new_result.model if new_result is not None else None
+    regions = (old_model.region, new_model.region) if old_model and new_model else (None, None)
     unrecorded = next((d["resources_not_recorded"] for d in (old, new) if d["resources"] is None), None)
-    resources = [] if unrecorded else compare(old["resources"], new["resources"])
+    resources = [] if unrecorded else compare(old["resources"], new["resources"], regions)
+    files = _file_changes(old_files, new_files)
+    disruptions = []
+    if not unrecorded:
+        owners = {**_components(old["resources"]), **_components(new["resources"])}
+        disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
+    grouped: dict[tuple, list] = {}  # the files of one fleet that do the same, on one line
+    for item in files:
+        found = file_disruption(item["path"], item["change"])
+        if found is not None and not (found.cls == "rolling" and not unrecorded):  # resources show the Deployment
+            grouped.setdefault((item["path"].split("/")[0], found.cls, found.how), []).append(found.what)
+    for (_, cls, how), paths in grouped.items():
+        disruptions.append(Disruption(cls, ", ".join(paths), how))
+    allowed = {a.part for a in new_model.allow_replace} if new_model else set()
+    for d in disruptions:
+        d.waived = d.part in allowed
+    swaps = model_changes(old_model, new_model, _renames(new)) if old_model and new_model else []
+    move = region_move(old_model, new_model, disruptions) if old_model and new_model else None
+    change_findings = []
+    if new_model is not None and new_result.document is not None:
+        doc = new_result.document
+        for path, message, hint in rollout_fit(new_model, disruptions, resources):
+            change_findings.append(doc.finding(path, message, ROLLOUT_FIT, hint))
+        for d in disruptions:
+            if d.part and not d.waived and d.cls in ("replace with state", "data loss"):
+                owner, _, kind = d.part.partition("/")
+                where = (next((s.path for s in new_model.storage if s.name == kind), ()) if owner == "storage" else
+                         next((f.path + ("scheduler",) for f in new_model.fleets if f.name == owner), ()))
+                change_findings.append(doc.finding(
+                    ("update_safety",) if "update_safety" in doc.data else where, f"{d.what} ({d.part}) is "
+                    f"{d.cls}: {d.how}", REPLACE_STATEFUL,
+                    f"copy what it holds first; then allow it: `update_safety: {{allow_replace: [{{part: {d.part}, "
+                    f"reason: ...}}]}}` (remove the entry once the change is applied)"))
+    disruptions.sort(key=lambda d: (-CLASSES.index(d.cls), d.what))
     before = {(f.rule, f.path): f for f in old_findings}
-    introduced = [f for f in new_findings if (f.rule, f.path) not in before]
+    introduced = [f for f in new_findings if (f.rule, f.path) not in before] + change_findings
     changed = [(before[(f.rule, f.path)], f) for f in new_findings
                if (f.rule, f.path) in before and before[(f.rule, f.path)].message != f.message]
     after = {(f.rule, f.path) for f in new_findings}
     resolved = [f for f in old_findings if (f.rule, f.path) not in after]
     counts = {action: sum(1 for c in resources if c.action == action) for action in SIGNS}
     effects = [effect for c in resources for effect in c.effects]
+    worst = disruptions[0].cls if disruptions else "none"
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
-            "summary": {"resources": counts, "effects": effects,
-                        "rendered_files_changed": sum(1 for _ in _file_changes(old_files, new_files)),
+            "summary": {"resources": None if unrecorded else counts, "effects": effects,
+                        "disruption": worst,
+                        "rendered_files_changed": len(files),
                         "findings_introduced": len(introduced)},
+            "disruptions": [d.to_dict() for d in disruptions],
+            "model_changes": swaps, "region_move": move,
             "resources": [c.to_dict() for c in resources],
             "cost": _cost(old, new), "sizing": _sizing(old, new),
-            "rendered_files": _file_changes(old_files, new_files),
+            "rendered_files": files,
             "findings_introduced": [f.to_dict() for f in introduced],
             "findings_changed": [{"old": a.to_dict(), "new": b.to_dict()} for a, b in changed],
             "findings_resolved": [f.to_dict() for f in resolved],
@@ -237,11 +314,54 @@ def _count(n: int, noun: str) -> str:
 def _summary_lines(data: dict, markdown: bool) -> list[str]:
     counts = data["summary"]["resources"]
     files, findings = data["summary"]["rendered_files_changed"], data["summary"]["findings_introduced"]
-    lines = [f"{counts['replace']} to replace, {counts['create']} to create, {counts['delete']} to delete, "
-             f"{counts['update']} to update in place; {_count(files, 'rendered file')} changed; "
-             f"{_count(findings, 'new finding')}"]
+    resources = (f"cloud resources not compared ({data['resources_not_recorded']})"
+                 if data["resources_not_recorded"] else
+                 f"{counts['replace']} to replace, {counts['create']} to create, {counts['delete']} to delete, "
+                 f"{counts['update']} to update in place")
+    lines = [f"{resources}; {_count(files, 'rendered file')} changed; {_count(findings, 'new finding')}"]
     lines += data["summary"]["effects"]
+    from ..changes import model_change_text
+
+    lines += [model_change_text(item) for item in data.get("model_changes", ())]
+    if data.get("disruptions") is not None:
+        lines.append(f"most disruptive: {data['summary']['disruption']}" +
+                     (" (of the rendered files: the cloud resources were not compared)"
+                      if data["resources_not_recorded"] else ""))
     return [(f"- {line}" if markdown else f"  {line}") for line in lines]
+
+
+def _disruption_lines(data: dict, markdown: bool) -> list[str]:
+    """Each change above "in place" on its own line; resources merely updated, replaced with nothing
+    stored on them, or created, counted (the resource list names them; JSON has every one)."""
+    lines = []
+    from ..changes import GENERIC
+
+    quiet = [d for d in data["disruptions"] if d["how"] in GENERIC and not d.get("part")]
+    for d in data["disruptions"]:
+        if d in quiet:
+            continue
+        waiver = ""
+        if d.get("part"):
+            waiver = (f" (allowed: update_safety.allow_replace {d['part']})" if d["waived"] else
+                      f" (not allowed: {d['part']} is not in update_safety.allow_replace)")
+        text = f"[{d['class']}] {d['what']}: {d['how']}{waiver}"
+        lines.append(f"- {text}" if markdown else f"  {text}")
+    if quiet:
+        counts = {c: sum(1 for d in quiet if d["class"] == c) for c in ("in place", "none")}
+        text = (f"and {_count(counts['in place'], 'cloud resource')} updated in place or replaced with nothing "
+                f"stored on them, {counts['none']:,} created or retagged: nothing running notices these")
+        lines.append(f"- {text}" if markdown else f"  {text}")
+    return lines
+
+
+def _region_lines(move: dict, markdown: bool) -> list[str]:
+    bullet = (lambda t: f"- {t}") if markdown else (lambda t: f"  {t}")
+    lines = [bullet(f"every regional resource is replaced: the VPC and subnets, the buckets, the file systems, the "
+                    f"EKS cluster and its node groups, the Slurm controller and its state volume (IAM is global "
+                    f"and stays)")]
+    lines += [bullet(f"data lost: {what}") for what in move["data_lost"]]
+    lines += [bullet(f"to move safely, step {i}: {step}") for i, step in enumerate(move["steps"], 1)]
+    return lines
 
 
 def render_text(data: dict, markdown: bool) -> str:
@@ -252,6 +372,13 @@ def render_text(data: dict, markdown: bool) -> str:
                else f"fleetform diff {data['old']} -> {data['new']}")
     out += heading("What this change does")
     out += _summary_lines(data, markdown)
+    if data["region_move"]:
+        out += heading(f"Region move: {data['region_move']['old']} -> {data['region_move']['new']}")
+        out += _region_lines(data["region_move"], markdown)
+    if data["disruptions"]:
+        out += heading(f"What running machines and stored data go through: {len(data['disruptions'])} changes, "
+                       "most disruptive first (classes: docs/update-safety.md)")
+        out += _disruption_lines(data, markdown)
     out += heading("Cost per month (730 h, on-demand prices of the catalog)")
     out += [bullet(line) for line in _cost_lines(data["cost"])]
     if data["sizing"]:
@@ -325,7 +452,7 @@ def run(args) -> int:
                 sys.stdout.write(report_text(result.findings, 1))
         sys.stdout.write("no diff: a side does not validate\n")
         return 1
-    data = compute(old_label, old_built, new_label, new_built)
+    data = compute(old_label, old_built, new_label, new_built, old_result, new_result)
     if args.format == "json":
         public = {k: v for k, v in data.items() if not k.startswith("_")}
         sys.stdout.write(json.dumps(public, indent=2, sort_keys=True) + "\n")

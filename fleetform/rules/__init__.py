@@ -28,7 +28,7 @@ class Rule:
     id: str
     severity: Severity
     summary: str
-    stage: str  # load | schema | rules | config | cluster: where in the pipeline it is checked
+    stage: str  # load | schema | rules | config | cluster | diff: where in the pipeline it is checked
     check: Check | None = None
     needs: tuple[str, ...] = ()  # rules whose errors mean this rule does not run
 
@@ -78,6 +78,14 @@ WAIVER_UNUSED = "waiver-unused"
 _register(Rule(WAIVER_INVALID, Severity.ERROR,
                "a waiver names a known warning-level rule and an existing fleet", "rules"))
 _register(Rule(WAIVER_UNUSED, Severity.WARNING, "every waiver silences at least one finding", "rules"))
+
+# Checks of a change, made by `fleetform diff` (fleetform/commands/diff.py) on the new side.
+REPLACE_STATEFUL = "replace-stateful"
+ROLLOUT_FIT = "rollout-fit"
+_register(Rule(REPLACE_STATEFUL, Severity.ERROR, "a change replaces or deletes a stateful part (Slurm controller, "
+               "state volume, file system, bucket) only where update_safety.allow_replace allows it", "diff"))
+_register(Rule(ROLLOUT_FIT, Severity.ERROR, "a rolling update's spare GPUs or surge nodes fit in the capacity the "
+               "fleet has (node max, reservation, Capacity Block)", "diff"))
 
 
 @frozen

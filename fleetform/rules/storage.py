@@ -68,3 +68,22 @@ def checkpoint_location(bp: Blueprint, report: Reporter) -> None:
             report(at, f"checkpoint path {ckpt.location} is under {fs.mount_path}{IMPORT_DIR}, where '{fs.name}' "
                    f"imports {fs.import_path} (import only): checkpoints there never reach a bucket",
                    f"use another directory, e.g. {fs.mount_path}/checkpoints")
+
+
+@rule("allow-replace-part", "error", "update_safety.allow_replace names a stateful part the blueprint has: "
+      "a Slurm training fleet's controller or state-volume, or a file system or bucket of storage")
+def allow_replace_part(bp: Blueprint, report: Reporter) -> None:
+    parts = {f"{f.name}/{kind}" for f in bp.fleets
+             if f.role == "training" and f.scheduler is not None and f.scheduler.type == "slurm"
+             for kind in ("controller", "state-volume")}
+    parts |= {f"storage/{s.name}" for s in bp.storage if s.type in ("fsx-lustre", "s3")}
+    seen: set[str] = set()
+    for allowed in bp.allow_replace:
+        if allowed.part not in parts:
+            from . import did_you_mean
+
+            report(allowed.path + ("part",), f"'{allowed.part}' is no stateful part of this blueprint",
+                   did_you_mean(allowed.part, parts, "parts"))
+        elif allowed.part in seen:
+            report(allowed.path + ("part",), f"'{allowed.part}' is allowed twice", "keep one entry")
+        seen.add(allowed.part)
