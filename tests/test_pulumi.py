@@ -363,6 +363,19 @@ def test_policies_pass(source, tmp_path):
     assert check_policies(resources, model) == []
 
 
+def _statement(inputs: dict, sid: str) -> dict:
+    return next(s for s in json.loads(inputs["policy"])["Statement"] if s.get("Sid") == sid)
+
+
+def _restate(inputs: dict, sid: str, **changes) -> None:
+    """One statement of a recorded policy document changed."""
+    document = json.loads(inputs["policy"])
+    for statement in document["Statement"]:
+        if statement.get("Sid") == sid:
+            statement.update(changes)
+    inputs["policy"] = json.dumps(document)
+
+
 def _break(resources, type_, name, fn):
     broken = copy.deepcopy(resources)
     for r in broken:
@@ -385,6 +398,15 @@ def _break(resources, type_, name, fn):
     ("instance-image-id", "aws:ec2/instance:Instance", "train-controller",
      lambda i: i.update(ami="resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/"
                             "ebs-gp3/ami-id")),
+    # the node-name zone: public, or in another VPC than the fleet's (its nodes resolve nothing)
+    ("dns-zone-private", "aws:route53/zone:Zone", "train-names", lambda i: i.update(vpcs=[])),
+    ("dns-zone-private", "aws:route53/zone:Zone", "train-names", lambda i: i.update(vpcs=[{"vpcId": "vpc-other"}])),
+    # the controller may change records of any zone, or of another cluster's too
+    ("dns-zone-private", "aws:iam/rolePolicy:RolePolicy", "train-controller",
+     lambda i: _restate(i, "NodeNames", Resource="*")),
+    ("dns-zone-private", "aws:iam/rolePolicy:RolePolicy", "train-controller",
+     lambda i: _restate(i, "NodeNames", Resource=[_statement(i, "NodeNames")["Resource"],
+                                                  "arn:aws:route53:::hostedzone/Z0THERCLUSTER"])),
 ])
 def test_each_policy_fails_on_a_crafted_graph(policy, type_, name, fn, tmp_path):
     model, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
@@ -411,7 +433,7 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 110
+    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 112
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
     assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases",
                                                "depends_on"}
