@@ -108,8 +108,10 @@ def _ssm_arn(parameter: str) -> str:
 def dns_zone_name(cluster: str, fleet: str) -> str:
     """The fleet's private hosted zone: `<fleet>.<cluster>.fleetform.internal`, unique per Slurm
     cluster (one per training fleet and stack). ParallelCluster's is `<cluster>.pcluster.`; `.internal`
-    is the top-level domain ICANN reserved for private use (2024), so it never shadows a public name."""
-    return f"{fleet}.{cluster}.fleetform.internal"
+    is the top-level domain ICANN reserved for private use (2024), so it never shadows a public name.
+    Lower case: Route 53 compares record names in IAM conditions lower case (below), and a stack
+    name may have capitals."""
+    return f"{fleet}.{cluster}.fleetform.internal".lower()
 
 
 def zone_arn(zone_id: str) -> str:
@@ -122,7 +124,8 @@ def dns_statements(zone_id: str, zone: str) -> list[dict]:
     """The controller's rights on node names: list and change A records of this fleet's zone and
     no other; a change batch holding anything else (another type, a name outside the zone) is
     refused as a whole (Route 53 Developer Guide, "Using IAM policy conditions for fine-grained
-    access control": route53:ChangeResourceRecordSetsRecordTypes and
+    access control", https://docs.aws.amazon.com/Route53/latest/DeveloperGuide/specifying-rrset-conditions.html:
+    route53:ChangeResourceRecordSetsRecordTypes, upper case, and
     route53:ChangeResourceRecordSetsNormalizedRecordNames, lower case, without the final dot)."""
     return [
         {"Sid": "NodeNames", "Effect": "Allow", "Action": "route53:ChangeResourceRecordSets",
