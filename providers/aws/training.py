@@ -107,7 +107,8 @@ def _ssm_arn(parameter: str) -> str:
 
 def dns_zone_name(cluster: str, fleet: str) -> str:
     """The fleet's private hosted zone: `<fleet>.<cluster>.fleetform.internal`, unique per Slurm
-    cluster (one per training fleet and stack). ParallelCluster's is `<cluster>.pcluster.`; `.internal`
+    cluster (one per training fleet and stack); `fleet` is its cloud name (its first name), so a
+    rename with `renamed_from` keeps the zone. ParallelCluster's is `<cluster>.pcluster.`; `.internal`
     is the top-level domain ICANN reserved for private use (2024), so it never shadows a public name.
     Lower case: Route 53 compares record names in IAM conditions lower case (below), and a stack
     name may have capitals."""
@@ -139,7 +140,8 @@ def dns_statements(zone_id: str, zone: str) -> list[dict]:
 
 
 def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str, node_role_arn: str,
-                      secret_arn: str, key_arn: str, artifact_arn: str, region: str, zone_id: str = "") -> str:
+                      secret_arn: str, key_arn: str, artifact_arn: str, region: str, zone_id: str = "",
+                      zone: str = "") -> str:
     """What the controller's programs may do (providers/aws/calls.py lists their calls): launch from
     this fleet's launch template only, instances that the call itself tags as compute nodes of this
     cluster and fleet; tag them at launch; terminate only those (never the controller, never another
@@ -179,8 +181,8 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
          "Resource": key_arn, "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}},
         {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": artifact_arn},
     ]
-    if zone_id:
-        statements += dns_statements(zone_id, dns_zone_name(cluster, fleet))
+    if zone_id and zone:
+        statements += dns_statements(zone_id, zone)
     if image.ssm_parameter:  # EC2 resolves a `resolve:ssm:` image with the caller's rights
         statements.append({"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
                            "Resource": _ssm_arn(image.ssm_parameter)})
@@ -254,12 +256,11 @@ class TrainingFleet(pulumi.ComponentResource):
         mounts = lustre_mounts(bp, fleet, storage)
         # node names: a private hosted zone per Slurm cluster, in the fleet's VPC only; the records
         # the ResumeProgram writes are not Pulumi's, so force_destroy lets `pulumi destroy` remove them
-        zone_name = dns_zone_name(cluster, fleet.name)
+        # (the controller's name is in every machine's /etc/hosts: no record for it)
+        zone_name = dns_zone_name(cluster, fleet.cloud_name)
         zone = aws.route53.Zone(f"{name}-names", name=zone_name, vpcs=[{"vpc_id": net.vpc_id}], force_destroy=True,
-                                comment=f"fleetform {cluster} {fleet.name}: Slurm node names", tags=tags,
+                                comment=f"fleetform {cluster} {fleet.cloud_name}: Slurm node names", tags=tags,
                                 opts=_opts(self))
-        aws.route53.Record(f"{name}-controller-name", zone_id=zone.zone_id, name=f"{controller_name}.{zone_name}",
-                           type="A", ttl=300, records=[eni.private_ip], opts=_opts(self))
         env = {
             "FLEETFORM_CLUSTER": cluster, "FLEETFORM_BLUEPRINT": bp.name, "FLEETFORM_FLEET": fleet.name,
             "FLEETFORM_REGION": bp.region, "FLEETFORM_CONFIG_BUCKET": files.bucket.bucket,
@@ -287,7 +288,7 @@ class TrainingFleet(pulumi.ComponentResource):
         image = fleet.scheduler.controller_image or fleet.image
         aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
             template.arn, iam.node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id).apply(
-                lambda a: controller_policy(cluster, fleet.name, fleet.image, *a[:5], bp.region, a[5])),
+                lambda a: controller_policy(cluster, fleet.name, fleet.image, *a[:5], bp.region, a[5], zone_name)),
             opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
                                           opts=_opts(self))
