@@ -231,9 +231,6 @@ def cluster():
             zone_id = route53.create_hosted_zone(
                 Name=zone, CallerReference="multihost", HostedZoneConfig={"PrivateZone": True},
                 VPC={"VPCRegion": awslocal.REGION, "VPCId": vpc})["HostedZone"]["Id"].rsplit("/", 1)[-1]
-            route53.change_resource_record_sets(HostedZoneId=zone_id, ChangeBatch={"Changes": [{
-                "Action": "UPSERT", "ResourceRecordSet": {"Name": f"train-controller.{zone}", "Type": "A", "TTL": 300,
-                                                          "ResourceRecords": [{"Value": CONTROLLER_ADDR}]}}]})
 
             def env_text(role: str) -> str:
                 return awslocal.cluster_env(
