@@ -66,6 +66,8 @@ def computed(type_: str, name: str, bp: Blueprint) -> dict[str, Any]:
         return {"arn": f"arn:aws:ec2:{bp.region}:123456789012:launch-template/{name}-id"}
     if type_ == "aws:ec2/networkInterface:NetworkInterface":
         return {"privateIp": "10.0.0.10"}
+    if type_ == "aws:route53/zone:Zone":  # the controller's policy and the environment file name its id
+        return {"zoneId": f"{name}-zone-id"}
     if type_ == "aws:fsx/lustreFileSystem:LustreFileSystem":
         return {"dnsName": f"{name}-id.fsx.{bp.region}.amazonaws.com", "mountName": "abcdefgh"}
     return {}

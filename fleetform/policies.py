@@ -352,6 +352,61 @@ def pod_references(resources, bp):
     return out
 
 
+ZONE = "aws:route53/zone:Zone"
+SUBNET = "aws:ec2/subnet:Subnet"
+
+
+def _grants(statement: dict, action: str) -> bool:
+    return statement.get("Effect") == "Allow" and any(
+        fnmatch.fnmatchcase(action, pattern) for pattern in _listed(statement.get("Action")))
+
+
+@policy("dns-zone-private", "each training fleet's node-name zone is private to its VPC; its controller changes only it")
+def dns_zone_private(resources, bp):
+    """A training fleet's Route 53 zone (templates/slurm/bin/fleetform_dns.py) must be private (a
+    zone with a VPC association is a private hosted zone: Route 53 Developer Guide, "Working with
+    private hosted zones"), associated with the VPC of the fleet's launch template's subnet, and the
+    fleet's controller role may call route53:ChangeResourceRecordSets on that zone only: a role
+    that may change any zone could redirect another cluster's names."""
+    from .plan import computed, mock_short
+
+    subnet_vpc = {f"{mock_short(r['name'])}-id": r["inputs"].get("vpcId") for r in _of(resources, SUBNET)}
+    fleet_vpcs: dict[str, set] = {}
+    for template in _of(resources, LAUNCH_TEMPLATE):
+        fleet = (template["inputs"].get("tags") or {}).get("fleetform:fleet")
+        for interface in template["inputs"].get("networkInterfaces") or []:
+            subnet = interface.get("subnetId")
+            fleet_vpcs.setdefault(fleet, set()).add(subnet_vpc.get(subnet) or bp.network.vpc_id)
+    out, zone_arns = [], {}
+    for zone in _of(resources, ZONE):
+        fleet = (zone["inputs"].get("tags") or {}).get("fleetform:fleet")
+        vpcs = {v.get("vpcId") for v in zone["inputs"].get("vpcs") or []}
+        zone_id = computed(ZONE, mock_short(zone["name"]), bp)["zoneId"]
+        zone_arns[fleet] = f"arn:aws:route53:::hostedzone/{zone_id}"
+        if not vpcs:
+            out.append((zone["name"], "is a public hosted zone: node names must be private to the fleet's VPC "
+                                      "(vpcs = [the fleet's VPC])"))
+        elif fleet in fleet_vpcs and not fleet_vpcs[fleet] <= vpcs:
+            out.append((zone["name"], f"is associated with {sorted(vpcs)}, not with the fleet's VPC "
+                                      f"{sorted(v for v in fleet_vpcs[fleet] if v)}: its nodes cannot resolve their names"))
+    for role in _of(resources, ROLE):
+        tags = role["inputs"].get("tags") or {}
+        if tags.get("fleetform:role") != "controller" or tags.get("fleetform:fleet") not in zone_arns:
+            continue
+        own = zone_arns[tags["fleetform:fleet"]]
+        for p in _of(resources, ROLE_POLICY):
+            if p["inputs"].get("role") not in (f"{role['name']}-id", role["name"]):
+                continue
+            for statement in _statements(p["inputs"].get("policy", "{}")):
+                if not _grants(statement, "route53:ChangeResourceRecordSets"):
+                    continue
+                others = [r for r in _listed(statement.get("Resource")) if r != own]
+                if others:
+                    out.append((p["name"], f"lets the controller change records of {', '.join(others)}; only its "
+                                           f"fleet's zone {own}"))
+    return out
+
+
 def check(resources: list[dict], bp: Blueprint) -> list[tuple[str, str, str]]:
     """(policy id, resource name, message) for every violation."""
     return [(pid, name, message) for pid, (_, fn) in POLICIES.items() for name, message in fn(resources, bp)]

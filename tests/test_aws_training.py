@@ -27,7 +27,7 @@ INSTANCE = "aws:ec2/instance:Instance"
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 CONTRACT_KEYS = ["FLEETFORM_ROLE", "FLEETFORM_CLUSTER", "FLEETFORM_BLUEPRINT", "FLEETFORM_FLEET", "FLEETFORM_REGION",
                  "FLEETFORM_CONFIG_BUCKET", "FLEETFORM_CONFIG_KEY", "FLEETFORM_MUNGE_SECRET",
-                 "FLEETFORM_CONTROLLER_ADDR", "FLEETFORM_LUSTRE_MOUNTS"]
+                 "FLEETFORM_CONTROLLER_ADDR", "FLEETFORM_LUSTRE_MOUNTS", "FLEETFORM_DNS_ZONE", "FLEETFORM_DNS_ZONE_ID"]
 """The keys of /etc/fleetform/cluster.env every node gets (CONTRACT-train.md); the controller also
 gets FLEETFORM_LAUNCH_TEMPLATE and FLEETFORM_STATE_VOLUME."""
 
@@ -123,6 +123,8 @@ def test_user_data_writes_the_contract_environment(reference):
     assert controller["FLEETFORM_LUSTRE_MOUNTS"] == "storage-scratch-id.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh=/fsx"
     assert controller["FLEETFORM_LAUNCH_TEMPLATE"] == "train-nodes-id"
     assert controller["FLEETFORM_STATE_VOLUME"] == "train-controller-state-id"
+    assert (controller["FLEETFORM_DNS_ZONE"], controller["FLEETFORM_DNS_ZONE_ID"]) == (
+        "train.llm-70b-plan.fleetform.internal", "train-names-zone-id")  # the zone's id, not its name
 
 
 def test_environment_values_are_shell_quoted():

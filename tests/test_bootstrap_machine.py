@@ -46,6 +46,7 @@ bootstrap = importlib.util.module_from_spec(importlib.util.spec_from_loader(load
 loader.exec_module(bootstrap)
 bootstrap.SBIN = ()  # only the fake PATH counts: this machine's own Slurm and munge are "not installed"
 bootstrap.ROOT = ""  # the real-machine branch of steps that test ROOT; files still go under FLEETFORM_ROOT (path())
+bootstrap.systemd_booted = lambda: True  # a real node boots with systemd; this test machine may not
 try:
     getattr(bootstrap, call[0])(*call[1:])
 except bootstrap.Failure as error:
@@ -94,7 +95,8 @@ def machine(rendered, tmp_path):
 
 
 def test_bootstrap_installs_slurm_munge_and_the_lustre_client_the_image_lacks(machine):
-    """The DLAMI has no Slurm, munge or Lustre client: the compute bootstrap installs slurmd and munge
+    """The DLAMI has no Slurm, munge or Lustre client: the compute bootstrap installs slurmd, the
+    client tools a batch script's srun needs (slurmd does not depend on slurm-client) and munge
     from Ubuntu's archive and the Lustre client for the running kernel from AWS's FSx repository
     (its key dearmored into a keyring the source names), non-interactively."""
     env = {"FLEETFORM_LUSTRE_MOUNTS": "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd=/fsx"}
@@ -106,7 +108,7 @@ def test_bootstrap_installs_slurm_munge_and_the_lustre_client_the_image_lacks(ma
         "https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc")
     assert calls[1][:4] == ["gpg", "--batch", "--yes", "--dearmor"]
     assert calls[2] == ["apt-get", "update", "noninteractive"]
-    assert calls[3] == ["apt-get", "install", "-y", "--no-install-recommends", "slurmd", "munge",
+    assert calls[3] == ["apt-get", "install", "-y", "--no-install-recommends", "slurmd", "slurm-client", "munge",
                         f"lustre-client-modules-{kernel}", "noninteractive"]
     source = (machine.root / "etc/apt/sources.list.d/fsxlustreclientrepo.list").read_text()
     assert source == ("deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] "
@@ -118,12 +120,12 @@ def test_bootstrap_installs_slurmctld_on_the_controller_and_nothing_for_lustre_w
     done = machine.step("install_packages", {"FLEETFORM_LUSTRE_MOUNTS": ""}, "slurmctld")
     assert done.returncode == 0, done.stdout + done.stderr
     assert machine.calls() == [["apt-get", "update", "noninteractive"],
-                               ["apt-get", "install", "-y", "--no-install-recommends", "slurmctld", "munge",
-                                "noninteractive"]]
+                               ["apt-get", "install", "-y", "--no-install-recommends", "slurmctld", "slurm-client",
+                                "munge", "noninteractive"]]
 
 
 def test_bootstrap_installs_nothing_when_the_image_brings_everything(machine):
-    for name in ("slurmd", "munged", "mount.lustre"):
+    for name in ("slurmd", "srun", "munged", "mount.lustre"):
         (machine.fakes / name).write_text("#!/bin/sh\n")
         (machine.fakes / name).chmod(0o755)
     done = machine.step("install_packages", {"FLEETFORM_LUSTRE_MOUNTS": "fs@tcp:/x=/fsx"}, "slurmd")
@@ -195,3 +197,38 @@ def test_a_state_volume_is_mounted_once(machine):
     assert done.returncode == 0, done.stdout + done.stderr
     assert [c[0] for c in machine.calls()] == ["blkid", "blkid", "mountpoint", "mount"]
     assert machine.calls()[-1][:-1] == ["mount", str(state)]
+
+
+ZONE = "train.a-dev.fleetform.internal"
+
+
+def test_search_domain_goes_into_resolv_conf_first(machine):
+    """Without systemd-resolved: the fleet's zone becomes the first search domain of
+    /etc/resolv.conf, the other domains and the nameserver stay."""
+    resolv = machine.root / "etc/resolv.conf"
+    resolv.write_text("nameserver 10.0.0.2\nsearch ec2.internal\noptions edns0\n")
+    done = machine.step("search_domain", {"FLEETFORM_DNS_ZONE": ZONE})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert resolv.read_text() == f"search {ZONE} ec2.internal\nnameserver 10.0.0.2\noptions edns0\n"
+    again = machine.step("search_domain", {"FLEETFORM_DNS_ZONE": ZONE})
+    assert again.returncode == 0 and resolv.read_text().count(ZONE) == 1
+    assert machine.calls() == []
+
+
+def test_search_domain_with_systemd_resolved_is_a_drop_in(machine):
+    """Ubuntu 24.04: /etc/resolv.conf is systemd-resolved's stub; the zone goes into a drop-in's
+    Domains= (ParallelCluster's cookbook writes Domains= into resolved.conf) and resolved restarts."""
+    resolv = machine.root / "etc/resolv.conf"
+    resolv.symlink_to("/run/systemd/resolve/stub-resolv.conf")
+    done = machine.step("search_domain", {"FLEETFORM_DNS_ZONE": ZONE})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (machine.root / "etc/systemd/resolved.conf.d/fleetform.conf").read_text().endswith(
+        f"[Resolve]\nDomains={ZONE}\n")
+    assert machine.calls() == [["systemctl", "restart", "systemd-resolved", ""]]
+
+
+def test_no_zone_no_search_domain(machine):
+    resolv = machine.root / "etc/resolv.conf"
+    resolv.write_text("nameserver 10.0.0.2\n")
+    assert machine.step("search_domain", {}).returncode == 0
+    assert resolv.read_text() == "nameserver 10.0.0.2\n"

@@ -365,6 +365,19 @@ def test_policies_pass(source, tmp_path):
     assert check_policies(resources, model) == []
 
 
+def _statement(inputs: dict, sid: str) -> dict:
+    return next(s for s in json.loads(inputs["policy"])["Statement"] if s.get("Sid") == sid)
+
+
+def _restate(inputs: dict, sid: str, **changes) -> None:
+    """One statement of a recorded policy document changed."""
+    document = json.loads(inputs["policy"])
+    for statement in document["Statement"]:
+        if statement.get("Sid") == sid:
+            statement.update(changes)
+    inputs["policy"] = json.dumps(document)
+
+
 def _break(resources, type_, name, fn):
     broken = copy.deepcopy(resources)
     for r in broken:
@@ -387,6 +400,15 @@ def _break(resources, type_, name, fn):
     ("instance-image-id", "aws:ec2/instance:Instance", "train-controller",
      lambda i: i.update(ami="resolve:ssm:/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/"
                             "ebs-gp3/ami-id")),
+    # the node-name zone: public, or in another VPC than the fleet's (its nodes resolve nothing)
+    ("dns-zone-private", "aws:route53/zone:Zone", "train-names", lambda i: i.update(vpcs=[])),
+    ("dns-zone-private", "aws:route53/zone:Zone", "train-names", lambda i: i.update(vpcs=[{"vpcId": "vpc-other"}])),
+    # the controller may change records of any zone, or of another cluster's too
+    ("dns-zone-private", "aws:iam/rolePolicy:RolePolicy", "train-controller",
+     lambda i: _restate(i, "NodeNames", Resource="*")),
+    ("dns-zone-private", "aws:iam/rolePolicy:RolePolicy", "train-controller",
+     lambda i: _restate(i, "NodeNames", Resource=[_statement(i, "NodeNames")["Resource"],
+                                                  "arn:aws:route53:::hostedzone/Z0THERCLUSTER"])),
 ])
 def test_each_policy_fails_on_a_crafted_graph(policy, type_, name, fn, tmp_path):
     model, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)

@@ -284,3 +284,41 @@ def test_resume_undo_retries_terminate_while_ec2_does_not_know_the_new_instance(
     assert done.returncode == 1
     assert "terminated what this call started" in done.stderr, done.stderr
     assert instances(aws["ec2"], fleetform_cluster="a-undo") == {}
+
+
+def test_resume_names_nodes_in_the_zone_suspend_and_keeper_remove_them(rendered, controller, aws, tmp_path):
+    """ParallelCluster's naming (fleetform_dns.py): resume UPSERTs `<node>.<zone>` A <private ip>
+    for the instances it starts, in one change batch; suspend deletes the records of the nodes it
+    terminates; the keeper deletes records of this fleet's nodes that have no instance, and leaves
+    every other record of the zone alone. A cluster of its own, so no other test's instance counts."""
+    ec2, route53 = aws["ec2"], awslocal.client("route53", aws["url"])
+    cluster, zone = "dns-dev", "train.dns-dev.fleetform.internal"
+    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16")["Vpc"]["VpcId"]
+    zone_id = route53.create_hosted_zone(Name=zone, CallerReference="dns-dev", HostedZoneConfig={"PrivateZone": True},
+                                         VPC={"VPCRegion": awslocal.REGION, "VPCId": vpc})["HostedZone"]["Id"]
+    dns = {"FLEETFORM_DNS_ZONE": zone, "FLEETFORM_DNS_ZONE_ID": zone_id.rsplit("/", 1)[-1]}
+
+    def a_records() -> dict[str, str]:
+        return {r["Name"].rstrip("."): r["ResourceRecords"][0]["Value"]
+                for r in route53.list_resource_record_sets(HostedZoneId=zone_id)["ResourceRecordSets"]
+                if r["Type"] == "A"}
+
+    started = run_program(rendered, controller, aws, tmp_path, "resume", "train-[003-004]", cluster=cluster, **dns)
+    assert started.returncode == 0, started.stderr
+    ours = instances(ec2, fleetform_cluster=cluster)
+    addresses = {tags["fleetform:node"]: ec2.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0][
+        "PrivateIpAddress"] for iid, tags in ours.items()}
+    assert a_records() == {f"{n}.{zone}": a for n, a in addresses.items()} and len(addresses) == 2
+
+    stopped = run_program(rendered, controller, aws, tmp_path, "suspend", "train-003", cluster=cluster, **dns)
+    assert stopped.returncode == 0, stopped.stderr
+    assert a_records() == {f"train-004.{zone}": addresses["train-004"]}
+
+    # a record whose instance is gone (train-005), and records that are not this fleet's nodes
+    route53.change_resource_record_sets(HostedZoneId=zone_id, ChangeBatch={"Changes": [
+        {"Action": "UPSERT", "ResourceRecordSet": {"Name": f"{name}.{zone}", "Type": "A", "TTL": 120,
+                                                   "ResourceRecords": [{"Value": "10.9.0.99"}]}}
+        for name in ("train-005", "train-controller", "login")]})
+    kept = run_program(rendered, controller, aws, tmp_path, "keeper", cluster=cluster, **dns)
+    assert kept.returncode == 0, kept.stderr
+    assert set(a_records()) == {f"train-004.{zone}", f"train-controller.{zone}", f"login.{zone}"}

@@ -60,6 +60,12 @@ CONTROLLER: tuple[Call, ...] = (
     Call("keeper", "ec2:DescribeInstances"),
     Call("keeper", "ec2:TerminateInstances", "instance"),  # compute instances that never got a name
     Call("topology", "ec2:DescribeInstanceTopology"),  # topology.conf from EC2's network topology
+    # node names in the fleet's Route 53 private zone (templates/slurm/bin/fleetform_dns.py)
+    Call("resume", "route53:ChangeResourceRecordSets", "hostedzone"),  # UPSERT <node>.<zone> A
+    Call("suspend", "route53:ListResourceRecordSets", "hostedzone"),  # a DELETE repeats the record
+    Call("suspend", "route53:ChangeResourceRecordSets", "hostedzone"),
+    Call("keeper", "route53:ListResourceRecordSets", "hostedzone"),  # records of nodes without an instance
+    Call("keeper", "route53:ChangeResourceRecordSets", "hostedzone"),
 )
 
 COMPUTE: tuple[Call, ...] = (

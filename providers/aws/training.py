@@ -105,8 +105,43 @@ def _ssm_arn(parameter: str) -> str:
     return f"arn:aws:ssm:*:*:parameter{parameter}"
 
 
+def dns_zone_name(cluster: str, fleet: str) -> str:
+    """The fleet's private hosted zone: `<fleet>.<cluster>.fleetform.internal`, unique per Slurm
+    cluster (one per training fleet and stack); `fleet` is its cloud name (its first name), so a
+    rename with `renamed_from` keeps the zone. ParallelCluster's is `<cluster>.pcluster.`; `.internal`
+    is the top-level domain ICANN reserved for private use (2024), so it never shadows a public name.
+    Lower case: Route 53 compares record names in IAM conditions lower case (below), and a stack
+    name may have capitals."""
+    return f"{fleet}.{cluster}.fleetform.internal".lower()
+
+
+def zone_arn(zone_id: str) -> str:
+    """IAM's ARN of a hosted zone (Route 53 API Reference, "Actions, resources, and condition keys
+    for Amazon Route 53": `arn:${Partition}:route53:::hostedzone/${Id}`)."""
+    return f"arn:aws:route53:::hostedzone/{zone_id}"
+
+
+def dns_statements(zone_id: str, zone: str) -> list[dict]:
+    """The controller's rights on node names: list and change A records of this fleet's zone and
+    no other; a change batch holding anything else (another type, a name outside the zone) is
+    refused as a whole (Route 53 Developer Guide, "Using IAM policy conditions for fine-grained
+    access control", https://docs.aws.amazon.com/Route53/latest/DeveloperGuide/specifying-rrset-conditions.html:
+    route53:ChangeResourceRecordSetsRecordTypes, upper case, and
+    route53:ChangeResourceRecordSetsNormalizedRecordNames, lower case, without the final dot)."""
+    return [
+        {"Sid": "NodeNames", "Effect": "Allow", "Action": "route53:ChangeResourceRecordSets",
+         "Resource": zone_arn(zone_id),
+         "Condition": {"ForAllValues:StringEquals": {"route53:ChangeResourceRecordSetsRecordTypes": ["A"]},
+                       "ForAllValues:StringLike": {
+                           "route53:ChangeResourceRecordSetsNormalizedRecordNames": [f"*.{zone}"]}}},
+        {"Sid": "ReadNodeNames", "Effect": "Allow", "Action": "route53:ListResourceRecordSets",
+         "Resource": zone_arn(zone_id)},
+    ]
+
+
 def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str, node_role_arn: str,
-                      secret_arn: str, key_arn: str, artifact_arn: str, region: str) -> str:
+                      secret_arn: str, key_arn: str, artifact_arn: str, region: str, zone_id: str = "",
+                      zone: str = "") -> str:
     """What the controller's programs may do (providers/aws/calls.py lists their calls): launch from
     this fleet's launch template only, instances that the call itself tags as compute nodes of this
     cluster and fleet; tag them at launch; terminate only those (never the controller, never another
@@ -146,6 +181,8 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
          "Resource": key_arn, "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}},
         {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": artifact_arn},
     ]
+    if zone_id and zone:
+        statements += dns_statements(zone_id, zone)
     if image.ssm_parameter:  # EC2 resolves a `resolve:ssm:` image with the caller's rights
         statements.append({"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
                            "Resource": _ssm_arn(image.ssm_parameter)})
@@ -217,11 +254,19 @@ class TrainingFleet(pulumi.ComponentResource):
                                encrypted=True, tags={**controller_tags, "Name": f"{controller_name}-state"},
                                opts=_opts(self))
         mounts = lustre_mounts(bp, fleet, storage)
+        # node names: a private hosted zone per Slurm cluster, in the fleet's VPC only; the records
+        # the ResumeProgram writes are not Pulumi's, so force_destroy lets `pulumi destroy` remove them
+        # (the controller's name is in every machine's /etc/hosts: no record for it)
+        zone_name = dns_zone_name(cluster, fleet.cloud_name)
+        zone = aws.route53.Zone(f"{name}-names", name=zone_name, vpcs=[{"vpc_id": net.vpc_id}], force_destroy=True,
+                                comment=f"fleetform {cluster} {fleet.cloud_name}: Slurm node names", tags=tags,
+                                opts=_opts(self))
         env = {
             "FLEETFORM_CLUSTER": cluster, "FLEETFORM_BLUEPRINT": bp.name, "FLEETFORM_FLEET": fleet.name,
             "FLEETFORM_REGION": bp.region, "FLEETFORM_CONFIG_BUCKET": files.bucket.bucket,
             "FLEETFORM_CONFIG_KEY": files.key, "FLEETFORM_MUNGE_SECRET": secret.arn,
             "FLEETFORM_CONTROLLER_ADDR": eni.private_ip, "FLEETFORM_LUSTRE_MOUNTS": mounts,
+            "FLEETFORM_DNS_ZONE": zone_name, "FLEETFORM_DNS_ZONE_ID": zone.zone_id,
         }
 
         placement = None
@@ -242,8 +287,9 @@ class TrainingFleet(pulumi.ComponentResource):
                                      opts=_opts(self))
         image = fleet.scheduler.controller_image or fleet.image
         aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
-            template.arn, iam.node_role.arn, secret.arn, key.arn, iam.artifact_arn).apply(
-                lambda a: controller_policy(cluster, fleet.name, fleet.image, *a, bp.region)), opts=_opts(self))
+            template.arn, iam.node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id).apply(
+                lambda a: controller_policy(cluster, fleet.name, fleet.image, *a[:5], bp.region, a[5], zone_name)),
+            opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
                                           opts=_opts(self))
         # The image id is resolved now, at deploy time, and then kept: an instance whose ami is

@@ -1,0 +1,72 @@
+"""End to end on AWS, after `pulumi up`: the checks of tests/e2e_checks.py run on the fleet's Slurm
+controller through SSM Run Command (the controller's role has AmazonSSMManagedInstanceCore): nodes
+idle, a multi-node `srun`, node names resolving between nodes. It needs an AWS account and a
+deployed stack; it never runs in CI and skips without them. Run it with your AWS credentials:
+
+    FLEETFORM_E2E_CLUSTER=<blueprint>-<stack> [FLEETFORM_E2E_FLEET=train] [FLEETFORM_E2E_NODES=2] \\
+    AWS_REGION=<the blueprint's region> python -m pytest -m aws_e2e tests/test_aws_e2e.py
+
+It starts no instance itself: `nodes-idle` waits (30 minutes at most) for the static nodes the
+controller powers up. Each check's output is printed (pytest -s shows it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+import e2e_checks
+
+pytestmark = pytest.mark.aws_e2e
+
+CLUSTER = os.environ.get("FLEETFORM_E2E_CLUSTER", "")
+FLEET = os.environ.get("FLEETFORM_E2E_FLEET", "train")
+NODES = int(os.environ.get("FLEETFORM_E2E_NODES", "2"))
+
+
+@pytest.fixture(scope="module")
+def controller():
+    if os.environ.get("CI"):
+        pytest.skip("end to end on AWS never runs in CI")
+    if not CLUSTER:
+        pytest.skip("FLEETFORM_E2E_CLUSTER (<blueprint>-<stack>) names no deployed cluster")
+    boto3 = pytest.importorskip("boto3")
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        pytest.skip("no AWS credentials")
+    ec2 = session.client("ec2")
+    found = [i["InstanceId"] for r in ec2.describe_instances(Filters=[
+        {"Name": "tag:fleetform:cluster", "Values": [CLUSTER]}, {"Name": "tag:fleetform:fleet", "Values": [FLEET]},
+        {"Name": "tag:fleetform:role", "Values": ["controller"]},
+        {"Name": "instance-state-name", "Values": ["running"]}])["Reservations"] for i in r["Instances"]]
+    assert len(found) == 1, f"expected one running controller of {CLUSTER}/{FLEET}, found {found}"
+    return session.client("ssm"), found[0]
+
+
+def run_on(ssm, instance: str, script: str, timeout: float = 2400) -> tuple[str, str, str]:
+    """(status, stdout, stderr) of a script run by SSM's AWS-RunShellScript on the instance."""
+    command = ssm.send_command(InstanceIds=[instance], DocumentName="AWS-RunShellScript",
+                               Parameters={"commands": ["bash -s <<'FLEETFORM_E2E'\n" + script + "\nFLEETFORM_E2E"],
+                                           "executionTimeout": [str(int(timeout))]},
+                               TimeoutSeconds=60)["Command"]["CommandId"]
+    deadline = time.monotonic() + timeout + 60
+    while True:
+        time.sleep(5)
+        try:
+            answer = ssm.get_command_invocation(CommandId=command, InstanceId=instance)
+        except ssm.exceptions.InvocationDoesNotExist:
+            continue
+        if answer["Status"] not in ("Pending", "InProgress", "Delayed"):
+            return answer["Status"], answer["StandardOutputContent"], answer["StandardErrorContent"]
+        if time.monotonic() > deadline:
+            return "TimedOut", answer["StandardOutputContent"], answer["StandardErrorContent"]
+
+
+@pytest.mark.parametrize("check", e2e_checks.CHECKS, ids=lambda c: c.name)
+def test_deployed_fleet(controller, check):
+    ssm, instance = controller
+    status, out, err = run_on(ssm, instance, e2e_checks.script(check, NODES))
+    print(f"--- {check.name} on {instance}: {status}\n{out}{err}")
+    assert status == "Success", f"{check.name}: {status}\n{out}\n{err}"
