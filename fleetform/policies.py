@@ -74,7 +74,7 @@ def open_ingress(resources, bp):
     out = []
     for r in _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         cidr = r["inputs"].get("cidrIpv4")
-        if cidr and ipaddress.ip_network(cidr).prefixlen == 0 and cidr not in allowed:
+        if cidr and ipaddress.ip_network(cidr, strict=False).prefixlen == 0 and cidr not in allowed:
             out.append((r["name"], f"allows ingress from {cidr}"))
     return out
 

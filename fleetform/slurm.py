@@ -69,6 +69,17 @@ def host_count(expression: str) -> int:
     return total
 
 
+def reversed_range(expression: str) -> str | None:
+    """The first range of a schema-valid hostlist expression written high-low (`06-01` of
+    `dgx-[06-01]`), or None. Slurm's hostlist parser and python-hostlist refuse one ("start > stop")."""
+    for match in _HOST_ITEM.finditer(expression):
+        for part in (match.group(2) or "").split(","):
+            low, _, high = part.partition("-")
+            if high and int(high) < int(low):
+                return part
+    return None
+
+
 MAX_HOSTS = 65_536
 """The most hosts one hostlist expression may name, and the most nodes of a fleet: Slurm's own
 hostlist parser refuses a range of more (hostlist.c, MAX_RANGE 64K: slurmctld 22.05 stops with
@@ -226,6 +237,8 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         [s.nodes for s in scheduler.topology.switches] if scheduler.topology else [])
     if size.max > MAX_HOSTS or any(e and host_count(e) > MAX_HOSTS for e in expressions):
         return None  # the size-range and slurm-partition-nodes rules say why
+    if any(e and reversed_range(e) for e in expressions):
+        return None  # the hostlist-range rule says where
     type_ = gpu_type(shape.gpu.family)
     fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
     features = ",".join(x for x in (fleet.instance_type, type_, fabric) if x)
