@@ -12,6 +12,7 @@ import pulumi
 
 from fleetform.findings import report_text
 from fleetform.pipeline import check
+from fleetform.providers.aws.common import ClusterIdError, cluster_id
 from fleetform.providers.aws.program import build
 from fleetform.render import render
 
@@ -31,4 +32,8 @@ if model.cloud == "aws":
         where = f"the stack builds in {region}" if region else "the stack names no AWS region"
         raise pulumi.RunError(f"{blueprint}: the blueprint's provider.region is {model.region}, but {where}; "
                               f"run `pulumi config set aws:region {model.region}`. Nothing was built.")
+    try:
+        cluster_id(model)
+    except ClusterIdError as error:
+        raise pulumi.RunError(f"{blueprint}: {error}. Nothing was built.") from None
 build(model, render(model))

@@ -78,7 +78,7 @@ def test_tags_on_every_taggable_resource(tmp_path):
     for r in tagged:
         tags = r["inputs"]["tags"]
         assert tags["fleetform:blueprint"] == "llm-70b" and tags["fleetform:version"] == "1.0.0"
-        assert tags["fleetform:cluster"] == "llm-70b-plan" and tags["team"] == "ml-platform", r["name"]
+        assert tags["fleetform:cluster"] == "llm-70b_plan" and tags["team"] == "ml-platform", r["name"]
     # the digest of the rendered files changes with every render: it sits on the artifact object
     # alone, never where a change rolls nodes (launch templates, instances)
     carriers = [r["name"] for r in resources if "fleetform:manifest-sha256" in json.dumps(r["inputs"].get("tags"))
@@ -188,7 +188,7 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
     policy = _one(resources, "aws:iam/rolePolicy:RolePolicy", "train-controller")
     assert policy["role"] == "train-controller-id"  # the controller's role, not the compute nodes'
     statements = _statements(resources, "train-controller")
-    own = {"fleetform:cluster": "elastic-plan", "fleetform:fleet": "train", "fleetform:role": "compute"}
+    own = {"fleetform:cluster": "elastic_plan", "fleetform:fleet": "train", "fleetform:role": "compute"}
     assert statements["LaunchComputeNodes"]["Condition"] == {
         "StringEquals": {f"aws:RequestTag/{k}": v for k, v in own.items()}}
     assert statements["LaunchComputeNodes"]["Resource"] == "arn:aws:ec2:*:*:instance/*"
@@ -206,7 +206,7 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
     controller = _one(resources, "aws:ec2/instance:Instance", "train-controller")["tags"]
     assert controller["fleetform:role"] == "controller"
     assert not all(controller.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
-    other_stack = {**own, "fleetform:cluster": "elastic-prod"}
+    other_stack = {**own, "fleetform:cluster": "elastic_prod"}
     assert not all(other_stack.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
     assert statements["PassComputeRole"]["Resource"].endswith("iam-node")
     image = statements["ResolveImage"]  # the launch template's image is the default SSM parameter
