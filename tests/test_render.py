@@ -160,6 +160,11 @@ def test_keys_a_newer_slurm_removed_are_not_written_for_it(tmp_path):
     assert "CgroupAutomount" not in cgroup(VARIANTS["partitions"])  # default target 23.11
     assert "cloud_reg_addrs" not in conf(VARIANTS["partitions"])
     assert "CgroupAutomount" not in cgroup(VARIANTS["p4d-slurm-2405"])
+    # SchedMD CHANGELOG/slurm-23.02.md: "Change cloud nodes to show by default. PrivateData=cloud is
+    # no longer needed."
+    oldest = aws("oldest", nodes="8", scheduler='      slurm_version: "22.05"', image="/acme/images/slurm-22.05/ami-id")
+    assert "PrivateData=cloud" in conf(oldest).splitlines()
+    assert "PrivateData" not in conf(older) and "PrivateData" not in conf(VARIANTS["partitions"])
 
 
 def test_slurm_conf_stays_small_at_10000_nodes(tmp_path):
