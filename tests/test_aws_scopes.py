@@ -195,3 +195,39 @@ def test_the_plan_refuses_a_spread_group_of_more_than_seven_and_passes_seven():
         ("spread-placement-size", "train-nodes",
          "launches up to 8 nodes into spread placement group train-placement, which runs at most 7 in one "
          "availability zone")]
+
+
+# --- one role per fleet ---------------------------------------------------------------------------
+
+def test_each_training_fleet_has_its_own_compute_role_and_only_it_reads_its_munge_key(tmp_path):
+    """With one compute role for every training fleet, fleet b's nodes could read fleet a's munge key
+    (and forge any user's credential there). Each fleet now has its own role; each munge key's
+    reader policy sits on that fleet's role, and its secret's policy denies every other principal."""
+    import json
+
+    from conftest import AWS_TRAINING_HEAD
+    from fleetform.pipeline import check
+
+    fleet = """    instance_type: p5.48xlarge
+    nodes: 2
+    scheduler: {type: slurm, partitions: [{name: gpu, default: true}]}
+"""
+    text = AWS_TRAINING_HEAD + fleet + "  - name: other\n    role: training\n" + fleet
+    (tmp_path / "two.yaml").write_text(text)
+    model = check(tmp_path / "two.yaml").model
+    assert model is not None
+    resources = record(model, render(model))
+    roles = sorted(r["name"] for r in resources if r["type"] == "aws:iam/role:Role"
+                   and r["inputs"]["tags"].get("fleetform:role") == "compute")
+    assert roles == ["other-node", "train-node"]
+    for name in ("train", "other"):
+        (munge,) = [r for r in resources if r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == f"{name}-node-munge"]
+        assert munge["inputs"]["role"] == f"{name}-node-id"
+        (secret,) = [r for r in resources if r["type"] == "aws:secretsmanager/secretPolicy:SecretPolicy"
+                     and r["name"] == f"{name}-munge"]
+        (deny,) = json.loads(secret["inputs"]["policy"])["Statement"]
+        assert deny["Condition"]["StringNotEquals"]["aws:PrincipalArn"] == [
+            f"arn:aws:mock:::role/{name}-controller", f"arn:aws:mock:::role/{name}-node"]
+        (template,) = [r for r in resources if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate"
+                       and r["name"] == f"{name}-nodes"]
+        assert template["inputs"]["iamInstanceProfile"]["arn"] == f"arn:aws:mock:::instanceprofile/{name}-node"

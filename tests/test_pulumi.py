@@ -208,7 +208,7 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
     assert not all(controller.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
     other_stack = {**own, "fleetform:cluster": "elastic_prod"}
     assert not all(other_stack.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
-    assert statements["PassComputeRole"]["Resource"].endswith("iam-node")
+    assert statements["PassComputeRole"]["Resource"].endswith("train-node")
     image = statements["ResolveImage"]  # the launch template's image is the default SSM parameter
     assert image["Action"] == "ssm:GetParameters" and image["Resource"] == (
         "arn:aws:ssm:*:*:parameter/aws/service/deeplearning/ami/x86_64/"
@@ -297,7 +297,7 @@ def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
     _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
     munge = _statements(resources, "train-node-munge")
     assert munge["MungeKey"]["Action"] == "secretsmanager:GetSecretValue"
-    s3 = _statements(resources, "iam-node-s3")
+    s3 = _statements(resources, "train-node-s3")
     assert s3["RenderedArtifact"] == {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject",
                                       "Resource": "arn:aws:mock:::bucket/rendered-bucket/fleetform/rendered.tar.gz"}
     assert not [r for r in s3["OwnBuckets"]["Resource"] if "rendered" in r]  # nodes cannot rewrite it
@@ -307,7 +307,7 @@ def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
     (statement,) = deny["Statement"]
     assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
     assert statement["Condition"] == {"StringNotEquals": {"aws:PrincipalArn": [
-        "arn:aws:mock:::role/iam-node", "arn:aws:mock:::role/train-controller"]}}
+        "arn:aws:mock:::role/train-controller", "arn:aws:mock:::role/train-node"]}}
 
 
 def test_spot_and_existing_network(tmp_path):

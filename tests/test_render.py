@@ -167,6 +167,17 @@ def test_keys_a_newer_slurm_removed_are_not_written_for_it(tmp_path):
     assert "PrivateData" not in conf(older) and "PrivateData" not in conf(VARIANTS["partitions"])
 
 
+def test_slurmctld_refuses_root_jobs(tmp_path):
+    """Issue 17, item 4: no root job (slurm.conf(5) DisableRootJobs); fleetform's root work runs
+    outside Slurm. slurmctld's parse of the rendered files is tests/test_slurmctld.py's."""
+    from variants import VARIANTS
+
+    for text in (VARIANTS["partitions"], (ROOT / "blueprints/onprem-ib.yaml").read_text()):
+        source = tmp_path / "bp.yaml"
+        source.write_text(text)
+        assert "DisableRootJobs=YES" in render(check(source).model)["train/slurm/slurm.conf"].decode().splitlines()
+
+
 def test_slurm_conf_stays_small_at_10000_nodes(tmp_path):
     from variants import VARIANTS
 
