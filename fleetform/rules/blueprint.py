@@ -87,8 +87,6 @@ def network(bp: Blueprint, report: Reporter) -> None:
                    "AWS accepts VPC sizes from /16 to /28")
         elif str(address) != net.cidr:
             report(net.path + ("cidr",), f"'{net.cidr}' has host bits set", f"write the network address: {address}")
-
-
     for index, cidr in enumerate(net.ssh_ingress_cidrs):
         address = ipaddress.ip_network(cidr, strict=False)
         if str(address) != cidr:  # AWS's security group rule and the plan's checks want the network address
@@ -117,7 +115,7 @@ def tag_key_imds(bp: Blueprint, report: Reporter) -> None:
             bad = "'/'" if "/" in key else "a character outside letters, digits and + - = . , _ : @"
             report(("metadata", "labels", key), f"label '{key}' has {bad}: as a tag of the training fleets' "
                    "instances, whose tags are in instance metadata, it fails every launch",
-                   "use a key of letters, digits and - _ . : (e.g. 'team' for 'example.com/team')", key=True)
+                   f"use a key of letters, digits and - _ . :, e.g. '{key.rsplit('/', 1)[-1]}'", key=True)
 
 
 @rule("ssh-open", "warning", "SSH ingress from the whole internet (0.0.0.0/0) is deliberate")
