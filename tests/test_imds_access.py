@@ -98,7 +98,10 @@ def test_only_root_reaches_instance_metadata_once_applied():
     assert after == {"0": "answered", str(NOBODY): "refused"}
     # applying again (every boot) replaces the chain: no second jump, no second rule
     assert again["rc"] == 0 and again["rules"] == applied["rules"], (applied["rules"], again["rules"])
-    assert applied["rules"].count("-j FLEETFORM_IMDS") == 1 and still == after
+    assert applied["rules"].count("-j FLEETFORM_IMDS\n") == 1 and still == after
+    # a bridged container's packets are forwarded, with no uid to match: refused for everyone
+    assert "-A FORWARD -d 169.254.169.254/32 -j FLEETFORM_IMDS_FORWARD\n" in applied["rules"]
+    assert "-A FLEETFORM_IMDS_FORWARD -j REJECT" in applied["rules"]
 
 
 def test_the_controllers_slurm_user_is_allowed_too():
@@ -133,6 +136,7 @@ def test_the_bootstrap_applies_it_and_keeps_it_across_reboots(users, rendered, t
     program = str(rendered / "bin" / "imds-access")
     assert calls[0] == ["iptables-restore", "-w", "--noflush", ""]
     assert calls[1][:3] == ["iptables", "-w", "-C"] and calls[1][3:7] == ["OUTPUT", "-d", "169.254.169.254/32", "-j"]
+    assert calls[2][:3] == ["iptables", "-w", "-C"] and calls[2][3:6] == ["FORWARD", "-d", "169.254.169.254/32"]
     assert calls[-2:] == [["systemctl", "daemon-reload", ""], ["systemctl", "enable", "fleetform-imds.service", ""]]
     unit = (machine.root / "etc/systemd/system/fleetform-imds.service").read_text()
     assert f"ExecStart={sys.executable} {program} apply {allowed}\n" in unit
