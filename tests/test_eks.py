@@ -181,10 +181,12 @@ def test_models_streaming_weights_from_s3_get_a_read_only_pod_identity(tmp_path)
     assert "eks-eks-pod-identity-agent" in assoc["depends_on"]
     policy = json.loads(_named(resources, "aws:iam/rolePolicy:RolePolicy")["eks-serve-llama-70b-weights"]
                         ["inputs"]["policy"])
-    assert {(s["Action"], s["Resource"]) for s in policy["Statement"]} == {
-        ("s3:GetObject", "arn:aws:s3:::acme-weights/llama-3.1-70b/*"), ("s3:ListBucket", "arn:aws:s3:::acme-weights")}
-    (listing,) = [s for s in policy["Statement"] if s["Action"] == "s3:ListBucket"]
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["llama-3.1-70b/*"]}}
+    # every statement exactly: a resource widened to the bucket or `*`, an action added or a condition dropped fails
+    assert policy == {"Version": "2012-10-17", "Statement": [
+        {"Sid": "Read0", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": "arn:aws:s3:::acme-weights/llama-3.1-70b/*"},
+        {"Sid": "List0", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::acme-weights",
+         "Condition": {"StringLike": {"s3:prefix": ["llama-3.1-70b/*"]}}}]}
     # the service account exists before the Deployment that names it
     account = next(r for r in resources if r["type"] == "kubernetes:core/v1:ServiceAccount")
     deployment = next(r for r in resources if r["type"] == "kubernetes:apps/v1:Deployment" and r["parent"] == "serve")

@@ -8,6 +8,7 @@ that binds root too (a path under a regular file, /proc) or an OSError injected 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -195,6 +196,78 @@ def test_check_reports_a_script_that_lost_its_executable_bit(tmp_path, elastic):
     assert _drift(result.stdout)[:2] == [
         f"stale: {out}/train/slurm/bin/resume: mode 0644 is not executable, and the rendered file is a script",
         f"stale: {out}/train/slurm/gres.conf: mode 0755 is executable, and the rendered file is not a script"]
+
+
+def test_check_reports_a_script_executable_by_its_user_only(tmp_path, elastic, monkeypatch):
+    """Issue 24 item 5: 0755 -> 0744 left the user's x bit, and --check said "up to date" although group
+    and others may read the program and no longer run it. Whatever umask wrote the render, a render
+    and its check agree: a class whose x bit the umask masks is not asked to have it."""
+    source, files = elastic
+    out = tmp_path / "out"
+    monkeypatch.setattr(os, "umask", os.umask)  # restored after the test
+    previous = os.umask(0o022)
+    try:
+        assert main(["render", str(source), "-o", str(out)]) == 0
+        (out / "train/slurm/bin/resume").chmod(0o744)
+        (out / "train/slurm/gres.conf").chmod(0o645)  # executable by others only
+        drift = output.compare(files, out)
+        assert drift.stale == ("train/slurm/bin/resume", "train/slurm/gres.conf")
+        assert drift.why == {
+            "train/slurm/bin/resume": "mode 0744 is not executable by group or others, who may read it, and the "
+                                      "rendered file is a script",
+            "train/slurm/gres.conf": "mode 0645 is executable, and the rendered file is not a script"}
+        (out / "train/slurm/bin/resume").chmod(0o711)  # readable by its user only: nothing else may run it
+        (out / "train/slurm/gres.conf").chmod(0o644)
+        assert output.compare(files, out).clean
+        for mask, mode in ((0o077, 0o700), (0o027, 0o750), (0o011, 0o766)):  # each umask's own render is clean
+            os.umask(mask)
+            shutil.rmtree(out)
+            assert main(["render", str(source), "-o", str(out)]) == 0
+            assert stat.S_IMODE((out / "train/slurm/bin/resume").stat().st_mode) == mode
+            assert output.compare(files, out).clean, oct(mask)
+    finally:
+        os.umask(previous)
+
+
+def test_check_reports_an_extra_empty_folder(tmp_path):
+    """Issue 24 item 5: an empty folder left in the output was not reported; a render removes it."""
+    out = _rendered(tmp_path)
+    (out / "old-fleet/k8s").mkdir(parents=True)
+    (out / "serve/k8s/empty").mkdir()
+    (out / "train/nccl.env").unlink()
+    (out / "train/nccl.env").mkdir()  # an empty folder where a rendered file belongs
+    result = run_cli("render", str(REF), "-o", str(out), "--check")
+    assert result.returncode == 1
+    assert _drift(result.stdout) == [f"stale: {out}/train/nccl.env: not a regular file (an empty folder)",
+                                     f"extra: {out}/old-fleet/k8s/", f"extra: {out}/serve/k8s/empty/"]
+    assert run_cli("render", str(REF), "-o", str(out)).returncode == 0
+    assert run_cli("render", str(REF), "-o", str(out), "--check").returncode == 0
+    assert not (out / "old-fleet").exists()
+
+
+@pytest.mark.parametrize("who", ["a user's own folder", "another blueprint's render"])
+def test_whether_a_folder_may_be_replaced_is_decided_under_its_lock(tmp_path, monkeypatch, who):
+    """Issue 24 item 4: render decided the folder was its own, then took the lock; in between the folder
+    could become a user's (or another render's, of another blueprint), and render replaced it. The
+    folder changes here while the lock is being taken: render must see it and refuse."""
+    out = tmp_path / "out"
+    out.mkdir()  # empty: render may use it, before the lock
+    taking = output.locked
+
+    @contextlib.contextmanager
+    def locked_after_a_change(real, display):
+        if who == "a user's own folder":
+            (real / "thesis.tex").write_text("years of work\n")
+        else:
+            (real / "manifest.json").write_text('{"blueprint": {"name": "someone-else"}, "tool": {"name": "fleetform"}}')
+        with taking(real, display):
+            yield
+
+    monkeypatch.setattr(output, "locked", locked_after_a_change)
+    assert main(["render", str(REF), "-o", str(out)]) == 2
+    left = sorted(p.name for p in out.iterdir())
+    assert left == (["thesis.tex"] if who == "a user's own folder" else ["manifest.json"])
+    assert not output.lock_path(out).exists()
 
 
 def test_a_manifest_that_is_a_link_to_dev_zero_is_not_fleetforms(tmp_path):

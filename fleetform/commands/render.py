@@ -112,7 +112,8 @@ def _output(files: dict[str, bytes], out: Path, blueprint: str, model, args) -> 
         for label, paths in (("stale", drift.stale), ("missing", drift.missing), ("extra", drift.extra)):
             for path in paths:
                 why = drift.why.get(path) if label == "stale" else None
-                sys.stdout.write(f"{label}: {out / path}{': ' + why if why else ''}\n")
+                shown = f"{out / path}/" if path.endswith("/") else f"{out / path}"  # an empty folder
+                sys.stdout.write(f"{label}: {shown}{': ' + why if why else ''}\n")
         if drift.clean:
             sys.stdout.write(f"{out}: {len(files)} files up to date\n")
             return 0
@@ -122,9 +123,16 @@ def _output(files: dict[str, bytes], out: Path, blueprint: str, model, args) -> 
         return 1
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} exists and is not a folder")
-    if not _ours(out, model.name):
-        raise UsageError(f"{out} holds files fleetform did not render for {model.name}, and rendering "
-                         "replaces the whole folder; choose an empty folder or the default rendered/<name>/")
-    write(files, out, keep=current_plan)
+
+    def guard(real: Path) -> tuple[str, ...]:
+        """Run under the folder's lock: the folder as it is now, not as it was before the lock."""
+        from ..render.output import OutputError
+
+        if not _ours(real, model.name):
+            raise OutputError(f"{out} holds files fleetform did not render for {model.name}, and rendering "
+                              "replaces the whole folder; choose an empty folder or the default rendered/<name>/")
+        return _current_plan(real, model.sha256)
+
+    write(files, out, guard=guard)
     sys.stdout.write(f"rendered {len(files)} files to {out}/\n")
     return 0

@@ -19,7 +19,8 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     rows = list(all_rules())
     if args.format == "json":
-        data = [{"id": r.id, "severity": r.severity.value, "stage": r.stage, "summary": r.summary} for r in rows]
+        data = [{"id": r.id, "severity": r.severity.value, "stage": r.stage, "summary": r.summary,
+                 "needs": list(r.needs)} for r in rows]
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return 0
     width = max(len(r.id) for r in rows)

@@ -19,8 +19,10 @@ the destination and swaps it into place:
   and a symlink given as the output folder stays a symlink: the folder it leads to is replaced.
 
 `compare` tells which files are stale, missing or extra without touching anything and without
-following a symlink inside the output: a symlink, FIFO or device where a rendered file belongs is
-stale ("not a regular file"), and so is a file whose executable bit differs from the render's.
+following a symlink inside the output: a symlink, FIFO, device or empty folder where a rendered file
+belongs is stale ("not a regular file"), and so is a file whose executable bits differ from the
+render's (a script executable by every class that may read it, unless the umask masks that class's
+x; any other file by none). An empty folder the render does not hold is extra (`path/`).
 
 Every OSError becomes an `OutputError` that names the path and the system's reason; the commands
 report it as a usage error (exit 2).
@@ -40,7 +42,7 @@ import stat
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 
 class OutputError(Exception):
@@ -80,7 +82,8 @@ def _kind(mode: int) -> str:
 
 def _scan(root: Path) -> tuple[dict[str, os.stat_result], dict[str, str]]:
     """(regular files, other entries -> kind) under root, by relative path. Never follows a symlink
-    below root (root itself may be one: a folder the user linked)."""
+    below root (root itself may be one: a folder the user linked). An empty folder below root is an
+    entry of its own, `path/` -> "an empty folder": a render holds none, and replaces it."""
     regular: dict[str, os.stat_result] = {}
     other: dict[str, str] = {}
     if not root.is_dir():
@@ -88,8 +91,10 @@ def _scan(root: Path) -> tuple[dict[str, os.stat_result], dict[str, str]]:
     pending = [("", str(root))]
     while pending:
         prefix, folder = pending.pop()
+        empty = True
         with os.scandir(folder) as entries:
             for entry in entries:
+                empty = False
                 rel = prefix + entry.name
                 st = entry.stat(follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
@@ -98,7 +103,40 @@ def _scan(root: Path) -> tuple[dict[str, os.stat_result], dict[str, str]]:
                     regular[rel] = st
                 else:
                     other[rel] = _kind(st.st_mode)
+        if empty and prefix:
+            other[prefix] = "an empty folder"
     return regular, other
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc/self/status,
+    Linux 4.7 and later), else set and restored at once."""
+    with suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status", encoding="ascii") as status:
+            return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_problem(mode: int, script: bool, mask: int) -> str | None:
+    """Why a file's mode is not the one a render writes, whatever umask wrote it: a script runs for
+    every class (user, group, others) that may read it, unless the umask takes only that class's x
+    away; a file that is not a script runs for none."""
+    mode = stat.S_IMODE(mode)
+    classes = (("user", stat.S_IRUSR, stat.S_IXUSR), ("group", stat.S_IRGRP, stat.S_IXGRP),
+               ("others", stat.S_IROTH, stat.S_IXOTH))
+    if script:
+        lacking = [who for who, r, x in classes if mode & r and not mode & x and not mask & x]
+        if not mode & stat.S_IXUSR:
+            return f"mode {mode:04o} is not executable, and the rendered file is a script"
+        if lacking:
+            return f"mode {mode:04o} is not executable by {' or '.join(lacking)}, who may read it, and the " \
+                   "rendered file is a script"
+        return None
+    if mode & (stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH):
+        return f"mode {mode:04o} is executable, and the rendered file is not a script"
+    return None
 
 
 def read_regular(path: Path, limit: int | None = None) -> bytes | None:
@@ -117,12 +155,16 @@ def read_regular(path: Path, limit: int | None = None) -> bytes | None:
 
 
 def compare(files: Mapping[str, bytes], root: Path, ignore: tuple[str, ...] = ()) -> Drift:
+    mask = umask()
     try:
         regular, other = _scan(root)
         stale, why, missing = [], {}, []
         for path, data in sorted(files.items()):
             blocked = next((a for a in _ancestors(path) if a in regular or a in other), None)
-            if blocked is not None:
+            if path + "/" in other:  # an empty folder where the file belongs
+                stale.append(path)
+                why[path] = "not a regular file (an empty folder)"
+            elif blocked is not None:
                 stale.append(path)
                 why[path] = f"not a regular file ({blocked} is {other.get(blocked, 'a file')}, not a folder)"
             elif path in other:
@@ -132,14 +174,12 @@ def compare(files: Mapping[str, bytes], root: Path, ignore: tuple[str, ...] = ()
                 missing.append(path)
             elif regular[path].st_size != len(data) or read_regular(root / path, len(data)) != data:
                 stale.append(path)
-            elif is_script(data) != bool(regular[path].st_mode & stat.S_IXUSR):
-                mode = stat.S_IMODE(regular[path].st_mode)
+            elif (problem := _mode_problem(regular[path].st_mode, is_script(data), mask)) is not None:
                 stale.append(path)
-                why[path] = (f"mode {mode:04o} is not executable, and the rendered file is a script" if is_script(data)
-                             else f"mode {mode:04o} is executable, and the rendered file is not a script")
+                why[path] = problem
     except OSError as err:
         raise OutputError(f"cannot read {_reason(err, root)}") from None
-    on_disk = [p for p in regular if p not in ignore] + list(other)
+    on_disk = [p for p in regular if p not in ignore] + [p for p in other if p.rstrip("/") not in files]
     extra = tuple(sorted(p for p in on_disk if p not in files))
     return Drift(tuple(stale), tuple(missing), extra, why)
 
@@ -277,18 +317,25 @@ def _make_folder(folder: Path) -> None:
         raise OutputError(f"cannot create the folder {_reason(err, folder)}") from None
 
 
-def write(files: Mapping[str, bytes], root: Path, keep: tuple[str, ...] = ()) -> None:
-    """Replace root with exactly these files (and whichever `keep` files it had as regular files)."""
+Guard = Callable[[Path], tuple[str, ...]]
+"""Called with the lock held and the folder as it is then: raises OutputError when the folder may
+not be replaced (it is not fleetform's), else returns the names of its files to keep."""
+
+
+def write(files: Mapping[str, bytes], root: Path, keep: tuple[str, ...] = (), guard: Guard | None = None) -> None:
+    """Replace root with exactly these files (and whichever `keep` files it had as regular files).
+    Whether the folder may be replaced is decided by `guard`, under the lock: a decision taken
+    before it could be stale by the time the lock is held (another render, a user's files)."""
     real = real_folder(root)
     _make_folder(real.parent)
     try:
         with locked(real, root):
-            _write_locked(files, real, keep)
+            _write_locked(files, real, keep, guard)
     except OSError as err:
         raise OutputError(f"cannot write {root}: {_reason(err, real, root, real)}") from None
 
 
-def _write_locked(files: Mapping[str, bytes], real: Path, keep: tuple[str, ...]) -> None:
+def _write_locked(files: Mapping[str, bytes], real: Path, keep: tuple[str, ...], guard: Guard | None = None) -> None:
     clean_stale(real)
     try:
         before = os.stat(real, follow_symlinks=False)
@@ -296,6 +343,8 @@ def _write_locked(files: Mapping[str, bytes], real: Path, keep: tuple[str, ...])
         before = None
     if before is not None and not stat.S_ISDIR(before.st_mode):
         raise OutputError(f"{real} exists and is not a folder")
+    if guard is not None:
+        keep = tuple(keep) + guard(real)
     kept = {}
     for name in keep:
         data = read_regular(real / name) if before is not None and name not in files else None

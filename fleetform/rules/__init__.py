@@ -3,6 +3,12 @@
 A rule is a function `check(blueprint, report)` registered with `@rule(...)`; it calls
 `report(path, message, hint)` once per problem. The engine runs every rule, applies the
 blueprint's waivers (warnings only) and turns what is left into positioned findings.
+
+A rule runs only on a model its preconditions hold for: each rule names the rules it `needs`
+(by default UNIQUE_NAMES: fleets, models, storage, partitions and switches are looked up by
+name all over the model and its derived configs) and does not run when one of them reported an
+error or did not run itself. So no rule ever sees input an earlier check already rejected, and a
+new rule is safe from duplicate names without guarding against them itself.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ class Rule:
     summary: str
     stage: str  # load | schema | rules | config | cluster: where in the pipeline it is checked
     check: Check | None = None
+    needs: tuple[str, ...] = ()  # rules whose errors mean this rule does not run
 
 
 REGISTRY: dict[str, Rule] = {}
+UNIQUE_NAMES = "unique-names"
 
 
 def _register(r: Rule) -> None:
@@ -35,13 +43,16 @@ def _register(r: Rule) -> None:
     REGISTRY[r.id] = r
 
 
-def rule(id: str, severity: str, summary: str, stage: str = "rules") -> Callable[[Check], Check]:
+def rule(id: str, severity: str, summary: str, stage: str = "rules",
+         needs: tuple[str, ...] | None = None) -> Callable[[Check], Check]:
     """Register a semantic rule. Stage `config` marks a check of what fleetform derived from the
     blueprint (the Slurm config): a guard against fleetform's own mistakes that a blueprint alone
-    cannot trigger, tested on crafted configs."""
+    cannot trigger, tested on crafted configs. `needs` names the rules that must have reported no
+    error for this one to run (default: unique names); they must be registered before it."""
 
     def decorate(fn: Check) -> Check:
-        _register(Rule(id, Severity(severity), summary, stage, fn))
+        wanted = (UNIQUE_NAMES,) if needs is None and id != UNIQUE_NAMES else tuple(needs or ())
+        _register(Rule(id, Severity(severity), summary, stage, fn, wanted))
         return fn
 
     return decorate
@@ -115,15 +126,34 @@ def run(bp: Blueprint, doc: Document) -> list[Finding]:
     return run_counting_waivers(bp, doc)[0]
 
 
+def check_needs() -> None:
+    """Every rule's needs are semantic rules that run before it (checked once every module registered)."""
+    order = list(REGISTRY)
+    for r in REGISTRY.values():
+        for need in r.needs:
+            if need not in REGISTRY or REGISTRY[need].check is None or order.index(need) > order.index(r.id):
+                raise RuntimeError(f"rule {r.id!r} needs {need!r}, which is not a semantic rule registered before it")
+
+
 def run_counting_waivers(bp: Blueprint, doc: Document) -> tuple[list[Finding], int]:
     """The findings, and how many warnings the blueprint's waivers silenced."""
     from . import checks  # noqa: F401  (registers the rules)
 
     reporter = Reporter()
+    failed: set[str] = set()  # rules that reported an error or did not run
     for r in REGISTRY.values():
-        if r.check is not None:
-            reporter.current = r
-            r.check(bp, reporter)
+        if r.check is None:
+            continue
+        if any(need in failed for need in r.needs):
+            failed.add(r.id)
+            continue
+        reporter.current = r
+        before = len(reporter.issues)
+        r.check(bp, reporter)
+        if r.severity is Severity.ERROR and len(reporter.issues) > before:
+            failed.add(r.id)
+    skipped = {r.id for r in REGISTRY.values() if r.check is not None and r.id in failed
+               and not any(i.rule is r for i in reporter.issues)}
     issues = list(reporter.issues)
     waived: set[int] = set()
     fleets = {f.name for f in bp.fleets}
@@ -137,6 +167,8 @@ def run_counting_waivers(bp: Blueprint, doc: Document) -> tuple[list[Finding], i
             reporter(w.path + ("rule",), f"'{w.rule}' is an error-level rule and cannot be waived",
                      "fix the blueprint instead; only warnings can be waived")
             continue
+        if target.id in skipped:
+            continue  # the rule did not run: whether the waiver is used is not known yet
         if w.fleet is not None and w.fleet not in fleets:
             reporter(w.path + ("fleet",), f"no fleet is named '{w.fleet}'", did_you_mean(w.fleet, fleets, "fleets"))
             continue
@@ -162,4 +194,5 @@ def run_counting_waivers(bp: Blueprint, doc: Document) -> tuple[list[Finding], i
 def all_rules() -> Iterator[Rule]:
     from . import checks  # noqa: F401
 
+    check_needs()
     yield from REGISTRY.values()

@@ -9,6 +9,7 @@ from importlib import resources
 
 from ..k8s import OWNED_FLAGS
 from ..model import Blueprint, Model
+from ..records import frozen
 from . import Reporter, did_you_mean, rule
 
 KV_CACHE_MIN_SHARE = 0.2
@@ -155,16 +156,31 @@ def weight_source(bp: Blueprint, report: Reporter) -> None:
                        "use a volume on this provider")
 
 
+@frozen
+class VllmOption:
+    """One option of vLLM's `vllm serve` parser, as providers/vllm-serve-flags.tsv records it."""
+
+    status: str  # ok | deprecated
+    arity: str  # 0 | 1 | ? | +: the values argparse takes after it
+    value: str  # int | float | size | json | text ('' for arity 0)
+    choices: tuple[str, ...]
+
+
 @lru_cache(maxsize=1)
-def vllm_flags() -> dict[str, str]:
-    """vLLM's server flags of the pinned image line and their status (providers/vllm-serve-flags.tsv)."""
+def vllm_options() -> dict[str, VllmOption]:
+    """vLLM's server options of the pinned image line (providers/vllm-serve-flags.tsv)."""
     text = resources.files("fleetform.providers").joinpath("vllm-serve-flags.tsv").read_text(encoding="utf-8")
     table = {}
     for line in text.splitlines():
         if line and not line.startswith("#") and not line.startswith("flag\t"):
-            flag, _group, status = line.split("\t")
-            table[flag] = status
+            flag, _group, status, arity, value, choices = line.split("\t")
+            table[flag] = VllmOption(status, arity, value, tuple(choices.split("|")) if choices else ())
     return table
+
+
+def vllm_flags() -> dict[str, str]:
+    """vLLM's server flags of the pinned image line and their status."""
+    return {flag: option.status for flag, option in vllm_options().items()}
 
 
 def flag_name(arg: str) -> str:
@@ -173,26 +189,141 @@ def flag_name(arg: str) -> str:
     name = arg.split("=", 1)[0]
     if name.startswith("--"):
         name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    elif name.startswith("-O") and name != "-O":
+        name = "-O"  # -O3, -O.level: FlexibleArgumentParser's forms of -O (--compilation-config)
     return name
 
 
-@rule("extra-args", "error", "extra_args are vLLM server flags of the pinned image line, and none fleetform sets")
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+"""argparse's _negative_number_matcher: with no option that looks like one, such an item is a value."""
+
+
+def _is_option(arg: str, options: dict[str, VllmOption]) -> bool:
+    """Whether argparse reads the item as an option (ArgumentParser._parse_optional), not a value."""
+    if len(arg) < 2 or not arg.startswith("-"):
+        return False
+    if flag_name(arg) in options:
+        return True
+    if _NEGATIVE_NUMBER.match(arg):
+        return False
+    return " " not in arg
+
+
+def _value_problem(option: VllmOption, value: str) -> str | None:
+    """Why the option's type or choices refuse the value (vllm/engine/arg_utils.py: the type
+    functions _compute_kwargs gives: int, float, human_readable_int; optional_type passes '' and
+    'None'), or None."""
+    if value in ("", "None") and option.value in ("int", "float", "size"):
+        return None
+    try:
+        if option.value == "int":
+            number = int(value)
+        elif option.value == "float":
+            float(value)
+        elif option.value == "size":
+            match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgG])", value.strip())
+            if match is None:
+                int(value)
+            elif match.group(2).isupper():
+                int(match.group(1))  # vLLM: no decimals with a binary suffix
+    except ValueError:
+        kind = {"int": "an integer", "float": "a number", "size": "an integer (25k, 1M)"}[option.value]
+        return f"takes {kind}, not '{value}'"
+    if option.choices:
+        if option.value == "int":
+            allowed = number in {int(c) for c in option.choices}
+        else:
+            allowed = value in option.choices
+        if not allowed:
+            return f"takes one of {', '.join(option.choices)}, not '{value}'"
+    return None
+
+
+def argv_problems(args: tuple[str, ...] | list[str], owned: frozenset[str] = OWNED_FLAGS) -> list[tuple[int, str, str]]:
+    """(index, message, hint) for each item of vLLM server arguments that vLLM 0.11's parser refuses
+    at start, read the way it reads them: FlexibleArgumentParser.parse_args (vllm/utils/__init__.py:
+    `_` as `-`, -O forms, `--json-arg.key value`) then argparse over the options of
+    providers/vllm-serve-flags.tsv, each with its arity. The items follow fleetform's own arguments,
+    whose first is the positional model: any other positional is one too many. Unknown flags and
+    those in `owned` (fleetform's, for extra_args) are the rule's to report, with their values."""
+    options = vllm_options()
+    problems: list[tuple[int, str, str]] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not _is_option(arg, options):
+            problems.append((i, f"'{arg}' is neither a flag nor a flag's value: vLLM refuses it as an unrecognized "
+                             "argument", "the model is already given; put each value right after its flag"))
+            i += 1
+            continue
+        name = flag_name(arg)
+        option = options.get(name)
+        i += 1
+        if option is None or name in owned:
+            while i < len(args) and not _is_option(args[i], options):
+                i += 1  # its values: reported with the flag itself
+            continue
+        explicit = None
+        if arg.startswith("-O") and len(arg) > 2 and arg[2] != ".":
+            explicit = arg[3:] if arg[2] == "=" else arg[2:]  # -O3, -O=3: one item, the level
+        elif "=" in arg:
+            explicit = arg.split("=", 1)[1]
+        dotted = "." in arg.split("=", 1)[0]
+        if dotted:
+            if option.value != "json":
+                problems.append((i - 1, f"{name} takes no --flag.key form: its value is not JSON",
+                                 f"write `{name} VALUE`"))
+            if explicit is None:
+                if i >= len(args):
+                    problems.append((i - 1, f"{arg} needs a value", "give the key's value as the next item"))
+                i += 1  # FlexibleArgumentParser takes the next item as the key's value, whatever it is
+            continue
+        if explicit is not None:
+            if option.arity == "0":
+                problems.append((i - 1, f"{name} takes no value",
+                                 f"write `{name}` to turn it on" + (f", `--no-{name[2:]}` to turn it off"
+                                                                    if f"--no-{name[2:]}" in options else "")))
+            elif (why := _value_problem(option, explicit)) is not None:
+                problems.append((i - 1, f"{name} {why}", "see vllm serve --help=" + name.lstrip("-")))
+            continue
+        if option.arity == "0":
+            continue
+        start = i
+        while i < len(args) and not _is_option(args[i], options):
+            i += 1
+        values = list(args[start:i])
+        if option.arity in ("1", "?"):
+            i = start + min(len(values), 1)  # the rest is stray: reported on the next turn
+            values = values[:1]
+        if not values and option.arity != "?":
+            problems.append((start - 1, f"{name} needs {'a value' if option.arity == '1' else 'one or more values'}",
+                             f"give its value as the next item, or as `{name}=VALUE`"))
+        for n, value in enumerate(values):
+            if (why := _value_problem(option, value)) is not None:
+                problems.append((start + n, f"{name} {why}", "see vllm serve --help=" + name.lstrip("-")))
+    return problems
+
+
+@rule("extra-args", "error", "extra_args are vLLM server flags of the pinned image line, none fleetform sets, "
+      "each with the values vLLM's parser takes for it")
 def extra_args(bp: Blueprint, report: Reporter) -> None:
-    flags = vllm_flags()
+    options = vllm_options()
     for fleet in _inference(bp):
         for model in fleet.models:
             for i, arg in enumerate(model.extra_args):
-                if not arg.startswith("-") or re.fullmatch(r"-[0-9.]+", arg):
-                    continue  # a value of the flag before it
+                if not _is_option(arg, options):
+                    continue  # a value: argv_problems judges it
                 name = flag_name(arg)
                 path = model.path + ("extra_args", i)
-                if name in OWNED_FLAGS or (name.startswith("-O") and "--compilation-config" in OWNED_FLAGS):
+                if name in OWNED_FLAGS or (name == "-O" and "--compilation-config" in OWNED_FLAGS):
                     report(path, f"{name} is set by fleetform", "it follows from the model's fields; change those")
-                elif name not in flags and not re.fullmatch(r"-O[0-3]?", name):
+                elif name not in options:
                     report(path, f"{name} is not a flag of vLLM 0.11's server",
-                           did_you_mean(name, flags, "flags") + " (providers/vllm-serve-flags.tsv)")
-                elif flags.get(name) == "deprecated":
+                           did_you_mean(name, options, "flags") + " (providers/vllm-serve-flags.tsv)")
+                elif options[name].status == "deprecated":
                     report(path, f"{name} is deprecated in vLLM 0.11", "see vllm serve --help for its replacement")
+            for i, message, hint in argv_problems(model.extra_args):
+                report(model.path + ("extra_args", i), message, hint)
 
 
 def _node_fit(fleet, end: str):

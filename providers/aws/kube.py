@@ -229,6 +229,9 @@ def _weights_policy(uris: tuple[str, ...]) -> str:
     statements = []
     for n, uri in enumerate(sorted(uris)):
         bucket, _, key = uri.removeprefix("s3://").partition("/")
+        if not uri.startswith("s3://") or not uri.endswith("/") or "*" in uri or "?" in uri or not bucket:
+            # `key*` of `llama` would reach `llama-secret/`; the schema's s3Prefix refuses such a uri
+            raise ValueError(f"weights uri {uri!r} is not an S3 folder (s3://bucket/prefix/) without wildcards")
         statements += [
             {"Sid": f"Read{n}", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/{key}*"},
             {"Sid": f"List{n}", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
