@@ -19,7 +19,7 @@ PLUGIN_PREFIXES = ("FI_", "OFI_NCCL_")
 class Variable:
     name: str
     since: str
-    status: str  # ok | warn | experimental | deprecated(...) | removed(...) | undocumented
+    status: str  # ok | warn | experimental | deprecated(...) | removed(...) | undocumented | obsolete
     note: str
 
     @property

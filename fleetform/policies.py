@@ -410,3 +410,49 @@ def dns_zone_private(resources, bp):
 def check(resources: list[dict], bp: Blueprint) -> list[tuple[str, str, str]]:
     """(policy id, resource name, message) for every violation."""
     return [(pid, name, message) for pid, (_, fn) in POLICIES.items() for name, message in fn(resources, bp)]
+
+
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+
+
+@policy("instance-tag-keys", "an instance whose tags are in instance metadata has only tag keys it can serve")
+def instance_tag_keys(resources, bp):
+    """With `instance_metadata_tags` enabled, EC2 refuses to launch an instance with a tag key that
+    has `/` or a space (Amazon EC2 User Guide, "View tags for your EC2 instances using instance
+    metadata"); moto's server and Pulumi's mocks launch it. The `tag-key-imds` rule stops such a
+    label before the plan; this checks what the program actually puts on instances."""
+    from .rules.blueprint import INSTANCE_TAG_KEY, INSTANCE_TAG_KEYS_REFUSED
+
+    out = []
+    for r in _of(resources, LAUNCH_TEMPLATE) + _of(resources, INSTANCE):
+        inputs = r["inputs"]
+        if (inputs.get("metadataOptions") or {}).get("instanceMetadataTags") != "enabled":
+            continue
+        keys = set(inputs.get("tags") or {})
+        for spec in inputs.get("tagSpecifications") or []:
+            if spec.get("resourceType") == "instance":
+                keys |= set(spec.get("tags") or {})
+        bad = sorted(k for k in keys if not INSTANCE_TAG_KEY.fullmatch(k) or k in INSTANCE_TAG_KEYS_REFUSED)
+        if bad:
+            out.append((r["name"], f"tags its instances with {', '.join(repr(k) for k in bad)} while their tags are "
+                                   "in instance metadata: EC2 refuses the launch"))
+    return out
+
+
+@policy("spread-placement-size", "a spread placement group's launch template starts at most 7 nodes (one zone)")
+def spread_placement_size(resources, bp):
+    """A spread placement group runs at most 7 instances per availability zone (Amazon EC2 User
+    Guide, "Placement strategies"); a fleet's nodes share one subnet, so one zone. moto's server and
+    Pulumi's mocks launch an eighth; EC2 does not."""
+    from .rules.fleets import SPREAD_MAX_PER_ZONE
+
+    spread = {r["name"] for r in _of(resources, PLACEMENT_GROUP) if r["inputs"].get("strategy") == "spread"}
+    sizes = {f.name: f.nodes.max for f in bp.fleets if f.nodes is not None}
+    out = []
+    for r in _of(resources, LAUNCH_TEMPLATE):
+        group = (r["inputs"].get("placement") or {}).get("groupName")
+        fleet = (r["inputs"].get("tags") or {}).get("fleetform:fleet")
+        if group in spread and sizes.get(fleet, 0) > SPREAD_MAX_PER_ZONE:
+            out.append((r["name"], f"launches up to {sizes[fleet]} nodes into spread placement group {group}, "
+                                   f"which runs at most {SPREAD_MAX_PER_ZONE} in one availability zone"))
+    return out

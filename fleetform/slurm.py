@@ -43,10 +43,11 @@ RENDERED_DIR = "/opt/fleetform/rendered"
 
 FEATURES_SINCE = {"auth/slurm": "23.11"}
 """Features that need a newer Slurm than the oldest fleetform renders for."""
-REMOVED_IN = {"CgroupAutomount": "23.11", "cloud_reg_addrs": "23.11"}
+REMOVED_IN = {"CgroupAutomount": "23.11", "cloud_reg_addrs": "23.11", "PrivateData=cloud": "23.02"}
 """Keys removed from Slurm's config files in a release: not written for that release or later
 (SchedMD CHANGELOG/slurm-23.11.md: "Remove CgroupAutomount= option from cgroup.conf", "Remove
-cloud_reg_addrs and make it default behavior")."""
+cloud_reg_addrs and make it default behavior"; CHANGELOG/slurm-23.02.md: "Change cloud nodes to show
+by default. PrivateData=cloud is no longer needed.")."""
 
 
 _HOST_ITEM = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?[^,\[]*")
@@ -67,6 +68,17 @@ def host_count(expression: str) -> int:
             low, _, high = part.partition("-")
             total += max(0, int(high or low) - int(low) + 1)
     return total
+
+
+def reversed_range(expression: str) -> str | None:
+    """The first range of a schema-valid hostlist expression written high-low (`06-01` of
+    `dgx-[06-01]`), or None. Slurm's hostlist parser and python-hostlist refuse one ("start > stop")."""
+    for match in _HOST_ITEM.finditer(expression):
+        for part in (match.group(2) or "").split(","):
+            low, _, high = part.partition("-")
+            if high and int(high) < int(low):
+                return part
+    return None
 
 
 MAX_HOSTS = 65_536
@@ -102,6 +114,13 @@ class NodeLine:
 
 @frozen
 class GresLine:
+    """One gres.conf line. It names no `Cores=` (gres.conf(5): without it any core may be used with
+    the GPUs): which socket each GPU hangs off is a fact of the board that neither fleetform's
+    catalog (providers/aws/instances.json, from EC2's DescribeInstanceTypes, which publishes no
+    GPU-to-NUMA affinity) nor an on-prem blueprint's `hardware` holds, and a guessed `Cores=` would
+    steer every job's CPUs to the wrong socket. Where slurmd is built with NVML, `AutoDetect=nvml`
+    reads the affinity from the driver; Debian's and Ubuntu's slurmd packages are not, so fleetform
+    writes the device files and leaves the cores free rather than wrong."""
     names: str
     type: str
     file: str  # /dev/nvidia[0-7]
@@ -163,6 +182,7 @@ class SlurmConfig:
     power: PowerSaving | None
     ec2: Ec2Nodes | None
     cgroup_automount: bool  # written only for releases that still have CgroupAutomount
+    private_data_cloud: bool  # written only for power-saving clusters of releases before 23.02
     slurmctld_parameters: tuple[str, ...]
     tree_width: int | None  # None: Slurm's default
     all_nodes: str  # every node of the fleet, as one hostlist expression
@@ -226,6 +246,8 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         [s.nodes for s in scheduler.topology.switches] if scheduler.topology else [])
     if size.max > MAX_HOSTS or any(e and host_count(e) > MAX_HOSTS for e in expressions):
         return None  # the size-range and slurm-partition-nodes rules say why
+    if any(e and reversed_range(e) for e in expressions):
+        return None  # the hostlist-range rule says where
     type_ = gpu_type(shape.gpu.family)
     fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
     features = ",".join(x for x in (fleet.instance_type, type_, fabric) if x)
@@ -320,6 +342,7 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         auth_type=f"auth/{auth}", cred_type=f"cred/{auth}", gres_types=("gpu",),
         nodes=nodes, gres=gres, partitions=partitions, switches=switches, power=power, ec2=ec2,
         cgroup_automount=version_key(version) < version_key(REMOVED_IN["CgroupAutomount"]),
+        private_data_cloud=power is not None and version_key(version) < version_key(REMOVED_IN["PrivateData=cloud"]),
         slurmctld_parameters=parameters, tree_width=CLOUD_TREE_WIDTH if ec2 is not None else None,
         all_nodes=everyone,
         def_cpu_per_gpu=max(1, cpus // shape.gpu_count),

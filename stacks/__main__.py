@@ -14,6 +14,7 @@ from fleetform.findings import report_text
 from fleetform.pipeline import check
 from fleetform.providers.aws.deployer import deployer_cidr
 from fleetform.providers.aws.inference import secret_config_keys
+from fleetform.providers.aws.common import ClusterIdError, cluster_id
 from fleetform.providers.aws.program import build
 from fleetform.render import render
 
@@ -33,6 +34,10 @@ if model.cloud == "aws":
         where = f"the stack builds in {region}" if region else "the stack names no AWS region"
         raise pulumi.RunError(f"{blueprint}: the blueprint's provider.region is {model.region}, but {where}; "
                               f"run `pulumi config set aws:region {model.region}`. Nothing was built.")
+    try:
+        cluster_id(model)
+    except ClusterIdError as error:
+        raise pulumi.RunError(f"{blueprint}: {error}. Nothing was built.") from None
 deployer = None
 if model.cluster is not None:
     # every Kubernetes Secret the models read is created from a Pulumi secret: all must be set before

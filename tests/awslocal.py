@@ -141,14 +141,14 @@ def cluster_env(role: str, cluster: str, fleet: str, moto_url: str, **extra: str
     AWS_* lines (moto's endpoint and fake credentials) that the programs pass to the aws CLI."""
     import shlex
 
-    values = {"FLEETFORM_ROLE": role, "FLEETFORM_CLUSTER": cluster, "FLEETFORM_BLUEPRINT": cluster.split("-")[0],
+    values = {"FLEETFORM_ROLE": role, "FLEETFORM_CLUSTER": cluster, "FLEETFORM_BLUEPRINT": cluster.split("_")[0],
               "FLEETFORM_FLEET": fleet, "FLEETFORM_REGION": REGION, "FLEETFORM_CONTROLLER_ADDR": "127.0.0.1",
               "FLEETFORM_LUSTRE_MOUNTS": "", "FLEETFORM_STATE_VOLUME": "", **extra,
               "AWS_ENDPOINT_URL": moto_url, **CREDENTIALS}
     return "".join(f"{k}={shlex.quote(v)}\n" for k, v in values.items())
 
 
-CLUSTER = "a-dev"  # <metadata.name>-<stack> of the test blueprint
+CLUSTER = "a_dev"  # <metadata.name>_<stack> of the test blueprint
 
 
 def blueprint(nodes: str) -> str:

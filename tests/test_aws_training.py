@@ -113,7 +113,7 @@ def test_user_data_writes_the_contract_environment(reference):
     # the nodes get the same values as the controller, less the controller's own
     assert compute == {k: v for k, v in controller.items() if k in CONTRACT_KEYS} | {"FLEETFORM_ROLE": "compute"}
     assert controller["FLEETFORM_ROLE"] == "controller"
-    assert controller["FLEETFORM_CLUSTER"] == "llm-70b-plan"  # <metadata.name>-<pulumi stack>
+    assert controller["FLEETFORM_CLUSTER"] == "llm-70b_plan"  # <metadata.name>_<pulumi stack>
     assert (controller["FLEETFORM_BLUEPRINT"], controller["FLEETFORM_FLEET"], controller["FLEETFORM_REGION"]) == (
         "llm-70b", "train", "us-east-1")
     assert (controller["FLEETFORM_CONFIG_BUCKET"], controller["FLEETFORM_CONFIG_KEY"]) == (
@@ -199,7 +199,7 @@ def test_user_data_installs_the_checked_artifact_and_runs_the_bootstrap(referenc
     files = _with_bootstrap(model)
     root, result = _run_user_data(reference, tmp_path, files)
     assert result.returncode == 0, result.stderr
-    assert (root / "bootstrapped").read_text() == "compute llm-70b-plan train\n"
+    assert (root / "bootstrapped").read_text() == "compute llm-70b_plan train\n"
     env_file = root / "etc/fleetform/cluster.env"
     assert oct(env_file.stat().st_mode & 0o777) == "0o600"
     installed = root / "opt/fleetform/rendered"

@@ -83,7 +83,8 @@ def test_rules_lists_id_severity_and_summary():
     for expected in ("schema", "yaml-duplicate-key", "instance-type", "efa-multinode", "spot-training",
                      "reservation-id", "placement-zone", "size-range", "tensor-parallel", "model-fits",
                      "kv-cache-room", "autoscaler-reach", "gpu-sharing", "fsx-capacity", "k8s-version",
-                     "role-scheduler", "unique-names", "storage-ref"):
+                     "role-scheduler", "unique-names", "storage-ref", "hostlist-range", "node-memory", "mount-path",
+                     "tag-key-imds", "spread-placement"):
         assert expected in ids
     assert all(r["severity"] in ("error", "warning") and r["summary"] for r in data)
     text = run_cli("rules").stdout.splitlines()
@@ -357,3 +358,18 @@ def test_an_error_of_the_machine_is_not_a_bug(monkeypatch, capsys):
         assert capsys.readouterr().err.startswith(f"fleetform: error: {where}")
         with pytest.raises(OSError):
             main(["rules", "--debug"])
+
+
+@pytest.mark.parametrize("name, rule, line", [("331-ssh-cidr-host-bits.yaml", "network", 14),
+                                              ("330-hostlist-reversed.yaml", "hostlist-range", 33),
+                                              ("332-node-memory.yaml", "node-memory", 21)])
+def test_plan_and_render_stop_at_the_finding_not_a_traceback(name, rule, line, tmp_path):
+    """Issue 17: an SSH CIDR with host bits stopped `plan` in its ingress check, a reversed hostlist
+    range stopped `validate` and `render` ("start > stop"); each is now a finding at its line."""
+    path = ROOT / "tests" / "corpus" / name
+    for argv in (("plan", str(path)), ("render", str(path), "-o", str(tmp_path / "out"))):
+        result = run_cli(*argv, cwd=tmp_path)
+        assert result.returncode == 1, (argv, result.stdout, result.stderr)
+        assert "Traceback" not in result.stdout + result.stderr and "internal error" not in result.stderr
+        assert f"{path}:{line}:" in result.stdout and f"[{rule}]" in result.stdout, result.stdout
+    assert not (tmp_path / "out").exists()

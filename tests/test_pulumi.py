@@ -78,7 +78,7 @@ def test_tags_on_every_taggable_resource(tmp_path):
     for r in tagged:
         tags = r["inputs"]["tags"]
         assert tags["fleetform:blueprint"] == "llm-70b" and tags["fleetform:version"] == "1.0.0"
-        assert tags["fleetform:cluster"] == "llm-70b-plan" and tags["team"] == "ml-platform", r["name"]
+        assert tags["fleetform:cluster"] == "llm-70b_plan" and tags["team"] == "ml-platform", r["name"]
     # the digest of the rendered files changes with every render: it sits on the artifact object
     # alone, never where a change rolls nodes (launch templates, instances)
     carriers = [r["name"] for r in resources if "fleetform:manifest-sha256" in json.dumps(r["inputs"].get("tags"))
@@ -190,7 +190,7 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
     policy = _one(resources, "aws:iam/rolePolicy:RolePolicy", "train-controller")
     assert policy["role"] == "train-controller-id"  # the controller's role, not the compute nodes'
     statements = _statements(resources, "train-controller")
-    own = {"fleetform:cluster": "elastic-plan", "fleetform:fleet": "train", "fleetform:role": "compute"}
+    own = {"fleetform:cluster": "elastic_plan", "fleetform:fleet": "train", "fleetform:role": "compute"}
     assert statements["LaunchComputeNodes"]["Condition"] == {
         "StringEquals": {f"aws:RequestTag/{k}": v for k, v in own.items()}}
     assert statements["LaunchComputeNodes"]["Resource"] == "arn:aws:ec2:*:*:instance/*"
@@ -208,9 +208,9 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
     controller = _one(resources, "aws:ec2/instance:Instance", "train-controller")["tags"]
     assert controller["fleetform:role"] == "controller"
     assert not all(controller.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
-    other_stack = {**own, "fleetform:cluster": "elastic-prod"}
+    other_stack = {**own, "fleetform:cluster": "elastic_prod"}
     assert not all(other_stack.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
-    assert statements["PassComputeRole"]["Resource"].endswith("iam-node")
+    assert statements["PassComputeRole"]["Resource"].endswith("train-node")
     image = statements["ResolveImage"]  # the launch template's image is the default SSM parameter
     assert image["Action"] == "ssm:GetParameters" and image["Resource"] == (
         "arn:aws:ssm:*:*:parameter/aws/service/deeplearning/ami/x86_64/"
@@ -299,7 +299,7 @@ def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
     _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
     munge = _statements(resources, "train-node-munge")
     assert munge["MungeKey"]["Action"] == "secretsmanager:GetSecretValue"
-    s3 = _statements(resources, "iam-node-s3")
+    s3 = _statements(resources, "train-node-s3")
     assert s3["RenderedArtifact"] == {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject",
                                       "Resource": "arn:aws:mock:::bucket/rendered-bucket/fleetform/rendered.tar.gz"}
     assert not [r for r in s3["OwnBuckets"]["Resource"] if "rendered" in r]  # nodes cannot rewrite it
@@ -309,7 +309,7 @@ def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
     (statement,) = deny["Statement"]
     assert statement["Effect"] == "Deny" and statement["Principal"] == "*"
     assert statement["Condition"] == {"StringNotEquals": {"aws:PrincipalArn": [
-        "arn:aws:mock:::role/iam-node", "arn:aws:mock:::role/train-controller"]}}
+        "arn:aws:mock:::role/train-controller", "arn:aws:mock:::role/train-node"]}}
 
 
 def test_spot_and_existing_network(tmp_path):

@@ -24,12 +24,12 @@ REF = ROOT / "blueprints/reference.yaml"
 
 def test_render_writes_the_layout_of_the_design(tmp_path):
     result = run_cli("render", str(REF), cwd=tmp_path)
-    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\nrendered 39 files to rendered/llm-70b/\n")
+    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\nrendered 40 files to rendered/llm-70b/\n")
     files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
                    for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
     assert [f for f in files if not f.startswith(("serve/", "small-models/"))] == [
         "manifest.json", "train/nccl.env", "train/slurm/bin/bootstrap", "train/slurm/bin/fleet.json",
-        "train/slurm/bin/fleetform_node.py", "train/slurm/bin/keeper", "train/slurm/bin/resume",
+        "train/slurm/bin/fleetform_node.py", "train/slurm/bin/imds-access", "train/slurm/bin/keeper", "train/slurm/bin/resume",
         "train/slurm/bin/resume-fail", "train/slurm/bin/suspend", "train/slurm/bin/task-prolog",
         "train/slurm/bin/topology", "train/slurm/cgroup.conf", "train/slurm/gres.conf", "train/slurm/slurm.conf",
         "train/slurm/topology.conf"]
@@ -51,7 +51,7 @@ def test_manifest_records_blueprint_tool_and_every_file(tmp_path):
     assert manifest["tool"]["name"] == "fleetform" and manifest["bases"] == []
     for path, digest in manifest["files"].items():
         assert hashlib.sha256((out / path).read_bytes()).hexdigest() == digest
-    assert len(manifest["files"]) == 38
+    assert len(manifest["files"]) == 39
 
 
 def test_output_is_byte_identical_whatever_the_cwd_locale_and_time_zone(tmp_path):
@@ -83,7 +83,7 @@ def test_check_lists_stale_missing_and_extra_and_writes_nothing(tmp_path):
 
 def test_check_of_a_folder_that_does_not_exist(tmp_path):
     result = run_cli("render", str(REF), "-o", str(tmp_path / "none"), "--check")
-    assert result.returncode == 1 and result.stdout.count("missing: ") == 39
+    assert result.returncode == 1 and result.stdout.count("missing: ") == 40
     assert not (tmp_path / "none").exists()
 
 
@@ -160,6 +160,22 @@ def test_keys_a_newer_slurm_removed_are_not_written_for_it(tmp_path):
     assert "CgroupAutomount" not in cgroup(VARIANTS["partitions"])  # default target 23.11
     assert "cloud_reg_addrs" not in conf(VARIANTS["partitions"])
     assert "CgroupAutomount" not in cgroup(VARIANTS["p4d-slurm-2405"])
+    # SchedMD CHANGELOG/slurm-23.02.md: "Change cloud nodes to show by default. PrivateData=cloud is
+    # no longer needed."
+    oldest = aws("oldest", nodes="8", scheduler='      slurm_version: "22.05"', image="/acme/images/slurm-22.05/ami-id")
+    assert "PrivateData=cloud" in conf(oldest).splitlines()
+    assert "PrivateData" not in conf(older) and "PrivateData" not in conf(VARIANTS["partitions"])
+
+
+def test_slurmctld_refuses_root_jobs(tmp_path):
+    """Issue 17, item 4: no root job (slurm.conf(5) DisableRootJobs); fleetform's root work runs
+    outside Slurm. slurmctld's parse of the rendered files is tests/test_slurmctld.py's."""
+    from variants import VARIANTS
+
+    for text in (VARIANTS["partitions"], (ROOT / "blueprints/onprem-ib.yaml").read_text()):
+        source = tmp_path / "bp.yaml"
+        source.write_text(text)
+        assert "DisableRootJobs=YES" in render(check(source).model)["train/slurm/slurm.conf"].decode().splitlines()
 
 
 def test_slurm_conf_stays_small_at_10000_nodes(tmp_path):

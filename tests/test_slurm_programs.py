@@ -135,8 +135,8 @@ def test_suspend_terminates_only_this_clusters_compute_nodes(rendered, controlle
 
     common = {"fleetform:fleet": "train", "fleetform:node": "train-004"}
     decoys = {
-        "other stack": launch(**common, **{"fleetform:cluster": "a-prod", "fleetform:role": "compute"}),
-        "other blueprint": launch(**common, **{"fleetform:cluster": "b-dev", "fleetform:role": "compute"}),
+        "other stack": launch(**common, **{"fleetform:cluster": "a_prod", "fleetform:role": "compute"}),
+        "other blueprint": launch(**common, **{"fleetform:cluster": "b_dev", "fleetform:role": "compute"}),
         "controller": launch(**common, **{"fleetform:cluster": CLUSTER, "fleetform:role": "controller"}),
     }
     static = launch(**{"fleetform:cluster": CLUSTER, "fleetform:fleet": "train", "fleetform:node": "train-001",

@@ -69,3 +69,19 @@ def test_slurmctld_rejects_what_it_should(tmp_path):
     bad_plugin = slurmctld.check(folder)
     assert not bad_nodes.ok and any("Invalid node names in partition" in p for p in slurmctld.problems(bad_nodes))
     assert not bad_plugin.ok and any("select/none_such" in p for p in slurmctld.problems(bad_plugin))
+
+
+def test_slurmctld_refuses_the_negative_defmempergpu_the_node_memory_rule_stops(tmp_path):
+    """Issue 17: `memory_gib: 1` rendered RealMemory=972 and DefMemPerGPU=-135, which slurmctld
+    22.05 refuses ("DefMemPerGPU value (-135) is less than zero", then fatal). The rule stops such a
+    blueprint before rendering (tests/corpus/332-node-memory.yaml); the folder here is the one the
+    old fleetform wrote, made from a valid render with those two values."""
+    import re
+
+    (folder,) = _render(Path(__file__).resolve().parents[1] / "blueprints/onprem-ib.yaml", tmp_path / "out")
+    conf = folder / "slurm.conf"
+    text = re.sub(r"RealMemory=\d+", "RealMemory=972", re.sub(r"DefMemPerGPU=\d+", "DefMemPerGPU=-135", conf.read_text()))
+    conf.write_text(text)
+    assert "DefMemPerGPU value (-135) is less than zero" in "\n".join(slurmctld.problems(slurmctld.check(folder)))
+    result = check(Path(__file__).resolve().parent / "corpus/332-node-memory.yaml")
+    assert result.model is None and [f.rule for f in result.findings] == ["node-memory"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import Counter
 
 from ..model import Blueprint
@@ -86,6 +87,35 @@ def network(bp: Blueprint, report: Reporter) -> None:
                    "AWS accepts VPC sizes from /16 to /28")
         elif str(address) != net.cidr:
             report(net.path + ("cidr",), f"'{net.cidr}' has host bits set", f"write the network address: {address}")
+    for index, cidr in enumerate(net.ssh_ingress_cidrs):
+        address = ipaddress.ip_network(cidr, strict=False)
+        if str(address) != cidr:  # AWS's security group rule and the plan's checks want the network address
+            report(net.path + ("ssh_ingress_cidrs", index), f"SSH ingress CIDR '{cidr}' has host bits set",
+                   f"write the network address: {address}")
+
+
+INSTANCE_TAG_KEY = re.compile(r"[A-Za-z0-9+\-=.,_:@]+")
+"""The tag keys an instance may carry while its tags are readable through instance metadata
+(Amazon EC2 User Guide, "View tags for your EC2 instances using instance metadata": keys may only use
+letters, digits and `+ - = . , _ : @`, no space or `/`, and may not be only `.`, `..` or `_index`;
+a launch with such a tag fails while `instance_metadata_tags` is enabled)."""
+INSTANCE_TAG_KEYS_REFUSED = (".", "..", "_index")
+
+
+@rule("tag-key-imds", "error", "labels that tag AWS instances have keys instance metadata can serve (no '/')")
+def tag_key_imds(bp: Blueprint, report: Reporter) -> None:
+    """Every label is a tag of every resource (providers/aws/common.py tags_of), the training fleets'
+    nodes and controllers among them, and those instances have tags in instance metadata (a node
+    learns its Slurm name from its tag): one key that instance metadata cannot serve fails every
+    launch. Kubernetes allows a `prefix/` in a label key; such a key cannot tag these instances."""
+    if bp.cloud != "aws" or not any(f.training for f in bp.fleets):
+        return
+    for key in bp.labels:
+        if not INSTANCE_TAG_KEY.fullmatch(key) or key in INSTANCE_TAG_KEYS_REFUSED:
+            bad = "'/'" if "/" in key else "a character outside letters, digits and + - = . , _ : @"
+            report(("metadata", "labels", key), f"label '{key}' has {bad}: as a tag of the training fleets' "
+                   "instances, whose tags are in instance metadata, it fails every launch",
+                   f"use a key of letters, digits and - _ . :, e.g. '{key.rsplit('/', 1)[-1]}'", key=True)
 
 
 @rule("ssh-open", "warning", "SSH ingress from the whole internet (0.0.0.0/0, however it is split) is deliberate")

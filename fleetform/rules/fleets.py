@@ -130,6 +130,26 @@ def placement_zone(bp: Blueprint, report: Reporter) -> None:
             return
 
 
+SPREAD_MAX_PER_ZONE = 7
+"""A spread placement group (rack level) holds at most seven running instances per availability zone
+and group (Amazon EC2 User Guide, "Placement strategies", Spread placement groups; "Placement group
+rules and limitations"); a launch beyond them fails with InsufficientInstanceCapacity."""
+
+
+@rule("spread-placement", "error", "a fleet with spread placement holds at most 7 nodes (its one availability zone)")
+def spread_placement(bp: Blueprint, report: Reporter) -> None:
+    """fleetform puts a fleet's nodes in one subnet, so one availability zone: its spread placement
+    group can run 7 of them, and the eighth never launches."""
+    if bp.cloud != "aws":
+        return
+    for fleet in bp.fleets:
+        if fleet.placement == "spread" and fleet.nodes is not None and fleet.nodes.max > SPREAD_MAX_PER_ZONE:
+            report(fleet.path + ("placement",),
+                   f"spread placement runs at most {SPREAD_MAX_PER_ZONE} instances per availability zone; fleet "
+                   f"'{fleet.name}' may have {fleet.nodes.max} nodes in one zone, and the rest never launch",
+                   f"use placement: cluster or none, or at most {SPREAD_MAX_PER_ZONE} nodes")
+
+
 def _scheduler_hint(fleet: Fleet) -> str:
     if fleet.training:
         return "add scheduler: {type: slurm, partitions: [{name: gpu, default: true}]}"

@@ -49,7 +49,7 @@ def nccl_env(bp: Blueprint, report: Reporter) -> None:
                        f"use {replacement}" if replacement else "remove it: current NCCL ignores it", key=True)
 
 
-@rule("nccl-env-risky", "warning", "nccl.env avoids NCCL variables that are risky, undocumented or ignored on this fabric")
+@rule("nccl-env-risky", "warning", "nccl.env avoids NCCL variables that are risky, undocumented, obsolete or ignored on this fabric")
 def nccl_env_risky(bp: Blueprint, report: Reporter) -> None:
     entries = _entries(bp)
     table = variables() if entries else {}
@@ -65,6 +65,10 @@ def nccl_env_risky(bp: Blueprint, report: Reporter) -> None:
             detail = f" ({var.note})" if var.note else ""
             report(path, f"{name} overrides what NCCL picks itself and is meant for debugging{detail}",
                    "set it for one experiment, not for every job of the fleet", key=True)
+        elif var.status == "obsolete":
+            report(path, f"{name} is obsolete with current aws-ofi-nccl and libfabric: {var.note}",
+                   "remove it (aws-ofi-nccl doc/efa-env-var.md); current versions tune EFA per instance themselves",
+                   key=True)
         elif var.status in ("undocumented", "experimental"):
             report(path, f"{name} is {var.status} in NCCL: it may change or vanish without notice",
                    "prefer a documented variable", key=True)

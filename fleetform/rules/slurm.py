@@ -96,6 +96,47 @@ def slurm_version(bp: Blueprint, report: Reporter) -> None:
                    f"{config.version}", f"use auth: munge, or slurm_version: \"{since}\" or later")
 
 
+@rule("hostlist-range", "error", "hostlist ranges run low to high (dgx-[01-06], not dgx-[06-01])")
+def hostlist_range(bp: Blueprint, report: Reporter) -> None:
+    """Slurm's hostlist parser refuses a range written high-low ("start > stop"), and so does the
+    python-hostlist fleetform expands names with."""
+    from ..slurm import host_count, reversed_range
+
+    for fleet in bp.fleets:
+        # hosts that name no host at all: the size-range rule says so
+        expressions = [(fleet.path + ("hosts",), fleet.hosts)] if fleet.hosts and host_count(fleet.hosts) else []
+        scheduler = fleet.scheduler
+        if scheduler is not None and scheduler.type == "slurm":
+            expressions += [(p.path + ("nodes",), p.nodes) for p in scheduler.partitions]
+            if scheduler.topology is not None:
+                expressions += [(s.path + ("nodes",), s.nodes) for s in scheduler.topology.switches]
+        for path, expression in expressions:
+            part = reversed_range(expression) if expression else None
+            if part:
+                low, _, high = part.partition("-")
+                report(path, f"'{expression}' has the range {part}, high to low", f"write it low to high: {high}-{low}")
+
+
+@rule("node-memory", "error", "a Slurm node keeps memory for jobs after MemSpecLimit: DefMemPerGPU is at least 1 MiB")
+def node_memory(bp: Blueprint, report: Reporter) -> None:
+    """RealMemory is 95% of memory_gib and MemSpecLimit keeps at least 2 GiB of it for the system
+    (fleetform/slurm.py): on a node of about 2 GiB or less nothing is left, and slurmctld refuses the
+    negative DefMemPerGPU of the job share divided among the GPUs ("Invalid DefMemPerGPU")."""
+    from ..slurm import MEM_SPEC_MIN_MIB, MEMORY_SHARE
+
+    for fleet in _slurm_fleets(bp):
+        config = fleet.slurm
+        if config is None or config.def_mem_per_gpu_mib >= 1:
+            continue
+        node = config.nodes[0]
+        at = fleet.path + (("hardware", "memory_gib") if fleet.instance is None else ("instance_type",))
+        least = int((MEM_SPEC_MIN_MIB + fleet.shape.gpu_count) / 1024 / MEMORY_SHARE) + 1
+        report(at, f"{fleet.shape.memory_gib} GiB a node leaves no memory for jobs: RealMemory {node.real_memory_mib} "
+               f"MiB minus MemSpecLimit {node.mem_spec_limit_mib} MiB for the system, over {fleet.shape.gpu_count} GPUs, "
+               f"is DefMemPerGPU={config.def_mem_per_gpu_mib}, which slurmctld refuses",
+               f"give the node's real memory: at least {least} GiB")
+
+
 @rule("slurm-partition-nodes", "error", "a partition lists only nodes of its fleet")
 def slurm_partition_nodes(bp: Blueprint, report: Reporter) -> None:
     from ..hostset import HostSet

@@ -30,6 +30,42 @@ def storage_cloud(bp: Blueprint, report: Reporter) -> None:
                "but the blueprint is on-prem", "mount on-prem file systems outside fleetform; remove it")
 
 
+SYSTEM_DIRS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root", "/run",
+               "/sbin", "/snap", "/sys", "/tmp", "/usr", "/var")
+"""Folders of the operating system (the Filesystem Hierarchy Standard's, and Ubuntu's /snap and
+/lib32, /libx32): a file system mounted on one of them, or inside, hides what the node runs from
+(programs, libraries, /etc/slurm and munge's key, /var/log and Slurm's spool)."""
+SYSTEM_MOUNT_POINTS = ("/", "/home", "/opt")
+"""Mount points refused themselves, not what is below them: /home hides every user's home (the image
+user's ssh keys among them), /opt the image's EFA, NVIDIA and fleetform programs (/opt/amazon,
+/opt/nvidia, /opt/fleetform); `/opt/data` or `/home/shared` are fine."""
+
+
+def system_mount(mount: str) -> str | None:
+    """The system folder a mount path would cover, or None."""
+    normal = posixpath.normpath(mount)
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    if normal in SYSTEM_MOUNT_POINTS:
+        return normal
+    return next((d for d in SYSTEM_DIRS if normal == d or normal.startswith(d + "/")), None)
+
+
+@rule("mount-path", "error", "FSx for Lustre is not mounted on / or on a system folder (/etc, /usr, /var, /home, ...)")
+def mount_path(bp: Blueprint, report: Reporter) -> None:
+    """The bootstrap mounts each FSx for Lustre file system as root on every node and the controller;
+    at a system folder it would hide that folder's files (or, writable by every job's user, replace
+    them)."""
+    for storage in bp.storage:
+        if storage.type != "fsx-lustre" or not storage.mount_path:
+            continue
+        covered = system_mount(storage.mount_path)
+        if covered is not None:
+            what = "the root of the file system" if covered == "/" else f"the system folder {covered}"
+            report(storage.path + ("mount_path",), f"mount path {storage.mount_path} is {what}: mounted there, "
+                   f"'{storage.name}' hides what every node runs from", "mount it at its own folder, e.g. /fsx")
+
+
 @rule("checkpoint-location", "error", "training checkpoints go to durable storage: an attached bucket, or an "
       "attached FSx for Lustre directory exported to an attached bucket")
 def checkpoint_location(bp: Blueprint, report: Reporter) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import pulumi
 import pulumi_aws as aws
@@ -25,11 +26,37 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 """FSx for Lustre: LNET (988) and the ports 1018-1023 its clients and servers use."""
 
 
-def cluster_id(bp: Blueprint) -> str:
-    """What scopes every resource, instance and right of one deployment: the blueprint's name and the
-    Pulumi stack's, so two blueprints or two stacks of one blueprint in an account never touch each
-    other's nodes."""
-    return f"{bp.name}-{pulumi.get_stack()}"
+STACK_NAME = re.compile(r"[A-Za-z0-9_-]+")
+CLUSTER_ID_MAX = 100
+"""The cluster id names the EKS cluster of an inference fleet too: 1-100 letters, digits, `-` and `_`,
+starting with a letter or digit (Amazon EKS API Reference, CreateCluster, `name`). It is also a tag
+value (at most 256 of letters, digits, spaces and `_ . : / = + - @`) and an IAM condition value."""
+
+
+class ClusterIdError(ValueError):
+    """A Pulumi stack whose name cannot be part of a cluster id."""
+
+
+def cluster_id(bp: Blueprint, stack: str | None = None) -> str:
+    """What scopes every resource, instance and right of one deployment: `<blueprint>_<stack>`, the
+    blueprint's name and the Pulumi stack's, so two blueprints or two stacks of one blueprint in an
+    account never touch each other's nodes. A blueprint name is a DNS label (letters, digits, `-`) and
+    never has `_`: everything before the first `_` is the blueprint, the rest the stack, and no two
+    pairs share an id (with `-` between them, blueprint `ml` on stack `team-dev` and `ml-team` on
+    stack `dev` both were `ml-team-dev`). A stack name with another character (Pulumi allows `.`) or
+    too long for the id is refused."""
+    stack = pulumi.get_stack() if stack is None else stack
+    if not STACK_NAME.fullmatch(stack):
+        raise ClusterIdError(f"the Pulumi stack name {stack!r} has a character other than letters, digits, '-' "
+                             f"and '_'; the cluster id <blueprint>_<stack> tags, scopes and names this "
+                             f"deployment's resources (an EKS cluster name allows no other): use a stack name "
+                             f"such as {re.sub(r'[^A-Za-z0-9_-]', '-', stack) or 'dev'!r}")
+    cluster = f"{bp.name}_{stack}"
+    if len(cluster) > CLUSTER_ID_MAX:
+        raise ClusterIdError(f"the cluster id {cluster!r} (<blueprint>_<stack>) has {len(cluster)} characters, more "
+                             f"than the {CLUSTER_ID_MAX} an EKS cluster name allows: use a stack name of at most "
+                             f"{CLUSTER_ID_MAX - len(bp.name) - 1} characters")
+    return cluster
 
 
 def tags_of(bp: Blueprint, **extra: str) -> dict[str, str]:

@@ -11,9 +11,9 @@ from .common import _opts, _policy
 
 
 class Iam(pulumi.ComponentResource):
-    """Instance roles: the compute role of training nodes (SSM, read of the rendered artifact, the
-    blueprint's own buckets for checkpoints; each training fleet adds its munge secret); the EKS
-    cluster and node roles for inference fleets."""
+    """What the blueprint's roles share (the EC2 trust policy, the rendered artifact's ARN, the own
+    buckets), the EKS cluster and node roles for inference fleets, and `compute_role`, which each
+    training fleet calls for a role of its own."""
 
     def __init__(self, name: str, bp: Blueprint, bucket_arns: list, rendered, tags: dict,
                  opts: pulumi.ResourceOptions | None = None):
@@ -22,9 +22,7 @@ class Iam(pulumi.ComponentResource):
             {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
         self.ec2_trust = ec2_trust
         self.artifact_arn = pulumi.Output.concat(rendered.bucket.arn, "/", rendered.key)
-        self.node_role = self.node_profile = None
-        if any(f.training for f in bp.fleets):
-            self._compute_role(name, bucket_arns, tags)
+        self.bucket_arns = bucket_arns
         self.eks_cluster_role = self.eks_node_role = None
         if any(f.kube is not None for f in bp.fleets):
             eks_trust = _policy({"Version": "2012-10-17", "Statement": [
@@ -42,25 +40,27 @@ class Iam(pulumi.ComponentResource):
                                              policy_arn=f"arn:aws:iam::aws:policy/{policy}", opts=_opts(self))
         self.register_outputs({})
 
-    def _compute_role(self, name: str, bucket_arns: list, tags: dict) -> None:
-        """The role of training fleets' compute nodes: SSM, the rendered artifact (read only: a node
-        must not rewrite what the controller installs), the blueprint's own buckets (checkpoints).
+    def compute_role(self, name: str, parent: pulumi.Resource, tags: dict) -> tuple:
+        """The role and instance profile of ONE training fleet's compute nodes: SSM, the rendered
+        artifact (read only: a node must not rewrite what the controller installs), the blueprint's
+        own buckets (checkpoints); the fleet adds the read of its own munge key. One role per fleet
+        (as AWS ParallelCluster gives each queue its own): with one role for every training fleet,
+        each fleet's nodes could read every other fleet's munge key and forge credentials there.
         Its tag fleetform:role names the caller whose calls (providers/aws/calls.py) it must allow."""
-        self.node_role = aws.iam.Role(f"{name}-node", assume_role_policy=self.ec2_trust,
-                                      tags={**tags, "fleetform:role": "compute"}, opts=_opts(self))
-        aws.iam.RolePolicyAttachment(f"{name}-node-ssm", role=self.node_role.name,
+        role = aws.iam.Role(f"{name}-node", assume_role_policy=self.ec2_trust,
+                            tags={**tags, "fleetform:role": "compute"}, opts=_opts(parent))
+        aws.iam.RolePolicyAttachment(f"{name}-node-ssm", role=role.name,
                                      policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-                                     opts=_opts(self))
-        document = pulumi.Output.all(self.artifact_arn, *bucket_arns).apply(lambda arns: _policy({
+                                     opts=_opts(parent))
+        document = pulumi.Output.all(self.artifact_arn, *self.bucket_arns).apply(lambda arns: _policy({
             "Version": "2012-10-17", "Statement": [
                 {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": arns[0]}] + ([
                 {"Sid": "OwnBuckets", "Effect": "Allow",
                  "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
                  "Resource": sorted(list(arns[1:]) + [f"{a}/*" for a in arns[1:]])}] if arns[1:] else [])}))
-        aws.iam.RolePolicy(f"{name}-node-s3", role=self.node_role.id, policy=document, opts=_opts(self))
-        self.node_profile = aws.iam.InstanceProfile(f"{name}-node", role=self.node_role.name, tags=tags,
-                                                    opts=_opts(self))
-
+        aws.iam.RolePolicy(f"{name}-node-s3", role=role.id, policy=document, opts=_opts(parent))
+        profile = aws.iam.InstanceProfile(f"{name}-node", role=role.name, tags=tags, opts=_opts(parent))
+        return role, profile
 
 
 POD_IDENTITY_TRUST = _policy({"Version": "2012-10-17", "Statement": [

@@ -238,11 +238,12 @@ class TrainingFleet(pulumi.ComponentResource):
                                            tags=tags, opts=_opts(self))
         role = aws.iam.Role(f"{name}-controller", assume_role_policy=iam.ec2_trust, tags=controller_tags,
                             opts=_opts(self))
+        node_role, node_profile = iam.compute_role(name, self, tags)
         aws.secretsmanager.SecretPolicy(
             f"{name}-munge", secret_arn=secret.arn, block_public_policy=True,
-            policy=pulumi.Output.all(secret.arn, role.arn, iam.node_role.arn).apply(
+            policy=pulumi.Output.all(secret.arn, role.arn, node_role.arn).apply(
                 lambda a: secret_policy(a[0], [a[1], a[2]])), opts=_opts(self))
-        aws.iam.RolePolicy(f"{name}-node-munge", role=iam.node_role.id, policy=pulumi.Output.all(
+        aws.iam.RolePolicy(f"{name}-node-munge", role=node_role.id, policy=pulumi.Output.all(
             secret.arn, key.arn).apply(lambda a: munge_reader_policy(a[0], a[1], bp.region)), opts=_opts(self))
 
         # the controller's address and state outlive the instance
@@ -273,7 +274,7 @@ class TrainingFleet(pulumi.ComponentResource):
         if fleet.placement in ("cluster", "spread") and fleet.capacity_type != "capacity-block":
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
                                                opts=_opts(self))
-        template_args = _launch_template_args(fleet, security.group_id, net.subnet_id, iam.node_profile.arn,
+        template_args = _launch_template_args(fleet, security.group_id, net.subnet_id, node_profile.arn,
                                               user_data(bp, fleet, "compute nodes",
                                                         {"FLEETFORM_ROLE": "compute", **env}),
                                               compute_tags)
@@ -287,7 +288,7 @@ class TrainingFleet(pulumi.ComponentResource):
                                      opts=_opts(self))
         image = fleet.scheduler.controller_image or fleet.image
         aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
-            template.arn, iam.node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id).apply(
+            template.arn, node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id).apply(
                 lambda a: controller_policy(cluster, fleet.name, fleet.image, *a[:5], bp.region, a[5], zone_name)),
             opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,

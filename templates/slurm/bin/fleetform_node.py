@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shlex
+import stat
 import subprocess
 import sys
 import time
@@ -44,14 +46,31 @@ def path(absolute: str) -> Path:
     return Path(ROOT + absolute)
 
 
+def log_dir() -> Path:
+    """Where this program's log goes: root's programs (bootstrap, keeper) into /var/log/fleetform,
+    which only root may write; another user's (the Resume/Suspend programs slurmctld runs as
+    SlurmUser) into its own folder below it. A root process never writes into a folder another user
+    controls: there that user could put a symlink where the log goes and have root append to any
+    file (issue 17, item 4)."""
+    base = path("/var/log/fleetform")
+    return base if os.geteuid() == 0 else base / pwd.getpwuid(os.geteuid()).pw_name
+
+
 def log(message: str) -> None:
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} fleetform {PROGRAM}: {message}"
     print(line, file=sys.stderr, flush=True)
     try:
-        target = path("/var/log/fleetform")
+        target = log_dir()
         target.mkdir(parents=True, exist_ok=True)
-        with open(target / f"{PROGRAM}.log", "a") as f:
-            f.write(line + "\n")
+        folder = os.lstat(target)
+        if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.geteuid() or folder.st_mode & 0o022:
+            return  # a folder someone else could change: stderr only (the journal keeps it)
+        # no symlink followed, no FIFO waited on: the log is a plain file of this folder or nothing
+        fd = os.open(target / f"{PROGRAM}.log",
+                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o640)
+        with os.fdopen(fd, "a") as f:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                f.write(line + "\n")
     except OSError:
         pass
 
