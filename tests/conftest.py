@@ -67,3 +67,15 @@ def checkout_stays_clean():
     yield
     added = _untracked() - before
     assert not added, f"the tests wrote into the checkout: {sorted(added)}"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked aws_e2e (tests/test_aws_e2e.py: a deployed stack in a real AWS account) run only
+    when the -m expression names them (`pytest -m aws_e2e`); otherwise they are deselected, not
+    skipped: CI never runs them, and no test skips in CI (tests/test_skips.py)."""
+    if "aws_e2e" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("aws_e2e") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+        items[:] = kept

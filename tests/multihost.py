@@ -176,13 +176,13 @@ class Reaper:
     """A process whose namespaces are a machine's or the switch's: PID 1 of its own PID namespace
     (unshare --pid --fork --kill-child), so SIGKILL to it ends everything started inside."""
 
-    def __init__(self, command: list[str], log: Path):
+    def __init__(self, command: list[str], log: Path, start_s: float = 30):
         self.log = open(log, "w")
         # PR_SET_PDEATHSIG: if the test process dies (killed), unshare gets SIGKILL and, through
         # --kill-child, so does the namespace's PID 1 with everything in it
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True, preexec_fn=_die_with_parent)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + start_s
         self.pid = None
         while self.pid is None:  # the child of unshare is PID 1 inside
             children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
@@ -193,6 +193,11 @@ class Reaper:
             if found and Path(log).read_text().strip().endswith("ready"):
                 self.pid = int(found[0])
             elif self.proc.poll() is not None or time.monotonic() > deadline:
+                # no caller holds this object to stop it: what was started dies here (unshare's
+                # --kill-child takes its namespace's PID 1 and all inside with it)
+                self.proc.kill()
+                self.proc.wait()
+                self.log.close()
                 raise RuntimeError(f"{' '.join(command)} did not start: {Path(log).read_text()[-2000:]}")
             else:
                 time.sleep(0.05)
@@ -218,11 +223,15 @@ class Switch(Reaper):
     def __init__(self, tmp: Path):
         super().__init__(["unshare", "--net", "--pid", "--fork", "--kill-child=SIGKILL", sys.executable, "-c", REAP],
                          tmp / "switch.log")
-        self.ip("link", "set", "lo", "up")
-        self.ip("link", "add", "br0", "type", "bridge")
-        self.ip("addr", "add", f"{SWITCH_ADDR}/{PREFIX}", "dev", "br0")
-        self.ip("addr", "add", f"{IMDS_ADDR}/32", "dev", "br0")
-        self.ip("link", "set", "br0", "up")
+        try:  # the caller gets no switch to stop when this fails: stopped here
+            self.ip("link", "set", "lo", "up")
+            self.ip("link", "add", "br0", "type", "bridge")
+            self.ip("addr", "add", f"{SWITCH_ADDR}/{PREFIX}", "dev", "br0")
+            self.ip("addr", "add", f"{IMDS_ADDR}/32", "dev", "br0")
+            self.ip("link", "set", "br0", "up")
+        except BaseException:
+            self.stop()
+            raise
         self.ports = 0
 
     def ip(self, *args: str) -> None:

@@ -214,11 +214,11 @@ def _boot_new_instances(cluster: Cluster, ec2, env_text, rendered: Path, program
 def cluster():
     image = multihost.image()
     tmp = Path(tempfile.mkdtemp(prefix="ff-mh-", dir="/tmp"))  # slurmstepd's socket paths must stay short
-    slurm = awslocal.render_fleet(tmp, BLUEPRINT)
-    _override(slurm)
-    program_dir = __import__("json").loads((slurm / "bin/fleet.json").read_text())["program_dir"]
     state = Cluster(tmp)
-    try:
+    try:  # from here on, whatever fails, the finally below removes tmp and stops what started
+        slurm = awslocal.render_fleet(tmp, BLUEPRINT)
+        _override(slurm)
+        program_dir = __import__("json").loads((slurm / "bin/fleet.json").read_text())["program_dir"]
         with awslocal.moto_server() as url:
             ec2, route53 = awslocal.client("ec2", url), awslocal.client("route53", url)
             vpc = ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]

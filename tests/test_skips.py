@@ -54,3 +54,18 @@ def test_require_fails_in_ci_and_skips_elsewhere(monkeypatch):
     with pytest.raises(pytest.skip.Exception, match="Debian package no-such-package"):
         require("no-such-program", "no-such-package")
     assert require("git", "git").endswith("/git")
+
+
+def test_aws_e2e_is_deselected_unless_asked_for():
+    """tests/test_aws_e2e.py needs a deployed stack: a plain run (CI's) selects none of it, and
+    `-m aws_e2e` selects all of it."""
+    import subprocess
+    import sys
+
+    def selected(*args: str) -> int:
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                              "tests/test_aws_e2e.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return sum(1 for line in out.stdout.splitlines() if "test_aws_e2e.py::" in line)
+
+    assert selected() == 0
+    assert selected("-m", "aws_e2e") == 3
