@@ -33,6 +33,8 @@ timeout. In CI (CI set) a missing daemon, moto or the aws CLI fails these tests.
 from __future__ import annotations
 
 import getpass
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -53,6 +55,8 @@ pytestmark = pytest.mark.cluster
 
 BLUEPRINT = awslocal.blueprint("{min: 2, max: 3}")
 CLUSTER = awslocal.CLUSTER
+BUCKET = "a-config-test"
+ARTIFACT_KEY = "fleetform/rendered.tar.gz"  # providers/aws/storage.py ARTIFACT_KEY
 DAEMONS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol")
 LUSTRE = "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd=/fsx"  # not mounted here (FLEETFORM_ROOT)
 SBIN = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
@@ -70,8 +74,10 @@ def need_components():
     awslocal.need(_missing())
 
 
-def _override(slurm: Path, tmp: Path) -> None:
-    """The test-only overrides listed in the module docstring, on the rendered folder."""
+def _override(slurm: Path, tmp: Path, ports: dict[str, int]) -> None:
+    """The test-only overrides listed in the module docstring, on the rendered folder; `ports` keeps
+    each node's port (and the controller's) the same across the renders of one test cluster. The
+    manifest is written again for the overridden files (the test publishes what it runs)."""
     conf = slurm / "slurm.conf"
     out = []
     for line in conf.read_text().splitlines():
@@ -89,17 +95,49 @@ def _override(slurm: Path, tmp: Path) -> None:
         elif key == "NodeName":
             names = hostlist.expand_hostlist(value.split()[0])
             rest = value.split(" ", 1)[1]
-            out += [f"NodeName={n} {rest} Port={awslocal.free_port()}" for n in names]
+            out += [f"NodeName={n} {rest} Port={ports.setdefault(n, awslocal.free_port())}" for n in names]
             continue
         out.append(line)
-    out += [f"SlurmctldPort={awslocal.free_port()}", "SlurmdParameters=config_overrides"]
+    out += [f"SlurmctldPort={ports.setdefault('slurmctld', awslocal.free_port())}", "SlurmdParameters=config_overrides"]
     conf.write_text("\n".join(out) + "\n")
     devices = tmp / "dev"
-    devices.mkdir()
-    for i in range(8):  # slurmd wants character devices: links to /dev/null are
-        (devices / f"nvidia{i}").symlink_to("/dev/null")
+    if not devices.exists():
+        devices.mkdir()
+        for i in range(8):  # slurmd wants character devices: links to /dev/null are
+            (devices / f"nvidia{i}").symlink_to("/dev/null")
     gres = slurm / "gres.conf"
     gres.write_text(re.sub(r"File=/dev/nvidia", f"File={devices}/nvidia", gres.read_text()))
+    rendered = slurm.parents[1]
+    manifest = json.loads((rendered / "manifest.json").read_text())
+    for name in ("slurm.conf", "gres.conf"):
+        relative = str((slurm / name).relative_to(rendered))
+        manifest["files"][relative] = hashlib.sha256((slurm / name).read_bytes()).hexdigest()
+    (rendered / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _publish(s3, rendered: Path) -> str:
+    """What `pulumi up` does with a render: the folder as one object at the artifact's key in the
+    versioned config bucket (providers/aws/storage.py). Returns the new S3 version id."""
+    from fleetform.render.archive import archive
+
+    files = {str(p.relative_to(rendered)): p.read_bytes() for p in sorted(rendered.rglob("*")) if p.is_file()}
+    return s3.put_object(Bucket=BUCKET, Key=ARTIFACT_KEY, Body=archive(files))["VersionId"]
+
+
+def _user_data(s3, root: Path) -> Path:
+    """The user data's own part on a machine: the artifact's current version downloaded, every file
+    checked against manifest.json, extracted at /opt/fleetform/rendered (under the machine's root)."""
+    import io
+    import tarfile
+
+    target = root / "opt/fleetform/rendered"
+    data = s3.get_object(Bucket=BUCKET, Key=ARTIFACT_KEY)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(target, filter="data")
+    listed = json.loads((target / "manifest.json").read_text())["files"]
+    for name, digest in listed.items():
+        assert hashlib.sha256((target / name).read_bytes()).hexdigest() == digest, name
+    return target / "train" / "slurm" / "bin"
 
 
 class Machines:
@@ -152,10 +190,12 @@ def _env(root: Path, env_file: Path, **extra: str) -> dict[str, str]:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin", **extra}
 
 
-def _play_ec2(machines: Machines, moto_url: str, imds: str, bin_dir: Path, env_text) -> None:
-    """EC2 booting instances: every instance moto runs for this cluster gets the rendered bootstrap
-    run with its metadata; a terminated one loses its daemons."""
+def _play_ec2(machines: Machines, moto_url: str, imds: str, env_text) -> None:
+    """EC2 booting instances: every instance moto runs for this cluster gets the user data's part
+    (the artifact's current version from S3) and the bootstrap run with its metadata; a terminated
+    one loses its daemons."""
     ec2 = awslocal.client("ec2", moto_url)
+    s3 = awslocal.client("s3", moto_url)
     while not machines.stopping.is_set():
         reservations = ec2.describe_instances(Filters=[
             {"Name": "tag:fleetform:cluster", "Values": [CLUSTER]},
@@ -164,8 +204,10 @@ def _play_ec2(machines: Machines, moto_url: str, imds: str, bin_dir: Path, env_t
             iid, state = instance["InstanceId"], instance["State"]["Name"]
             if state in ("pending", "running") and iid not in machines.boots:
                 root = machines.root(iid)
-                env_file = root / "cluster.env"
+                env_file = root / "etc/fleetform/cluster.env"
+                env_file.parent.mkdir(parents=True, exist_ok=True)
                 env_file.write_text(env_text("compute"))
+                bin_dir = _user_data(s3, root)
                 log = open(root / "bootstrap.log", "w")
                 machines.boots[iid] = subprocess.Popen(
                     [sys.executable, str(bin_dir / "bootstrap")], stdout=log, stderr=subprocess.STDOUT,
@@ -187,11 +229,17 @@ def short_tmp():
 @pytest.fixture(scope="module")
 def cluster(short_tmp):
     tmp = short_tmp
-    slurm = awslocal.render_fleet(tmp, BLUEPRINT)
-    _override(slurm, tmp)
+    (tmp / "v1").mkdir()
+    slurm = awslocal.render_fleet(tmp / "v1", BLUEPRINT)
+    ports: dict[str, int] = {}
+    _override(slurm, tmp, ports)
     machines = Machines(tmp)
     with awslocal.moto_server() as url, awslocal.fake_imds(url) as imds:
         ec2 = awslocal.client("ec2", url)
+        s3 = awslocal.client("s3", url)
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        _publish(s3, slurm.parents[1])
         template = ec2.create_launch_template(LaunchTemplateName="a-train", LaunchTemplateData={
             "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
         secret = awslocal.client("secretsmanager", url).create_secret(Name=f"{CLUSTER}-munge")["ARN"]
@@ -199,20 +247,22 @@ def cluster(short_tmp):
         def env_text(role: str) -> str:
             return awslocal.cluster_env(role, CLUSTER, "train", url, FLEETFORM_MUNGE_SECRET=secret,
                                         FLEETFORM_AWS_CLI=awslocal.aws_cli(), FLEETFORM_LAUNCH_TEMPLATE=template,
-                                        FLEETFORM_LUSTRE_MOUNTS=LUSTRE)
+                                        FLEETFORM_LUSTRE_MOUNTS=LUSTRE, FLEETFORM_CONFIG_BUCKET=BUCKET,
+                                        FLEETFORM_CONFIG_KEY=ARTIFACT_KEY)
 
         root = machines.root("controller")
-        env_file = root / "cluster.env"
+        env_file = root / "etc/fleetform/cluster.env"
+        env_file.parent.mkdir(parents=True)
         env_file.write_text(env_text("controller"))
-        ec2_thread = threading.Thread(target=_play_ec2, args=(machines, url, imds, slurm / "bin", env_text),
-                                      daemon=True)
+        bin_dir = _user_data(s3, root)
+        ec2_thread = threading.Thread(target=_play_ec2, args=(machines, url, imds, env_text), daemon=True)
         ec2_thread.start()
         try:
-            boot = subprocess.run([sys.executable, str(slurm / "bin" / "bootstrap")], capture_output=True,
+            boot = subprocess.run([sys.executable, str(bin_dir / "bootstrap")], capture_output=True,
                                   text=True, env=_env(root, env_file), timeout=180)
             assert boot.returncode == 0, boot.stderr + _logs(machines)
             yield {"conf": root / "etc/slurm/slurm.conf", "machines": machines, "ec2": ec2, "boot": boot,
-                   "bin": slurm / "bin"}
+                   "bin": bin_dir, "s3": s3, "ports": ports, "tmp": tmp, "imds": imds}
         finally:
             machines.stop()
             ec2_thread.join(10)
@@ -255,7 +305,7 @@ def test_static_nodes_boot_register_and_run_srun_and_sbatch(cluster):
 
     ran = slurm(cluster, "srun", "-N2", "--nodelist=train-[001-002]", "--ntasks-per-node=1", "--label",
                 "printenv", "SLURMD_NODENAME", "NCCL_DEBUG")
-    assert ran.returncode == 0, ran.stderr
+    assert ran.returncode == 0, ran.stderr + _logs(cluster["machines"])
     assert sorted(ran.stdout.split()) == sorted(["0:", "0:", "1:", "1:", "train-001", "train-002", "WARN", "WARN"]), \
         ran.stdout
 
@@ -291,7 +341,8 @@ def test_keeper_replaces_a_static_node_that_went_down(cluster):
     assert down.returncode == 0, down.stderr
     root = cluster["machines"].roots["controller"]
     kept = subprocess.run([sys.executable, str(cluster["bin"] / "keeper")], capture_output=True, text=True,
-                          timeout=120, env={**_env(root, root / "cluster.env"), "SLURM_CONF": str(cluster["conf"])})
+                          timeout=120, env={**_env(root, root / "etc/fleetform/cluster.env"),
+                                            "SLURM_CONF": str(cluster["conf"])})
     assert kept.returncode == 0, kept.stderr
     assert not ec2.describe_instances(Filters=[node, live])["Reservations"], "its instance still runs"
     assert ec2.describe_instances(InstanceIds=[before])["Reservations"][0]["Instances"][0]["State"]["Name"] in (
