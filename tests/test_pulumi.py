@@ -256,12 +256,13 @@ def test_the_program_call_scan_reads_shell_and_python():
 def test_every_aws_call_of_the_rendered_programs_is_listed_and_allowed(tmp_path):
     """The programs train-cluster renders call only what providers/aws/calls.py lists (the controller
     runs them all), and the recorded policies allow every listed call (iam-caller-actions)."""
-    from fleetform.providers.aws.calls import CONTROLLER, cli_action
+    from fleetform.providers.aws.calls import COMPUTE, CONTROLLER, cli_action
 
     model, resources = _plan(VARIANTS["elastic"], tmp_path)
     calls = _program_aws_calls(render(model))
-    assert {(program, service) for program, service, _ in calls} >= {("resume", "ec2")}
-    listed = {c.action for c in CONTROLLER}
+    assert {(program, service) for program, service, _ in calls} >= {("resume", "ec2"), ("update", "s3api")}
+    # bin/update runs on both roles; its Prolog part (list-object-versions) only on compute nodes
+    listed = {c.action for c in CONTROLLER + COMPUTE}
     unlisted = sorted(f"{program}: aws {service} {command} ({cli_action(service, command)})"
                       for program, service, command in calls if cli_action(service, command) not in listed)
     assert unlisted == []

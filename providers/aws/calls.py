@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Call:
-    program: str  # who calls: user-data, bootstrap, resume, suspend, keeper, jobs
+    program: str  # who calls: user-data, bootstrap, resume, suspend, keeper, update, prolog, jobs
     action: str  # the IAM action authorized
     resource: str = "*"  # the EC2 resource type it is authorized on (instance, volume, ...), or * for any
     sets_tags: bool = False  # the call tags this resource itself, so an aws:RequestTag condition can hold
@@ -60,12 +60,26 @@ CONTROLLER: tuple[Call, ...] = (
     Call("keeper", "ec2:DescribeInstances"),
     Call("keeper", "ec2:TerminateInstances", "instance"),  # compute instances that never got a name
     Call("topology", "ec2:DescribeInstanceTopology"),  # topology.conf from EC2's network topology
+    # day 2 (bin/update, from the keeper): HeadObject names the artifact's version (s3:GetObject,
+    # https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html), GetObject with a versionId
+    # downloads exactly it (s3:GetObjectVersion, API_GetObject.html "Permissions"); removed and rolled
+    # nodes' instances are found and terminated
+    Call("update", "s3:GetObject"),
+    Call("update", "s3:GetObjectVersion"),
+    Call("update", "ec2:DescribeInstances"),
+    Call("update", "ec2:TerminateInstances", "instance"),
 )
 
 COMPUTE: tuple[Call, ...] = (
     Call("user-data", "s3:GetObject"),
     Call("bootstrap", "secretsmanager:GetSecretValue"),  # the munge key (nodes never write it)
     Call("bootstrap", "kms:Decrypt"),
+    # day 2: the node's timer installs a new version (as the controller's update); its Prolog lists the
+    # artifact's versions to pin the one current at the job's start (ListObjectVersions needs
+    # s3:ListBucketVersions on the bucket, https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html)
+    Call("update", "s3:GetObject"),
+    Call("update", "s3:GetObjectVersion"),
+    Call("prolog", "s3:ListBucketVersions"),
     Call("jobs", "s3:GetObject", when="own-buckets"),  # checkpoints in the blueprint's own buckets
     Call("jobs", "s3:PutObject", when="own-buckets"),
     Call("jobs", "s3:ListBucket", when="own-buckets"),
@@ -74,6 +88,7 @@ COMPUTE: tuple[Call, ...] = (
 CALLS = {"controller": CONTROLLER, "compute": COMPUTE}
 
 CLI_ACTIONS = {("s3", "cp"): "s3:GetObject", ("s3api", "get-object"): "s3:GetObject",
+               ("s3api", "head-object"): "s3:GetObject", ("s3api", "list-object-versions"): "s3:ListBucketVersions",
                ("ec2", "wait"): "ec2:DescribeInstances"}
 """`aws` CLI commands whose IAM action is not their name in PascalCase (the downloads; `ec2 wait
 instance-running` polls DescribeInstances)."""

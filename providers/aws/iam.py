@@ -22,6 +22,8 @@ class Iam(pulumi.ComponentResource):
             {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]})
         self.ec2_trust = ec2_trust
         self.artifact_arn = pulumi.Output.concat(rendered.bucket.arn, "/", rendered.key)
+        self.artifact_bucket_arn = rendered.bucket.arn
+        self.artifact_key = rendered.key
         self.node_role = self.node_profile = None
         if any(f.training for f in bp.fleets):
             self._compute_role(name, bucket_arns, tags)
@@ -51,12 +53,16 @@ class Iam(pulumi.ComponentResource):
         aws.iam.RolePolicyAttachment(f"{name}-node-ssm", role=self.node_role.name,
                                      policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
                                      opts=_opts(self))
-        document = pulumi.Output.all(self.artifact_arn, *bucket_arns).apply(lambda arns: _policy({
-            "Version": "2012-10-17", "Statement": [
-                {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": arns[0]}] + ([
+        document = pulumi.Output.all(self.artifact_arn, self.artifact_bucket_arn, *bucket_arns).apply(
+            lambda arns: _policy({"Version": "2012-10-17", "Statement": [
+                {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+                 "Resource": arns[0]},
+                # the Prolog lists the artifact's versions (bin/update --job), only under its key
+                {"Sid": "RenderedArtifactVersions", "Effect": "Allow", "Action": "s3:ListBucketVersions",
+                 "Resource": arns[1], "Condition": {"StringEquals": {"s3:prefix": self.artifact_key}}}] + ([
                 {"Sid": "OwnBuckets", "Effect": "Allow",
                  "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
-                 "Resource": sorted(list(arns[1:]) + [f"{a}/*" for a in arns[1:]])}] if arns[1:] else [])}))
+                 "Resource": sorted(list(arns[2:]) + [f"{a}/*" for a in arns[2:]])}] if arns[2:] else [])}))
         aws.iam.RolePolicy(f"{name}-node-s3", role=self.node_role.id, policy=document, opts=_opts(self))
         self.node_profile = aws.iam.InstanceProfile(f"{name}-node", role=self.node_role.name, tags=tags,
                                                     opts=_opts(self))

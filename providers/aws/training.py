@@ -144,7 +144,9 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
                                                           "secretsmanager:PutSecretValue"], "Resource": secret_arn},
         {"Sid": "MungeKeyEncryption", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
          "Resource": key_arn, "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}},
-        {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": artifact_arn},
+        # the artifact, and on day 2 each of its versions (bin/update)
+        {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+         "Resource": artifact_arn},
     ]
     if image.ssm_parameter:  # EC2 resolves a `resolve:ssm:` image with the caller's rights
         statements.append({"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
