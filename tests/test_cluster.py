@@ -326,6 +326,115 @@ def test_a_job_for_more_nodes_resumes_an_elastic_node(cluster):
     assert len([i for r in live["Reservations"] for i in r["Instances"]]) == 1
 
 
+BLUEPRINT_DAY2 = awslocal.blueprint("{min: 3, max: 3}").replace(
+    "partitions: [{name: gpu, default: true}]", "partitions: [{name: gpu, default: true}, {name: debug}]") + \
+    "    nccl: {debug: INFO}\n"
+"""Day 2, first change: 2 -> 3 static nodes (train-003 was elastic), a new partition, an NCCL
+variable changed (NCCL_DEBUG WARN -> INFO). The node list stays: `scontrol reconfigure` applies it."""
+BLUEPRINT_DAY2_NODES = BLUEPRINT_DAY2.replace("{min: 3, max: 3}", "{min: 4, max: 4}")
+"""Day 2, second change: a node added (train-004): slurmctld and the slurmds restart."""
+
+
+def _node_update(cluster, iid: str) -> subprocess.CompletedProcess:
+    """A compute node's fleetform-update timer firing: its own bin/update, with its metadata."""
+    root = cluster["machines"].roots[iid]
+    return subprocess.run(
+        [sys.executable, str(root / "opt/fleetform/rendered/train/slurm/bin/update")], capture_output=True,
+        text=True, timeout=180, env={**_env(root, root / "etc/fleetform/cluster.env"),
+                                     "SLURM_CONF": str(root / "etc/slurm/slurm.conf"),
+                                     "AWS_EC2_METADATA_SERVICE_ENDPOINT": f"{cluster['imds']}/{iid}"})
+
+
+def _live_nodes(cluster) -> dict[str, str]:
+    """node name -> instance id of the live compute instances that have a running machine."""
+    live = cluster["ec2"].describe_instances(Filters=[{"Name": "tag:fleetform:cluster", "Values": [CLUSTER]},
+                                                      {"Name": "instance-state-name", "Values": ["running"]}])
+    return {t["Value"]: i["InstanceId"] for r in live["Reservations"] for i in r["Instances"] for t in i["Tags"]
+            if t["Key"] == "fleetform:node" and i["InstanceId"] in cluster["machines"].roots}
+
+
+def _publish_and_keep(cluster, name: str, blueprint: str) -> str:
+    """A new render published to moto's S3 as `pulumi up` would, then one keeper round on the
+    controller and one update-timer round on every node; the controller's update log."""
+    tmp = cluster["tmp"]
+    (tmp / name).mkdir()
+    new = awslocal.render_fleet(tmp / name, blueprint)
+    _override(new, tmp, cluster["ports"])
+    _publish(cluster["s3"], new.parents[1])
+    root = cluster["machines"].roots["controller"]
+    kept = subprocess.run([sys.executable, str(cluster["bin"] / "keeper")], capture_output=True, text=True,
+                          timeout=300, env={**_env(root, root / "etc/fleetform/cluster.env"),
+                                            "SLURM_CONF": str(cluster["conf"])})
+    assert kept.returncode == 0, kept.stderr
+    for node, iid in _live_nodes(cluster).items():  # each node's timer
+        updated = _node_update(cluster, iid)
+        assert updated.returncode == 0, f"{node}: {updated.stderr}"
+    return (root / "var/log/fleetform/update.log").read_text()
+
+
+def _node_files(cluster, expected: str) -> None:
+    for name, iid in _live_nodes(cluster).items():  # every node runs the new files
+        node = cluster["machines"].roots[iid]
+        assert expected in (node / "opt/fleetform/rendered/train/nccl.env").read_text(), name
+        assert "PartitionName=debug" in (node / "etc/slurm/slurm.conf").read_text(), name
+
+
+def test_day2_a_changed_blueprint_reaches_the_running_cluster_without_killing_a_job(cluster):
+    """Issue 17 item 3. A job runs on train-[001-002]; the blueprint changes (2 -> 3 static nodes, a
+    partition, NCCL_DEBUG WARN -> INFO) and the new artifact is published to S3; the controller's
+    keeper and the nodes' update timers (run here once each) apply it. Then sinfo/scontrol show the
+    new partition and static nodes, the nodes' files are the new ones, a new job's tasks see the new
+    NCCL_DEBUG on every node, and the job that ran before still runs and its next step still sees the
+    old value on both its nodes. A second change adds a node (slurmctld restarts): it is powered up
+    and joins, and the job still runs."""
+    wait_idle(cluster, {"train-001", "train-002"})
+    tmp = cluster["tmp"]
+    out, go = tmp / "long.out", tmp / "long.go"
+    # its second step starts only after the update: a job's later steps keep the version it started with
+    long = slurm(cluster, "sbatch", "--parsable", "-N2", "--nodelist=train-[001-002]", "--mem=100",
+                 f"--output={out}", "--wrap", f"srun --ntasks-per-node=1 printenv NCCL_DEBUG; "
+                 f"while [ ! -e {go} ]; do sleep 0.5; done; srun --ntasks-per-node=1 printenv NCCL_DEBUG; sleep 900")
+    assert long.returncode == 0, long.stderr
+    job = long.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 60
+    while not (out.exists() and len(out.read_text().split()) == 2):
+        assert time.monotonic() < deadline, slurm(cluster, "squeue").stdout + _logs(cluster["machines"])
+        time.sleep(0.5)
+    assert out.read_text().split() == ["WARN", "WARN"]
+
+    updated = _publish_and_keep(cluster, "v2", BLUEPRINT_DAY2)
+    assert "scontrol reconfigure" in updated, updated + _logs(cluster["machines"])
+    partition = slurm(cluster, "scontrol", "show", "partition", "debug")
+    assert partition.returncode == 0 and "Nodes=train-[001-003]" in partition.stdout, partition.stdout + partition.stderr
+    assert {"debug", "gpu*"} <= set(slurm(cluster, "sinfo", "-h", "-o", "%P").stdout.split())
+    config = slurm(cluster, "scontrol", "show", "config").stdout  # train-003 is static now: never suspended
+    assert re.search(r"^SuspendExcNodes\s*=\s*train-\[001-003\]\s*$", config, re.M), config
+    _node_files(cluster, "NCCL_DEBUG=INFO")
+
+    wait_idle(cluster, {"train-003"})
+    ran = slurm(cluster, "srun", "-N3", "--mem=100", "--ntasks-per-node=1", "--label", "printenv", "NCCL_DEBUG",
+                timeout=200)
+    assert ran.returncode == 0, ran.stderr + _logs(cluster["machines"])
+    assert sorted(ran.stdout.split()) == ["0:", "1:", "2:", "INFO", "INFO", "INFO"], ran.stdout
+    go.touch()
+    deadline = time.monotonic() + 60
+    while len(out.read_text().split()) < 4:
+        assert time.monotonic() < deadline, out.read_text() + _logs(cluster["machines"])
+        time.sleep(0.5)
+    assert out.read_text().split() == ["WARN"] * 4, out.read_text()  # the running job keeps its version
+
+    updated = _publish_and_keep(cluster, "v3", BLUEPRINT_DAY2_NODES)
+    assert "slurmctld restarted: nodes added train-004" in updated, updated + _logs(cluster["machines"])
+    assert "powered up the static nodes added: train-004" in updated, updated
+    wait_idle(cluster, {"train-003", "train-004"}, timeout=200)
+    assert "Nodes=train-[001-004]" in slurm(cluster, "scontrol", "show", "partition", "debug").stdout
+    assert slurm(cluster, "squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING"
+    ran = slurm(cluster, "srun", "-N2", "--nodelist=train-[003-004]", "--mem=100", "--ntasks-per-node=1",
+                "printenv", "NCCL_DEBUG", timeout=200)
+    assert ran.returncode == 0 and ran.stdout.split() == ["INFO", "INFO"], ran.stdout + ran.stderr
+    slurm(cluster, "scancel", job)
+
+
 def test_keeper_replaces_a_static_node_that_went_down(cluster):
     """train-002 goes DOWN while its instance runs (a dead slurmd looks the same to slurmctld):
     the keeper terminates its instance and powers it down, so that, once SuspendTimeout has passed,
