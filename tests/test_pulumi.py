@@ -294,13 +294,33 @@ def test_iam_caller_actions_fails_on_a_crafted_policy(break_it, missing, tmp_pat
     assert any(f"does not allow {missing}," in v[2] for v in violations), violations
 
 
+def test_iam_caller_actions_fails_when_the_compute_role_cannot_list_the_artifacts_versions(tmp_path):
+    """Day 2's Prolog (bin/update --job) lists the artifact's versions with the compute role: the
+    plan check sees a policy without that right."""
+    model, resources = _plan(VARIANTS["elastic"], tmp_path)
+    assert [v for v in check_policies(resources, model) if v[0] == "iam-caller-actions"] == []
+    for r in resources:
+        if r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == "iam-node-s3":
+            document = json.loads(r["inputs"]["policy"])
+            document["Statement"] = [s for s in document["Statement"] if s["Sid"] != "RenderedArtifactVersions"]
+            r["inputs"]["policy"] = json.dumps(document)
+    violations = [v for v in check_policies(resources, model) if v[0] == "iam-caller-actions"]
+    assert [v[1] for v in violations] == ["iam-node"] and "s3:ListBucketVersions" in violations[0][2], violations
+
+
 def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
     _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
     munge = _statements(resources, "train-node-munge")
     assert munge["MungeKey"]["Action"] == "secretsmanager:GetSecretValue"
     s3 = _statements(resources, "iam-node-s3")
-    assert s3["RenderedArtifact"] == {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject",
+    assert s3["RenderedArtifact"] == {"Sid": "RenderedArtifact", "Effect": "Allow",
+                                      "Action": ["s3:GetObject", "s3:GetObjectVersion"],
                                       "Resource": "arn:aws:mock:::bucket/rendered-bucket/fleetform/rendered.tar.gz"}
+    # day 2: the Prolog lists the artifact's versions, and nothing else in its bucket
+    assert s3["RenderedArtifactVersions"] == {
+        "Sid": "RenderedArtifactVersions", "Effect": "Allow", "Action": "s3:ListBucketVersions",
+        "Resource": "arn:aws:mock:::bucket/rendered-bucket",
+        "Condition": {"StringEquals": {"s3:prefix": "fleetform/rendered.tar.gz"}}}
     assert not [r for r in s3["OwnBuckets"]["Resource"] if "rendered" in r]  # nodes cannot rewrite it
     secret = _one(resources, "aws:secretsmanager/secret:Secret", "train-munge")
     assert secret["kmsKeyId"] == "arn:aws:mock:::key/train-munge"
