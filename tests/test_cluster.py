@@ -355,7 +355,7 @@ def _live_nodes(cluster) -> dict[str, str]:
 
 def _publish_and_keep(cluster, name: str, blueprint: str) -> str:
     """A new render published to moto's S3 as `pulumi up` would, then one keeper round on the
-    controller and one update-timer round on every node; the controller's update log."""
+    controller; the controller's update log. The nodes' timers have not run yet."""
     tmp = cluster["tmp"]
     (tmp / name).mkdir()
     new = awslocal.render_fleet(tmp / name, blueprint)
@@ -366,10 +366,13 @@ def _publish_and_keep(cluster, name: str, blueprint: str) -> str:
                           timeout=300, env={**_env(root, root / "etc/fleetform/cluster.env"),
                                             "SLURM_CONF": str(cluster["conf"])})
     assert kept.returncode == 0, kept.stderr
+    return (root / "var/log/fleetform/update.log").read_text()
+
+
+def _nodes_update(cluster) -> None:
     for node, iid in _live_nodes(cluster).items():  # each node's timer
         updated = _node_update(cluster, iid)
         assert updated.returncode == 0, f"{node}: {updated.stderr}"
-    return (root / "var/log/fleetform/update.log").read_text()
 
 
 def _node_files(cluster, expected: str) -> None:
@@ -390,10 +393,12 @@ def test_day2_a_changed_blueprint_reaches_the_running_cluster_without_killing_a_
     wait_idle(cluster, {"train-001", "train-002"})
     tmp = cluster["tmp"]
     out, go = tmp / "long.out", tmp / "long.go"
-    # its second step starts only after the update: a job's later steps keep the version it started with
+    # its second step starts only after the update, without the batch script's environment (which
+    # the batch step's TaskProlog already filled): a job's later steps keep the version it started with
     long = slurm(cluster, "sbatch", "--parsable", "-N2", "--nodelist=train-[001-002]", "--mem=100",
                  f"--output={out}", "--wrap", f"srun --ntasks-per-node=1 printenv NCCL_DEBUG; "
-                 f"while [ ! -e {go} ]; do sleep 0.5; done; srun --ntasks-per-node=1 printenv NCCL_DEBUG; sleep 900")
+                 f"while [ ! -e {go} ]; do sleep 0.5; done; "
+                 f"srun --export=NONE --ntasks-per-node=1 /usr/bin/printenv NCCL_DEBUG; sleep 900")
     assert long.returncode == 0, long.stderr
     job = long.stdout.strip().split(";")[0]
     deadline = time.monotonic() + 60
@@ -409,13 +414,15 @@ def test_day2_a_changed_blueprint_reaches_the_running_cluster_without_killing_a_
     assert {"debug", "gpu*"} <= set(slurm(cluster, "sinfo", "-h", "-o", "%P").stdout.split())
     config = slurm(cluster, "scontrol", "show", "config").stdout  # train-003 is static now: never suspended
     assert re.search(r"^SuspendExcNodes\s*=\s*train-\[001-003\]\s*$", config, re.M), config
-    _node_files(cluster, "NCCL_DEBUG=INFO")
 
+    # a job started now gets the new nccl.env on every node, though no node's timer has run yet
     wait_idle(cluster, {"train-003"})
     ran = slurm(cluster, "srun", "-N3", "--mem=100", "--ntasks-per-node=1", "--label", "printenv", "NCCL_DEBUG",
                 timeout=200)
     assert ran.returncode == 0, ran.stderr + _logs(cluster["machines"])
     assert sorted(ran.stdout.split()) == ["0:", "1:", "2:", "INFO", "INFO", "INFO"], ran.stdout
+    _nodes_update(cluster)
+    _node_files(cluster, "NCCL_DEBUG=INFO")
     go.touch()
     deadline = time.monotonic() + 60
     while len(out.read_text().split()) < 4:
@@ -424,6 +431,7 @@ def test_day2_a_changed_blueprint_reaches_the_running_cluster_without_killing_a_
     assert out.read_text().split() == ["WARN"] * 4, out.read_text()  # the running job keeps its version
 
     updated = _publish_and_keep(cluster, "v3", BLUEPRINT_DAY2_NODES)
+    _nodes_update(cluster)
     assert "slurmctld restarted: nodes added train-004" in updated, updated + _logs(cluster["machines"])
     assert "powered up the static nodes added: train-004" in updated, updated
     wait_idle(cluster, {"train-003", "train-004"}, timeout=200)
