@@ -120,7 +120,8 @@ def _publish(s3, rendered: Path) -> str:
     versioned config bucket (providers/aws/storage.py). Returns the new S3 version id."""
     from fleetform.render.archive import archive
 
-    files = {str(p.relative_to(rendered)): p.read_bytes() for p in sorted(rendered.rglob("*")) if p.is_file()}
+    listed = [*json.loads((rendered / "manifest.json").read_text())["files"], "manifest.json"]
+    files = {name: (rendered / name).read_bytes() for name in listed}
     return s3.put_object(Bucket=BUCKET, Key=ARTIFACT_KEY, Body=archive(files))["VersionId"]
 
 

@@ -291,7 +291,8 @@ def _publish(s3, bucket: str, folder: Path, change: dict[str, bytes] | None = No
     files after manifest.json was written (a tampered artifact)."""
     from fleetform.render.archive import archive
 
-    files = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    listed = [*json.loads((folder / "manifest.json").read_text())["files"], "manifest.json"]
+    files = {name: (folder / name).read_bytes() for name in listed}  # not the programs' __pycache__
     files.update(change or {})
     return s3.put_object(Bucket=bucket, Key="fleetform/rendered.tar.gz", Body=archive(files))["VersionId"]
 
