@@ -63,11 +63,10 @@ CONTROLLER: tuple[Call, ...] = (
     # day 2 (bin/update, from the keeper): HeadObject names the artifact's version (s3:GetObject,
     # https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html), GetObject with a versionId
     # downloads exactly it (s3:GetObjectVersion, API_GetObject.html "Permissions"); removed and rolled
-    # nodes' instances are found and terminated
+    # nodes' instances are found (and terminated through bin/suspend --failed)
     Call("update", "s3:GetObject"),
     Call("update", "s3:GetObjectVersion"),
     Call("update", "ec2:DescribeInstances"),
-    Call("update", "ec2:TerminateInstances", "instance"),
 )
 
 COMPUTE: tuple[Call, ...] = (
