@@ -7,6 +7,8 @@ switches, not with nodes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 import hostlist
@@ -165,6 +167,7 @@ class Ec2Nodes:
     program_dir: str  # where the user data extracts <fleet>/slurm/bin/
     static_nodes: str | None  # powered up by the controller's bootstrap and keeper, never suspended
     elastic_nodes: str | None  # started by jobs, stopped after SuspendTime idle
+    generation: str  # digest of what an instance is launched with (node_generation): a change rolls nodes
 
 
 @frozen
@@ -188,6 +191,13 @@ class SlurmConfig:
     all_nodes: str  # every node of the fleet, as one hostlist expression
     def_cpu_per_gpu: int  # a job that asks for GPUs but not for CPUs or memory gets its node's share
     def_mem_per_gpu_mib: int
+
+    @property
+    def prolog_flags(self) -> tuple[str, ...]:
+        """Contain (a job container on every allocated node; it implies Alloc, slurm.conf(5)
+        PrologFlags); on AWS Alloc written out: bin/prolog must run on every node of a job at
+        allocation, before any task, so all of a job's ranks get one nccl.env."""
+        return ("Alloc", "Contain") if self.ec2 is not None else ("Contain",)
 
     @property
     def topology_plugin(self) -> str | None:
@@ -222,6 +232,18 @@ def cpu_layout(instance_name: str, vcpus: int) -> tuple[int, int, int]:
     sockets = 2 if instance_name.endswith(".48xlarge") or family in ("p4d", "p4de") else 1
     threads = 2
     return sockets, vcpus // (threads * sockets), threads
+
+
+def node_generation(fleet) -> str:
+    """What a running compute instance cannot take without being launched again, as a digest: its
+    instance type, image, network interfaces (EFA or not; the layout follows from the instance type),
+    placement and capacity. resume tags it onto every instance (`fleetform:generation`); on day 2 the
+    controller's bin/update drains each node whose instance carries another one and replaces it once
+    its jobs end (docs/aws-training.md, "What a change does on the running cluster")."""
+    facts = {"instance_type": fleet.instance_type, "image": fleet.image.launch_id if fleet.image else None,
+             "fabric": fleet.interconnect.fabric if fleet.interconnect else None, "placement": fleet.placement,
+             "capacity": fleet.capacity_type, "reservation": fleet.reservation_id}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def gpu_type(gpu_family: str) -> str:
@@ -321,7 +343,8 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
             switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
 
     version = scheduler.slurm_version or DEFAULT_SLURM_VERSION
-    ec2 = Ec2Nodes(f"{RENDERED_DIR}/{fleet.name}/slurm/bin", static_nodes, elastic_nodes) if aws else None
+    ec2 = Ec2Nodes(f"{RENDERED_DIR}/{fleet.name}/slurm/bin", static_nodes, elastic_nodes,
+                   node_generation(fleet)) if aws else None
     power = None
     parameters: tuple[str, ...] = ()
     if ec2 is not None or elastic_nodes is not None:

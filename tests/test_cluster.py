@@ -33,6 +33,8 @@ timeout. In CI (CI set) a missing daemon, moto or the aws CLI fails these tests.
 from __future__ import annotations
 
 import getpass
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -53,6 +55,8 @@ pytestmark = pytest.mark.cluster
 
 BLUEPRINT = awslocal.blueprint("{min: 2, max: 3}")
 CLUSTER = awslocal.CLUSTER
+BUCKET = "a-config-test"
+ARTIFACT_KEY = "fleetform/rendered.tar.gz"  # providers/aws/storage.py ARTIFACT_KEY
 DAEMONS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol")
 LUSTRE = "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd=/fsx"  # not mounted here (FLEETFORM_ROOT)
 SBIN = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
@@ -70,8 +74,10 @@ def need_components():
     awslocal.need(_missing())
 
 
-def _override(slurm: Path, tmp: Path) -> None:
-    """The test-only overrides listed in the module docstring, on the rendered folder."""
+def _override(slurm: Path, tmp: Path, ports: dict[str, int]) -> None:
+    """The test-only overrides listed in the module docstring, on the rendered folder; `ports` keeps
+    each node's port (and the controller's) the same across the renders of one test cluster. The
+    manifest is written again for the overridden files (the test publishes what it runs)."""
     conf = slurm / "slurm.conf"
     out = []
     for line in conf.read_text().splitlines():
@@ -91,17 +97,50 @@ def _override(slurm: Path, tmp: Path) -> None:
         elif key == "NodeName":
             names = hostlist.expand_hostlist(value.split()[0])
             rest = value.split(" ", 1)[1]
-            out += [f"NodeName={n} {rest} Port={awslocal.free_port()}" for n in names]
+            out += [f"NodeName={n} {rest} Port={ports.setdefault(n, awslocal.free_port())}" for n in names]
             continue
         out.append(line)
-    out += [f"SlurmctldPort={awslocal.free_port()}", "SlurmdParameters=config_overrides"]
+    out += [f"SlurmctldPort={ports.setdefault('slurmctld', awslocal.free_port())}", "SlurmdParameters=config_overrides"]
     conf.write_text("\n".join(out) + "\n")
     devices = tmp / "dev"
-    devices.mkdir()
-    for i in range(8):  # slurmd wants character devices: links to /dev/null are
-        (devices / f"nvidia{i}").symlink_to("/dev/null")
+    if not devices.exists():
+        devices.mkdir()
+        for i in range(8):  # slurmd wants character devices: links to /dev/null are
+            (devices / f"nvidia{i}").symlink_to("/dev/null")
     gres = slurm / "gres.conf"
     gres.write_text(re.sub(r"File=/dev/nvidia", f"File={devices}/nvidia", gres.read_text()))
+    rendered = slurm.parents[1]
+    manifest = json.loads((rendered / "manifest.json").read_text())
+    for name in ("slurm.conf", "gres.conf"):
+        relative = str((slurm / name).relative_to(rendered))
+        manifest["files"][relative] = hashlib.sha256((slurm / name).read_bytes()).hexdigest()
+    (rendered / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def _publish(s3, rendered: Path) -> str:
+    """What `pulumi up` does with a render: the folder as one object at the artifact's key in the
+    versioned config bucket (providers/aws/storage.py). Returns the new S3 version id."""
+    from fleetform.render.archive import archive
+
+    listed = [*json.loads((rendered / "manifest.json").read_text())["files"], "manifest.json"]
+    files = {name: (rendered / name).read_bytes() for name in listed}
+    return s3.put_object(Bucket=BUCKET, Key=ARTIFACT_KEY, Body=archive(files))["VersionId"]
+
+
+def _user_data(s3, root: Path) -> Path:
+    """The user data's own part on a machine: the artifact's current version downloaded, every file
+    checked against manifest.json, extracted at /opt/fleetform/rendered (under the machine's root)."""
+    import io
+    import tarfile
+
+    target = root / "opt/fleetform/rendered"
+    data = s3.get_object(Bucket=BUCKET, Key=ARTIFACT_KEY)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(target, filter="data")
+    listed = json.loads((target / "manifest.json").read_text())["files"]
+    for name, digest in listed.items():
+        assert hashlib.sha256((target / name).read_bytes()).hexdigest() == digest, name
+    return target / "train" / "slurm" / "bin"
 
 
 class Machines:
@@ -154,10 +193,12 @@ def _env(root: Path, env_file: Path, **extra: str) -> dict[str, str]:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin") + ":/usr/sbin", **extra}
 
 
-def _play_ec2(machines: Machines, moto_url: str, imds: str, bin_dir: Path, env_text) -> None:
-    """EC2 booting instances: every instance moto runs for this cluster gets the rendered bootstrap
-    run with its metadata; a terminated one loses its daemons."""
+def _play_ec2(machines: Machines, moto_url: str, imds: str, env_text) -> None:
+    """EC2 booting instances: every instance moto runs for this cluster gets the user data's part
+    (the artifact's current version from S3) and the bootstrap run with its metadata; a terminated
+    one loses its daemons."""
     ec2 = awslocal.client("ec2", moto_url)
+    s3 = awslocal.client("s3", moto_url)
     while not machines.stopping.is_set():
         reservations = ec2.describe_instances(Filters=[
             {"Name": "tag:fleetform:cluster", "Values": [CLUSTER]},
@@ -166,8 +207,10 @@ def _play_ec2(machines: Machines, moto_url: str, imds: str, bin_dir: Path, env_t
             iid, state = instance["InstanceId"], instance["State"]["Name"]
             if state in ("pending", "running") and iid not in machines.boots:
                 root = machines.root(iid)
-                env_file = root / "cluster.env"
+                env_file = root / "etc/fleetform/cluster.env"
+                env_file.parent.mkdir(parents=True, exist_ok=True)
                 env_file.write_text(env_text("compute"))
+                bin_dir = _user_data(s3, root)
                 log = open(root / "bootstrap.log", "w")
                 machines.boots[iid] = subprocess.Popen(
                     [sys.executable, str(bin_dir / "bootstrap")], stdout=log, stderr=subprocess.STDOUT,
@@ -189,11 +232,17 @@ def short_tmp():
 @pytest.fixture(scope="module")
 def cluster(short_tmp):
     tmp = short_tmp
-    slurm = awslocal.render_fleet(tmp, BLUEPRINT)
-    _override(slurm, tmp)
+    (tmp / "v1").mkdir()
+    slurm = awslocal.render_fleet(tmp / "v1", BLUEPRINT)
+    ports: dict[str, int] = {}
+    _override(slurm, tmp, ports)
     machines = Machines(tmp)
     with awslocal.moto_server() as url, awslocal.fake_imds(url) as imds:
         ec2 = awslocal.client("ec2", url)
+        s3 = awslocal.client("s3", url)
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        _publish(s3, slurm.parents[1])
         template = ec2.create_launch_template(LaunchTemplateName="a-train", LaunchTemplateData={
             "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
         secret = awslocal.client("secretsmanager", url).create_secret(Name=f"{CLUSTER}-munge")["ARN"]
@@ -201,20 +250,22 @@ def cluster(short_tmp):
         def env_text(role: str) -> str:
             return awslocal.cluster_env(role, CLUSTER, "train", url, FLEETFORM_MUNGE_SECRET=secret,
                                         FLEETFORM_AWS_CLI=awslocal.aws_cli(), FLEETFORM_LAUNCH_TEMPLATE=template,
-                                        FLEETFORM_LUSTRE_MOUNTS=LUSTRE)
+                                        FLEETFORM_LUSTRE_MOUNTS=LUSTRE, FLEETFORM_CONFIG_BUCKET=BUCKET,
+                                        FLEETFORM_CONFIG_KEY=ARTIFACT_KEY)
 
         root = machines.root("controller")
-        env_file = root / "cluster.env"
+        env_file = root / "etc/fleetform/cluster.env"
+        env_file.parent.mkdir(parents=True)
         env_file.write_text(env_text("controller"))
-        ec2_thread = threading.Thread(target=_play_ec2, args=(machines, url, imds, slurm / "bin", env_text),
-                                      daemon=True)
+        bin_dir = _user_data(s3, root)
+        ec2_thread = threading.Thread(target=_play_ec2, args=(machines, url, imds, env_text), daemon=True)
         ec2_thread.start()
         try:
-            boot = subprocess.run([sys.executable, str(slurm / "bin" / "bootstrap")], capture_output=True,
+            boot = subprocess.run([sys.executable, str(bin_dir / "bootstrap")], capture_output=True,
                                   text=True, env=_env(root, env_file), timeout=180)
             assert boot.returncode == 0, boot.stderr + _logs(machines)
             yield {"conf": root / "etc/slurm/slurm.conf", "machines": machines, "ec2": ec2, "boot": boot,
-                   "bin": slurm / "bin"}
+                   "bin": bin_dir, "s3": s3, "ports": ports, "tmp": tmp, "imds": imds}
         finally:
             machines.stop()
             ec2_thread.join(10)
@@ -257,7 +308,7 @@ def test_static_nodes_boot_register_and_run_srun_and_sbatch(cluster):
 
     ran = slurm(cluster, "srun", "-N2", "--nodelist=train-[001-002]", "--ntasks-per-node=1", "--label",
                 "printenv", "SLURMD_NODENAME", "NCCL_DEBUG")
-    assert ran.returncode == 0, ran.stderr
+    assert ran.returncode == 0, ran.stderr + _logs(cluster["machines"])
     assert sorted(ran.stdout.split()) == sorted(["0:", "0:", "1:", "1:", "train-001", "train-002", "WARN", "WARN"]), \
         ran.stdout
 
@@ -278,6 +329,123 @@ def test_a_job_for_more_nodes_resumes_an_elastic_node(cluster):
     assert len([i for r in live["Reservations"] for i in r["Instances"]]) == 1
 
 
+BLUEPRINT_DAY2 = awslocal.blueprint("{min: 3, max: 3}").replace(
+    "partitions: [{name: gpu, default: true}]", "partitions: [{name: gpu, default: true}, {name: debug}]") + \
+    "    nccl: {debug: INFO}\n"
+"""Day 2, first change: 2 -> 3 static nodes (train-003 was elastic), a new partition, an NCCL
+variable changed (NCCL_DEBUG WARN -> INFO). The node list stays: `scontrol reconfigure` applies it."""
+BLUEPRINT_DAY2_NODES = BLUEPRINT_DAY2.replace("{min: 3, max: 3}", "{min: 4, max: 4}")
+"""Day 2, second change: a node added (train-004): slurmctld and the slurmds restart."""
+
+
+def _node_update(cluster, iid: str) -> subprocess.CompletedProcess:
+    """A compute node's fleetform-update timer firing: its own bin/update, with its metadata."""
+    root = cluster["machines"].roots[iid]
+    return subprocess.run(
+        [sys.executable, str(root / "opt/fleetform/rendered/train/slurm/bin/update")], capture_output=True,
+        text=True, timeout=180, env={**_env(root, root / "etc/fleetform/cluster.env"),
+                                     "SLURM_CONF": str(root / "etc/slurm/slurm.conf"),
+                                     "AWS_EC2_METADATA_SERVICE_ENDPOINT": f"{cluster['imds']}/{iid}"})
+
+
+def _live_nodes(cluster) -> dict[str, str]:
+    """node name -> instance id of the live compute instances that have a running machine."""
+    live = cluster["ec2"].describe_instances(Filters=[{"Name": "tag:fleetform:cluster", "Values": [CLUSTER]},
+                                                      {"Name": "instance-state-name", "Values": ["running"]}])
+    return {t["Value"]: i["InstanceId"] for r in live["Reservations"] for i in r["Instances"] for t in i["Tags"]
+            if t["Key"] == "fleetform:node" and i["InstanceId"] in cluster["machines"].roots}
+
+
+def _publish_and_keep(cluster, name: str, blueprint: str) -> str:
+    """A new render published to moto's S3 as `pulumi up` would, then one keeper round on the
+    controller; the controller's update log. The nodes' timers have not run yet."""
+    tmp = cluster["tmp"]
+    (tmp / name).mkdir()
+    new = awslocal.render_fleet(tmp / name, blueprint)
+    _override(new, tmp, cluster["ports"])
+    _publish(cluster["s3"], new.parents[1])
+    root = cluster["machines"].roots["controller"]
+    kept = subprocess.run([sys.executable, str(cluster["bin"] / "keeper")], capture_output=True, text=True,
+                          timeout=300, env={**_env(root, root / "etc/fleetform/cluster.env"),
+                                            "SLURM_CONF": str(cluster["conf"])})
+    assert kept.returncode == 0, kept.stderr
+    return (root / "var/log/fleetform/update.log").read_text()
+
+
+def _nodes_update(cluster) -> None:
+    for node, iid in _live_nodes(cluster).items():  # each node's timer
+        updated = _node_update(cluster, iid)
+        assert updated.returncode == 0, f"{node}: {updated.stderr}"
+
+
+def _node_files(cluster, expected: str) -> None:
+    for name, iid in _live_nodes(cluster).items():  # every node runs the new files
+        node = cluster["machines"].roots[iid]
+        assert expected in (node / "opt/fleetform/rendered/train/nccl.env").read_text(), name
+        assert "PartitionName=debug" in (node / "etc/slurm/slurm.conf").read_text(), name
+
+
+def test_day2_a_changed_blueprint_reaches_the_running_cluster_without_killing_a_job(cluster):
+    """Issue 17 item 3. A job runs on train-[001-002]; the blueprint changes (2 -> 3 static nodes, a
+    partition, NCCL_DEBUG WARN -> INFO) and the new artifact is published to S3; the controller's
+    keeper and the nodes' update timers (run here once each) apply it. Then sinfo/scontrol show the
+    new partition and static nodes, the nodes' files are the new ones, a new job's tasks see the new
+    NCCL_DEBUG on every node, and the job that ran before still runs and its next step still sees the
+    old value on both its nodes. A second change adds a node (slurmctld restarts): it is powered up
+    and joins, and the job still runs."""
+    wait_idle(cluster, {"train-001", "train-002"})
+    tmp = cluster["tmp"]
+    out, go = tmp / "long.out", tmp / "long.go"
+    # its second step starts only after the update, without the batch script's environment (which
+    # the batch step's TaskProlog already filled): a job's later steps keep the version it started with
+    long = slurm(cluster, "sbatch", "--parsable", "-N2", "--nodelist=train-[001-002]", "--mem=100",
+                 f"--output={out}", "--wrap", f"srun --ntasks-per-node=1 printenv NCCL_DEBUG; "
+                 f"while [ ! -e {go} ]; do sleep 0.5; done; "
+                 f"srun --export=NONE --ntasks-per-node=1 /usr/bin/printenv NCCL_DEBUG; sleep 900")
+    assert long.returncode == 0, long.stderr
+    job = long.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 60
+    while not (out.exists() and len(out.read_text().split()) == 2):
+        assert time.monotonic() < deadline, slurm(cluster, "squeue").stdout + _logs(cluster["machines"])
+        time.sleep(0.5)
+    assert out.read_text().split() == ["WARN", "WARN"]
+
+    updated = _publish_and_keep(cluster, "v2", BLUEPRINT_DAY2)
+    assert "scontrol reconfigure" in updated, updated + _logs(cluster["machines"])
+    partition = slurm(cluster, "scontrol", "show", "partition", "debug")
+    assert partition.returncode == 0 and "Nodes=train-[001-003]" in partition.stdout, partition.stdout + partition.stderr
+    assert {"debug", "gpu*"} <= set(slurm(cluster, "sinfo", "-h", "-o", "%P").stdout.split())
+    config = slurm(cluster, "scontrol", "show", "config").stdout  # train-003 is static now: never suspended
+    assert re.search(r"^SuspendExcNodes\s*=\s*train-\[001-003\]\s*$", config, re.M), config
+
+    # a job started now gets the new nccl.env on every node, though no node's timer has run yet
+    wait_idle(cluster, {"train-003"})
+    ran = slurm(cluster, "srun", "-N3", "--mem=100", "--ntasks-per-node=1", "--label", "printenv", "NCCL_DEBUG",
+                timeout=200)
+    assert ran.returncode == 0, ran.stderr + _logs(cluster["machines"])
+    assert sorted(ran.stdout.split()) == ["0:", "1:", "2:", "INFO", "INFO", "INFO"], ran.stdout
+    _nodes_update(cluster)
+    _node_files(cluster, "NCCL_DEBUG=INFO")
+    go.touch()
+    deadline = time.monotonic() + 60
+    while len(out.read_text().split()) < 4:
+        assert time.monotonic() < deadline, out.read_text() + _logs(cluster["machines"])
+        time.sleep(0.5)
+    assert out.read_text().split() == ["WARN"] * 4, out.read_text()  # the running job keeps its version
+
+    updated = _publish_and_keep(cluster, "v3", BLUEPRINT_DAY2_NODES)
+    _nodes_update(cluster)
+    assert "slurmctld restarted: nodes added train-004" in updated, updated + _logs(cluster["machines"])
+    assert "powered up the static nodes added: train-004" in updated, updated
+    wait_idle(cluster, {"train-003", "train-004"}, timeout=200)
+    assert "Nodes=train-[001-004]" in slurm(cluster, "scontrol", "show", "partition", "debug").stdout
+    assert slurm(cluster, "squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING"
+    ran = slurm(cluster, "srun", "-N2", "--nodelist=train-[003-004]", "--mem=100", "--ntasks-per-node=1",
+                "printenv", "NCCL_DEBUG", timeout=200)
+    assert ran.returncode == 0 and ran.stdout.split() == ["INFO", "INFO"], ran.stdout + ran.stderr
+    slurm(cluster, "scancel", job)
+
+
 def test_keeper_replaces_a_static_node_that_went_down(cluster):
     """train-002 goes DOWN while its instance runs (a dead slurmd looks the same to slurmctld):
     the keeper terminates its instance and powers it down, so that, once SuspendTimeout has passed,
@@ -293,7 +461,8 @@ def test_keeper_replaces_a_static_node_that_went_down(cluster):
     assert down.returncode == 0, down.stderr
     root = cluster["machines"].roots["controller"]
     kept = subprocess.run([sys.executable, str(cluster["bin"] / "keeper")], capture_output=True, text=True,
-                          timeout=120, env={**_env(root, root / "cluster.env"), "SLURM_CONF": str(cluster["conf"])})
+                          timeout=120, env={**_env(root, root / "etc/fleetform/cluster.env"),
+                                            "SLURM_CONF": str(cluster["conf"])})
     assert kept.returncode == 0, kept.stderr
     assert not ec2.describe_instances(Filters=[node, live])["Reservations"], "its instance still runs"
     assert ec2.describe_instances(InstanceIds=[before])["Reservations"][0]["Instances"][0]["State"]["Name"] in (

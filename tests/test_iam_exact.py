@@ -54,7 +54,7 @@ EXPECTED = {'eks-cluster-autoscaler assumeRolePolicy': {'Statement': [{'Action':
                                                   'Sid': 'Describe'},
                                                  {'Action': ['autoscaling:SetDesiredCapacity',
                                                              'autoscaling:TerminateInstanceInAutoScalingGroup'],
-                                                  'Condition': {'Null': {'aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b': 'false'}},
+                                                  'Condition': {'Null': {'aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b_plan': 'false'}},
                                                   'Effect': 'Allow',
                                                   'Resource': '*',
                                                   'Sid': 'ScaleOwnGroups'}],

@@ -258,12 +258,13 @@ def test_the_program_call_scan_reads_shell_and_python():
 def test_every_aws_call_of_the_rendered_programs_is_listed_and_allowed(tmp_path):
     """The programs train-cluster renders call only what providers/aws/calls.py lists (the controller
     runs them all), and the recorded policies allow every listed call (iam-caller-actions)."""
-    from fleetform.providers.aws.calls import CONTROLLER, cli_action
+    from fleetform.providers.aws.calls import COMPUTE, CONTROLLER, cli_action
 
     model, resources = _plan(VARIANTS["elastic"], tmp_path)
     calls = _program_aws_calls(render(model))
-    assert {(program, service) for program, service, _ in calls} >= {("resume", "ec2")}
-    listed = {c.action for c in CONTROLLER}
+    assert {(program, service) for program, service, _ in calls} >= {("resume", "ec2"), ("update", "s3api")}
+    # bin/update runs on both roles; its Prolog part (list-object-versions) only on compute nodes
+    listed = {c.action for c in CONTROLLER + COMPUTE}
     unlisted = sorted(f"{program}: aws {service} {command} ({cli_action(service, command)})"
                       for program, service, command in calls if cli_action(service, command) not in listed)
     assert unlisted == []
@@ -295,13 +296,33 @@ def test_iam_caller_actions_fails_on_a_crafted_policy(break_it, missing, tmp_pat
     assert any(f"does not allow {missing}," in v[2] for v in violations), violations
 
 
+def test_iam_caller_actions_fails_when_the_compute_role_cannot_list_the_artifacts_versions(tmp_path):
+    """Day 2's Prolog (bin/update --job) lists the artifact's versions with the compute role: the
+    plan check sees a policy without that right."""
+    model, resources = _plan(VARIANTS["elastic"], tmp_path)
+    assert [v for v in check_policies(resources, model) if v[0] == "iam-caller-actions"] == []
+    for r in resources:
+        if r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == "iam-node-s3":
+            document = json.loads(r["inputs"]["policy"])
+            document["Statement"] = [s for s in document["Statement"] if s["Sid"] != "RenderedArtifactVersions"]
+            r["inputs"]["policy"] = json.dumps(document)
+    violations = [v for v in check_policies(resources, model) if v[0] == "iam-caller-actions"]
+    assert [v[1] for v in violations] == ["iam-node"] and "s3:ListBucketVersions" in violations[0][2], violations
+
+
 def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
     _, resources = _plan(ROOT / "blueprints/reference.yaml", tmp_path)
     munge = _statements(resources, "train-node-munge")
     assert munge["MungeKey"]["Action"] == "secretsmanager:GetSecretValue"
     s3 = _statements(resources, "train-node-s3")
-    assert s3["RenderedArtifact"] == {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject",
+    assert s3["RenderedArtifact"] == {"Sid": "RenderedArtifact", "Effect": "Allow",
+                                      "Action": ["s3:GetObject", "s3:GetObjectVersion"],
                                       "Resource": "arn:aws:mock:::bucket/rendered-bucket/fleetform/rendered.tar.gz"}
+    # day 2: the Prolog lists the artifact's versions, and nothing else in its bucket
+    assert s3["RenderedArtifactVersions"] == {
+        "Sid": "RenderedArtifactVersions", "Effect": "Allow", "Action": "s3:ListBucketVersions",
+        "Resource": "arn:aws:mock:::bucket/rendered-bucket",
+        "Condition": {"StringEquals": {"s3:prefix": "fleetform/rendered.tar.gz"}}}
     assert not [r for r in s3["OwnBuckets"]["Resource"] if "rendered" in r]  # nodes cannot rewrite it
     secret = _one(resources, "aws:secretsmanager/secret:Secret", "train-munge")
     assert secret["kmsKeyId"] == "arn:aws:mock:::key/train-munge"

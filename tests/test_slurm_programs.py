@@ -333,3 +333,79 @@ def test_keeper_goes_on_when_the_zone_cannot_be_changed(rendered, controller, aw
                        FLEETFORM_DNS_ZONE="train.dns-gone.fleetform.internal", FLEETFORM_DNS_ZONE_ID="Z0NOSUCHZONE")
     assert kept.returncode == 0, kept.stderr
     assert "DNS records not reaped (next round retries)" in kept.stderr, kept.stderr
+
+
+def _publish(s3, bucket: str, folder: Path, change: dict[str, bytes] | None = None) -> str:
+    """The rendered folder as the one artifact object (what `pulumi up` uploads); `change` replaces
+    files after manifest.json was written (a tampered artifact)."""
+    from fleetform.render.archive import archive
+
+    listed = [*json.loads((folder / "manifest.json").read_text())["files"], "manifest.json"]
+    files = {name: (folder / name).read_bytes() for name in listed}  # not the programs' __pycache__
+    files.update(change or {})
+    return s3.put_object(Bucket=bucket, Key="fleetform/rendered.tar.gz", Body=archive(files))["VersionId"]
+
+
+def test_update_installs_a_checked_version_and_refuses_a_tampered_one(rendered, aws, tmp_path):
+    """bin/update on a compute node (no slurmd here: nothing to signal): a tampered artifact is
+    refused and nothing is switched; the good one lands in its own release folder, the deployed
+    path becomes a symlink to it, slurm.conf names the programs through that path, and the version
+    is recorded, so the next round does nothing."""
+    s3 = awslocal.client("s3", aws["url"])
+    s3.create_bucket(Bucket="update-test")
+    s3.put_bucket_versioning(Bucket="update-test", VersioningConfiguration={"Status": "Enabled"})
+    folder = rendered.parents[1]
+    root = tmp_path / "root"
+    env_file = tmp_path / "compute.env"
+    env_file.write_text(awslocal.cluster_env("compute", CLUSTER, "train", aws["url"], FLEETFORM_CONFIG_BUCKET="update-test",
+                                             FLEETFORM_CONFIG_KEY="fleetform/rendered.tar.gz",
+                                             FLEETFORM_AWS_CLI=awslocal.aws_cli()))
+    env = {"FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"], "HOME": str(tmp_path),
+           "FLEETFORM_ROOT": str(root)}
+    update = [sys.executable, str(rendered / "bin" / "update")]
+    deployed = root / "opt/fleetform/rendered"
+
+    _publish(s3, "update-test", folder, {"train/nccl.env": b"NCCL_DEBUG=TRACE\n"})
+    refused = subprocess.run(update, capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode == 1 and "do not match its manifest.json: train/nccl.env" in refused.stderr, refused.stderr
+    assert not deployed.exists() and not (root / "var/lib/fleetform/artifact.json").exists()
+
+    version = _publish(s3, "update-test", folder)
+    done = subprocess.run(update, capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert deployed.is_symlink() and (deployed / "train/slurm/bin/fleet.json").exists()
+    assert deployed.resolve().parent == root / "opt/fleetform/rendered.releases"
+    assert json.loads((root / "var/lib/fleetform/artifact.json").read_text()) == {"version": version}
+    conf = (root / "etc/slurm/slurm.conf").read_text()
+    assert f"TaskProlog={deployed}/train/slurm/bin/task-prolog" in conf, conf
+    assert "rendered.releases" not in conf  # a later switch keeps every path slurm.conf names
+    again = subprocess.run(update, capture_output=True, text=True, env=env, timeout=120)
+    assert again.returncode == 0 and "installed" not in again.stderr, again.stderr
+
+
+def test_update_rolls_only_idle_nodes_of_another_generation(rendered, controller, aws, tmp_path):
+    """A node whose instance was launched from another generation (fleet.json `generation`: instance
+    type, image, EFA layout, placement) is drained and, being idle, its instance terminated; a node
+    of the current generation is left alone. (No artifact here: the roll runs even when the
+    artifact cannot be applied, and update says so with exit 1.)"""
+    ec2 = aws["ec2"]
+    generation = json.loads((rendered / "bin" / "fleet.json").read_text())["generation"]
+
+    def launch(node: str, gen: str) -> str:
+        tags = [{"Key": "fleetform:cluster", "Value": CLUSTER}, {"Key": "fleetform:fleet", "Value": "train"},
+                {"Key": "fleetform:role", "Value": "compute"}, {"Key": "fleetform:node", "Value": node},
+                {"Key": "fleetform:generation", "Value": gen}]
+        return ec2.run_instances(MinCount=1, MaxCount=1, LaunchTemplate={"LaunchTemplateId": aws["template"]},
+                                 TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])["Instances"][0]["InstanceId"]
+
+    old, current = launch("train-005", "0000000000000000"), launch("train-006", generation)
+    rolled = run_program(rendered, controller, aws, tmp_path, "update")
+    assert "FLEETFORM_CONFIG_BUCKET" in rolled.stderr, rolled.stderr
+    assert "rolled train-005" in rolled.stderr, rolled.stderr
+    state = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances(InstanceIds=[old, current])[
+        "Reservations"] for i in r["Instances"]}
+    assert state[old] in ("shutting-down", "terminated") and state[current] == "running", state
+    assert "node roll" in node_state(controller, "train-005")["Reason"] or \
+        "DRAIN" not in node_state(controller, "train-005")["State"], node_state(controller, "train-005")
+    assert "DRAIN" not in node_state(controller, "train-006")["State"]
+    ec2.terminate_instances(InstanceIds=[current])

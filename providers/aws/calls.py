@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Call:
-    program: str  # who calls: user-data, bootstrap, resume, suspend, keeper, jobs
+    program: str  # who calls: user-data, bootstrap, resume, suspend, keeper, update, prolog, jobs
     action: str  # the IAM action authorized
     resource: str = "*"  # the EC2 resource type it is authorized on (instance, volume, ...), or * for any
     sets_tags: bool = False  # the call tags this resource itself, so an aws:RequestTag condition can hold
@@ -66,12 +66,25 @@ CONTROLLER: tuple[Call, ...] = (
     Call("suspend", "route53:ChangeResourceRecordSets", "hostedzone"),
     Call("keeper", "route53:ListResourceRecordSets", "hostedzone"),  # records of nodes without an instance
     Call("keeper", "route53:ChangeResourceRecordSets", "hostedzone"),
+    # day 2 (bin/update, from the keeper): HeadObject names the artifact's version (s3:GetObject,
+    # https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html), GetObject with a versionId
+    # downloads exactly it (s3:GetObjectVersion, API_GetObject.html "Permissions"); removed and rolled
+    # nodes' instances are found (and terminated through bin/suspend --failed)
+    Call("update", "s3:GetObject"),
+    Call("update", "s3:GetObjectVersion"),
+    Call("update", "ec2:DescribeInstances"),
 )
 
 COMPUTE: tuple[Call, ...] = (
     Call("user-data", "s3:GetObject"),
     Call("bootstrap", "secretsmanager:GetSecretValue"),  # the munge key (nodes never write it)
     Call("bootstrap", "kms:Decrypt"),
+    # day 2: the node's timer installs a new version (as the controller's update); its Prolog lists the
+    # artifact's versions to pin the one current at the job's start (ListObjectVersions needs
+    # s3:ListBucketVersions on the bucket, https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectVersions.html)
+    Call("update", "s3:GetObject"),
+    Call("update", "s3:GetObjectVersion"),
+    Call("prolog", "s3:ListBucketVersions"),
     Call("jobs", "s3:GetObject", when="own-buckets"),  # checkpoints in the blueprint's own buckets
     Call("jobs", "s3:PutObject", when="own-buckets"),
     Call("jobs", "s3:ListBucket", when="own-buckets"),
@@ -80,6 +93,7 @@ COMPUTE: tuple[Call, ...] = (
 CALLS = {"controller": CONTROLLER, "compute": COMPUTE}
 
 CLI_ACTIONS = {("s3", "cp"): "s3:GetObject", ("s3api", "get-object"): "s3:GetObject",
+               ("s3api", "head-object"): "s3:GetObject", ("s3api", "list-object-versions"): "s3:ListBucketVersions",
                ("ec2", "wait"): "ec2:DescribeInstances"}
 """`aws` CLI commands whose IAM action is not their name in PascalCase (the downloads; `ec2 wait
 instance-running` polls DescribeInstances)."""

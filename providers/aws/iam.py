@@ -23,6 +23,8 @@ class Iam(pulumi.ComponentResource):
         self.ec2_trust = ec2_trust
         self.artifact_arn = pulumi.Output.concat(rendered.bucket.arn, "/", rendered.key)
         self.bucket_arns = bucket_arns
+        self.artifact_bucket_arn = rendered.bucket.arn
+        self.artifact_key = rendered.key
         self.eks_cluster_role = self.eks_node_role = None
         if any(f.kube is not None for f in bp.fleets):
             eks_trust = _policy({"Version": "2012-10-17", "Statement": [
@@ -52,12 +54,16 @@ class Iam(pulumi.ComponentResource):
         aws.iam.RolePolicyAttachment(f"{name}-node-ssm", role=role.name,
                                      policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
                                      opts=_opts(parent))
-        document = pulumi.Output.all(self.artifact_arn, *self.bucket_arns).apply(lambda arns: _policy({
-            "Version": "2012-10-17", "Statement": [
-                {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": arns[0]}] + ([
+        document = pulumi.Output.all(self.artifact_arn, self.artifact_bucket_arn, *self.bucket_arns).apply(
+            lambda arns: _policy({"Version": "2012-10-17", "Statement": [
+                {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+                 "Resource": arns[0]},
+                # the Prolog lists the artifact's versions (bin/update --job), only under its key
+                {"Sid": "RenderedArtifactVersions", "Effect": "Allow", "Action": "s3:ListBucketVersions",
+                 "Resource": arns[1], "Condition": {"StringEquals": {"s3:prefix": self.artifact_key}}}] + ([
                 {"Sid": "OwnBuckets", "Effect": "Allow",
                  "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket", "s3:GetBucketLocation"],
-                 "Resource": sorted(list(arns[1:]) + [f"{a}/*" for a in arns[1:]])}] if arns[1:] else [])}))
+                 "Resource": sorted(list(arns[2:]) + [f"{a}/*" for a in arns[2:]])}] if arns[2:] else [])}))
         aws.iam.RolePolicy(f"{name}-node-s3", role=role.id, policy=document, opts=_opts(parent))
         profile = aws.iam.InstanceProfile(f"{name}-node", role=role.name, tags=tags, opts=_opts(parent))
         return role, profile

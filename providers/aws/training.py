@@ -179,7 +179,9 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
                                                           "secretsmanager:PutSecretValue"], "Resource": secret_arn},
         {"Sid": "MungeKeyEncryption", "Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
          "Resource": key_arn, "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}},
-        {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": artifact_arn},
+        # the artifact, and on day 2 each of its versions (bin/update)
+        {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+         "Resource": artifact_arn},
     ]
     if zone_id and zone:
         statements += dns_statements(zone_id, zone)
