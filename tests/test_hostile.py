@@ -349,3 +349,21 @@ def test_the_weights_grant_is_the_folder_and_nothing_wider():
     for uri in ("s3://b/llama", "s3://b/ll*/", "s3://b/l?/", "s3:///x/", "https://b/x/"):
         with pytest.raises(ValueError, match="not an S3 folder"):
             _weights_policy((uri,))
+
+
+@pytest.mark.parametrize("renames, where", [
+    ({1: ["small-models"]}, "fleets[1].renamed_from[0]"),  # an earlier name that is another fleet's name
+    ({1: ["old"], 2: ["old"]}, "fleets[2].renamed_from[0]"),  # one earlier name of two fleets
+])
+def test_an_earlier_name_of_two_fleets_is_refused(tmp_path, capsys, renames, where):
+    """A fleet's earlier names are its cloud_name: its node label `fleetform.dev/fleet`, its device
+    plugin config and its Pulumi aliases. Shared by two fleets, each fleet's pods selected the
+    other's nodes and `pulumi up` met one alias twice; validate accepted it (exit 0)."""
+    seed = _seed(Path("blueprints/reference.yaml"))
+    for index, names in renames.items():
+        seed["fleets"][index]["renamed_from"] = names
+    path = tmp_path / "renamed.yaml"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{where}: fleet '" in out and "[unique-names]" in out
