@@ -224,6 +224,11 @@ ARGV_REFUSED = {
     "a --flag.key form of a flag that is not JSON": (["--max-num-seqs.x", "3"], [0], "no --flag.key form"),
     "a --json.key form without its value": (["--compilation-config.level"], [0], "needs a value"),
     "-O without a value": (["-O"], [0], "-O needs a value"),
+    # vLLM's JSON types (parse_dataclass, json.loads, union_dict_and_str) all parse a {...} value as JSON:
+    # checked against the parser built from the 0.11.0 wheel, each of these exits 2 at start
+    "a JSON config with a trailing comma": (["--compilation-config", '{"level": 3,}'], [1], "takes a JSON object"),
+    "a JSON config in Python's quotes": (["--limit-mm-per-prompt={'image': 2}"], [0], "takes a JSON object"),
+    "a JSON-or-text flag given a broken object": (["--hf-overrides", "{a: 1}"], [1], "takes a JSON object"),
 }
 
 ARGV_ACCEPTED = [
@@ -231,7 +236,8 @@ ARGV_ACCEPTED = [
     ["--no-enable-prefix-caching", "--max_num_seqs=8"],  # the BooleanOptionalAction twin; `_` read as `-`
     ["--seed", "-1"],  # argparse takes a negative number as a value: no option looks like one
     ["-O3"], ["-O", "3"], ["-O.level=3"], ["--compilation-config.level", "3", "--compilation-config.cudagraph_mode", "x"],
-    ["--compilation-config", '{"level": 3}'],
+    ["--compilation-config", '{"level": 3}'], ["--override-generation-config", ' {"temperature": 0.5} '],
+    ["--hf-overrides", "a-text-value"],  # union_dict_and_str: without braces it is text
     ["--ignore-patterns", "*.pt", "*.bin", "--enable-prefix-caching"],  # nargs='+' up to the next flag
     ["--hf-token"], ["--hf-token", "hf-x"],  # nargs='?'
     ["--max-num-batched-tokens", "16k"], ["--max-num-batched-tokens", "2K"], ["--swap-space=4.5"],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from functools import lru_cache
@@ -215,6 +216,11 @@ def _value_problem(option: VllmOption, value: str) -> str | None:
     'None'), or None."""
     if value in ("", "None") and option.value in ("int", "float", "size"):
         return None
+    if option.value == "json" and re.fullmatch(r"\s*\{.*\}\s*", value, re.DOTALL):
+        try:  # each of vLLM's JSON types parses a {...} value as JSON: parse_dataclass, json.loads, and
+            json.loads(value)  # union_dict_and_str, which keeps only a value without braces as text
+        except ValueError as err:
+            return f"takes a JSON object, and '{value}' is not one ({err.msg} at character {err.pos})"
     try:
         if option.value == "int":
             number = int(value)
