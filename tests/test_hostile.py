@@ -226,6 +226,10 @@ ARGV_REFUSED = {
     "-O without a value": (["-O"], [0], "-O needs a value"),
     # vLLM's JSON types (parse_dataclass, json.loads, union_dict_and_str) all parse a {...} value as JSON:
     # checked against the parser built from the 0.11.0 wheel, each of these exits 2 at start
+    # optional_type takes '' and 'None' for an Optional field only (--seed); --max-num-seqs is an int
+    "'None' for an int flag that is not Optional": (["--max-num-seqs", "None"], [1], "takes an integer"),
+    "'' for a float flag that is not Optional": (["--swap-space="], [0], "takes a number"),
+    "'None' for a size flag that is not Optional": (["--max-num-batched-tokens=None"], [0], "takes an integer"),
     "a JSON config with a trailing comma": (["--compilation-config", '{"level": 3,}'], [1], "takes a JSON object"),
     "a JSON config in Python's quotes": (["--limit-mm-per-prompt={'image': 2}"], [0], "takes a JSON object"),
     "a JSON-or-text flag given a broken object": (["--hf-overrides", "{a: 1}"], [1], "takes a JSON object"),
@@ -241,7 +245,7 @@ ARGV_ACCEPTED = [
     ["--ignore-patterns", "*.pt", "*.bin", "--enable-prefix-caching"],  # nargs='+' up to the next flag
     ["--hf-token"], ["--hf-token", "hf-x"],  # nargs='?'
     ["--max-num-batched-tokens", "16k"], ["--max-num-batched-tokens", "2K"], ["--swap-space=4.5"],
-    ["--block-size", "16"], ["--task", "None"],
+    ["--block-size", "16"], ["--task", "None"], ["--seed", "None"], ["--seed="], ["--rope-theta", "None"],
     ["--chat-template", "-not an option, it has a space"],  # argparse: a '-' item with a space is a value
 ]
 
