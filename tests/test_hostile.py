@@ -377,3 +377,21 @@ def test_an_earlier_name_of_two_fleets_is_refused(tmp_path, capsys, renames, whe
     assert cli.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
     assert f"{where}: fleet '" in out and "[unique-names]" in out
+
+
+def test_one_model_name_in_one_namespace_of_two_fleets_is_refused(tmp_path, capsys):
+    """Both fleets rendered Deployment, Service, PDB ... `llama-70b` in namespace `llm` of the one EKS
+    cluster, each applied over the other; validate accepted it (exit 0)."""
+    seed = _seed(Path("blueprints/reference.yaml"))
+    seed["fleets"][2]["scheduler"]["namespace"] = seed["fleets"][1]["scheduler"]["namespace"]
+    seed["fleets"][2]["models"][0]["name"] = seed["fleets"][1]["models"][0]["name"]
+    path = tmp_path / "shared-namespace.yaml"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "fleets[2].models[0].name: model name 'llama-70b' is used by fleet 'serve' too" in out
+    assert "[unique-names]" in out
+    # the same model name in another namespace is two sets of objects, and fine
+    seed["fleets"][2]["scheduler"]["namespace"] = "small-models"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 0

@@ -38,12 +38,32 @@ def _earlier_names(bp: Blueprint, report: Reporter) -> None:
                        "a fleet's earlier names must be its own; rename the other fleet, or drop the entry")
 
 
+def _models_per_namespace(bp: Blueprint, report: Reporter) -> None:
+    """A model's Kubernetes objects (Deployment, Service, PodDisruptionBudget, autoscaler, ...) are
+    named after it in its fleet's namespace, and a blueprint's inference fleets share one cluster: two
+    fleets serving a model of one name in one namespace would render one object twice, the second
+    replacing the first when applied."""
+    first: dict[tuple[str, str], str] = {}
+    for fleet in bp.fleets:
+        scheduler = fleet.scheduler
+        if fleet.training or scheduler is None or scheduler.type != "kubernetes":
+            continue
+        for model in fleet.models:
+            key = (scheduler.namespace, model.name)
+            if key in first and first[key] != fleet.name:
+                report(model.path + ("name",), f"model name '{model.name}' is used by fleet '{first[key]}' too, in "
+                       f"the same namespace '{scheduler.namespace}': their Kubernetes objects would be one",
+                       "rename one of the models, or give the fleets different namespaces")
+            first.setdefault(key, fleet.name)
+
+
 @rule("unique-names", "error", "fleets, storage, models, partitions and switches have unique names; "
       "a fleet's earlier names (renamed_from) are no other fleet's")
 def unique_names(bp: Blueprint, report: Reporter) -> None:
     _duplicates(report, bp.storage, "storage", "")
     _duplicates(report, bp.fleets, "fleet", "")
     _earlier_names(bp, report)
+    _models_per_namespace(bp, report)
     for fleet in bp.fleets:
         _duplicates(report, fleet.models, "model", f" in fleet '{fleet.name}'")
         scheduler = fleet.scheduler
