@@ -224,6 +224,15 @@ ARGV_REFUSED = {
     "a --flag.key form of a flag that is not JSON": (["--max-num-seqs.x", "3"], [0], "no --flag.key form"),
     "a --json.key form without its value": (["--compilation-config.level"], [0], "needs a value"),
     "-O without a value": (["-O"], [0], "-O needs a value"),
+    # vLLM's JSON types (parse_dataclass, json.loads, union_dict_and_str) all parse a {...} value as JSON:
+    # checked against the parser built from the 0.11.0 wheel, each of these exits 2 at start
+    # optional_type takes '' and 'None' for an Optional field only (--seed); --max-num-seqs is an int
+    "'None' for an int flag that is not Optional": (["--max-num-seqs", "None"], [1], "takes an integer"),
+    "'' for a float flag that is not Optional": (["--swap-space="], [0], "takes a number"),
+    "'None' for a size flag that is not Optional": (["--max-num-batched-tokens=None"], [0], "takes an integer"),
+    "a JSON config with a trailing comma": (["--compilation-config", '{"level": 3,}'], [1], "takes a JSON object"),
+    "a JSON config in Python's quotes": (["--limit-mm-per-prompt={'image': 2}"], [0], "takes a JSON object"),
+    "a JSON-or-text flag given a broken object": (["--hf-overrides", "{a: 1}"], [1], "takes a JSON object"),
 }
 
 ARGV_ACCEPTED = [
@@ -231,11 +240,12 @@ ARGV_ACCEPTED = [
     ["--no-enable-prefix-caching", "--max_num_seqs=8"],  # the BooleanOptionalAction twin; `_` read as `-`
     ["--seed", "-1"],  # argparse takes a negative number as a value: no option looks like one
     ["-O3"], ["-O", "3"], ["-O.level=3"], ["--compilation-config.level", "3", "--compilation-config.cudagraph_mode", "x"],
-    ["--compilation-config", '{"level": 3}'],
+    ["--compilation-config", '{"level": 3}'], ["--override-generation-config", ' {"temperature": 0.5} '],
+    ["--hf-overrides", "a-text-value"],  # union_dict_and_str: without braces it is text
     ["--ignore-patterns", "*.pt", "*.bin", "--enable-prefix-caching"],  # nargs='+' up to the next flag
     ["--hf-token"], ["--hf-token", "hf-x"],  # nargs='?'
     ["--max-num-batched-tokens", "16k"], ["--max-num-batched-tokens", "2K"], ["--swap-space=4.5"],
-    ["--block-size", "16"], ["--task", "None"],
+    ["--block-size", "16"], ["--task", "None"], ["--seed", "None"], ["--seed="], ["--rope-theta", "None"],
     ["--chat-template", "-not an option, it has a space"],  # argparse: a '-' item with a space is a value
 ]
 
@@ -349,3 +359,39 @@ def test_the_weights_grant_is_the_folder_and_nothing_wider():
     for uri in ("s3://b/llama", "s3://b/ll*/", "s3://b/l?/", "s3:///x/", "https://b/x/"):
         with pytest.raises(ValueError, match="not an S3 folder"):
             _weights_policy((uri,))
+
+
+@pytest.mark.parametrize("renames, where", [
+    ({1: ["small-models"]}, "fleets[1].renamed_from[0]"),  # an earlier name that is another fleet's name
+    ({1: ["old"], 2: ["old"]}, "fleets[2].renamed_from[0]"),  # one earlier name of two fleets
+])
+def test_an_earlier_name_of_two_fleets_is_refused(tmp_path, capsys, renames, where):
+    """A fleet's earlier names are its cloud_name: its node label `fleetform.dev/fleet`, its device
+    plugin config and its Pulumi aliases. Shared by two fleets, each fleet's pods selected the
+    other's nodes and `pulumi up` met one alias twice; validate accepted it (exit 0)."""
+    seed = _seed(Path("blueprints/reference.yaml"))
+    for index, names in renames.items():
+        seed["fleets"][index]["renamed_from"] = names
+    path = tmp_path / "renamed.yaml"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{where}: fleet '" in out and "[unique-names]" in out
+
+
+def test_one_model_name_in_one_namespace_of_two_fleets_is_refused(tmp_path, capsys):
+    """Both fleets rendered Deployment, Service, PDB ... `llama-70b` in namespace `llm` of the one EKS
+    cluster, each applied over the other; validate accepted it (exit 0)."""
+    seed = _seed(Path("blueprints/reference.yaml"))
+    seed["fleets"][2]["scheduler"]["namespace"] = seed["fleets"][1]["scheduler"]["namespace"]
+    seed["fleets"][2]["models"][0]["name"] = seed["fleets"][1]["models"][0]["name"]
+    path = tmp_path / "shared-namespace.yaml"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "fleets[2].models[0].name: model name 'llama-70b' is used by fleet 'serve' too" in out
+    assert "[unique-names]" in out
+    # the same model name in another namespace is two sets of objects, and fine
+    seed["fleets"][2]["scheduler"]["namespace"] = "small-models"
+    path.write_text(yaml.safe_dump(seed, sort_keys=False))
+    assert cli.main(["validate", str(path)]) == 0

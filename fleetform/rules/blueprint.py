@@ -22,10 +22,49 @@ def _duplicates(report: Reporter, items, what: str, where: str) -> None:
                 first[item.name] = index
 
 
-@rule("unique-names", "error", "fleets, storage, models, partitions and switches have unique names")
+def _earlier_names(bp: Blueprint, report: Reporter) -> None:
+    """A fleet's earlier names are its identity in the cloud and the cluster (Fleet.cloud_name: node
+    labels, device plugin configs, the Pulumi aliases): one that is another fleet's name, or another
+    fleet's earlier name too, gives two fleets one node label and one alias."""
+    for index, fleet in enumerate(bp.fleets):
+        for n, old in enumerate(fleet.renamed_from):
+            other = next((f for i, f in enumerate(bp.fleets) if i != index and f.name == old), None)
+            if other is None:
+                other = next((f for f in bp.fleets[:index] if old in f.renamed_from), None)
+            if other is not None:
+                how = "the name" if other.name == old else "an earlier name"
+                report(fleet.path + ("renamed_from", n), f"fleet '{fleet.name}' lists '{old}' as an earlier name, "
+                       f"but it is {how} of fleet '{other.name}': both fleets would carry it in the cloud and "
+                       "the cluster (node labels, Pulumi aliases)",
+                       "a fleet's earlier names must be its own; rename the other fleet, or drop the entry")
+
+
+def _models_per_namespace(bp: Blueprint, report: Reporter) -> None:
+    """A model's Kubernetes objects (Deployment, Service, PodDisruptionBudget, autoscaler, ...) are
+    named after it in its fleet's namespace, and a blueprint's inference fleets share one cluster: two
+    fleets serving a model of one name in one namespace would render one object twice, the second
+    replacing the first when applied."""
+    first: dict[tuple[str, str], str] = {}
+    for fleet in bp.fleets:
+        scheduler = fleet.scheduler
+        if fleet.training or scheduler is None or scheduler.type != "kubernetes":
+            continue
+        for model in fleet.models:
+            key = (scheduler.namespace, model.name)
+            if key in first and first[key] != fleet.name:
+                report(model.path + ("name",), f"model name '{model.name}' is used by fleet '{first[key]}' too, in "
+                       f"the same namespace '{scheduler.namespace}': their Kubernetes objects would be one",
+                       "rename one of the models, or give the fleets different namespaces")
+            first.setdefault(key, fleet.name)
+
+
+@rule("unique-names", "error", "fleets, storage, models, partitions and switches have unique names; "
+      "a fleet's earlier names (renamed_from) are no other fleet's; one model name per Kubernetes namespace")
 def unique_names(bp: Blueprint, report: Reporter) -> None:
     _duplicates(report, bp.storage, "storage", "")
     _duplicates(report, bp.fleets, "fleet", "")
+    _earlier_names(bp, report)
+    _models_per_namespace(bp, report)
     for fleet in bp.fleets:
         _duplicates(report, fleet.models, "model", f" in fleet '{fleet.name}'")
         scheduler = fleet.scheduler

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from functools import lru_cache
@@ -164,6 +165,7 @@ class VllmOption:
     arity: str  # 0 | 1 | ? | +: the values argparse takes after it
     value: str  # int | float | size | json | text ('' for arity 0)
     choices: tuple[str, ...]
+    optional: bool = False  # vLLM's optional_type: '' and 'None' are taken (as None)
 
 
 @lru_cache(maxsize=1)
@@ -174,7 +176,8 @@ def vllm_options() -> dict[str, VllmOption]:
     for line in text.splitlines():
         if line and not line.startswith("#") and not line.startswith("flag\t"):
             flag, _group, status, arity, value, choices = line.split("\t")
-            table[flag] = VllmOption(status, arity, value, tuple(choices.split("|")) if choices else ())
+            table[flag] = VllmOption(status, arity, value.rstrip("?"), tuple(choices.split("|")) if choices else (),
+                                     value.endswith("?"))
     return table
 
 
@@ -211,10 +214,15 @@ def _is_option(arg: str, options: dict[str, VllmOption]) -> bool:
 
 def _value_problem(option: VllmOption, value: str) -> str | None:
     """Why the option's type or choices refuse the value (vllm/engine/arg_utils.py: the type
-    functions _compute_kwargs gives: int, float, human_readable_int; optional_type passes '' and
-    'None'), or None."""
-    if value in ("", "None") and option.value in ("int", "float", "size"):
+    functions _compute_kwargs gives: int, float, human_readable_int; optional_type, for an Optional
+    field only, passes '' and 'None'), or None."""
+    if value in ("", "None") and option.optional:
         return None
+    if option.value == "json" and re.fullmatch(r"\s*\{.*\}\s*", value, re.DOTALL):
+        try:  # each of vLLM's JSON types parses a {...} value as JSON: parse_dataclass, json.loads, and
+            json.loads(value)  # union_dict_and_str, which keeps only a value without braces as text
+        except ValueError as err:
+            return f"takes a JSON object, and '{value}' is not one ({err.msg} at character {err.pos})"
     try:
         if option.value == "int":
             number = int(value)

@@ -103,15 +103,18 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def _value(action) -> str:
-    """What the option's value must be, as its `type` converts it: int, float, json or text."""
+    """What the option's value must be, as its `type` converts it: int, float, size, json or text; a
+    number with `?` when vLLM's optional_type wraps it, which also takes '' and 'None'."""
     kind = action.type
+    optional = getattr(kind, "__name__", "") == "_optional_type"  # also takes '' and 'None' (as None)
     while kind is not None and getattr(kind, "__name__", "") in ("_optional_type", "_parse_type"):
         kind = next((c.cell_contents for c in (kind.__closure__ or ()) if callable(c.cell_contents)), None)
     name = getattr(kind, "__name__", "")
+    mark = "?" if optional else ""
     if name in ("int", "human_readable_int"):
-        return "int" if name == "int" else "size"
+        return ("int" if name == "int" else "size") + mark
     if name == "float":
-        return "float"
+        return "float" + mark
     if name in ("parse_dataclass", "union_dict_and_str", "loads"):
         return "json"
     return "text"
