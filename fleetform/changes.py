@@ -496,6 +496,11 @@ def region_move(old_model, new_model, disruptions: list[Disruption]) -> dict | N
     if old_model.region == new_model.region:
         return None
     lost = [d.what for d in disruptions if d.cls == "data loss"]
+    if not any(d.what.startswith(("Bucket ", "LustreFileSystem ", "Volume ")) for d in disruptions):
+        # the cloud resources were not compared (--no-resources): what the blueprint declares is lost all the same
+        lost = [f"storage {s.name} ({s.type})" for s in new_model.storage] + \
+               [f"fleet {f.name}'s Slurm state volume" for f in new_model.fleets if f.role == "training"
+                and getattr(f, "scheduler", None) is not None and type(f.scheduler).__name__ == "SlurmScheduler"]
     steps = [f"bring the fleets up in {new_model.region} as a second blueprint (another metadata.name) beside the "
              f"running one instead of moving this one: nothing is lost until the old one is destroyed",
              "copy the data first: every checkpoint bucket to a bucket in the new region (`aws s3 sync` or S3 "

@@ -287,3 +287,21 @@ def test_a_replaced_node_group_on_a_reservation_is_not_an_eks_surge(tmp_path):
     assert "p5.48xlarge" in finding["message"] and "p5en.48xlarge" in finding["message"]
     assert "new node group" in finding["message"]
     assert "reserve 2 more" not in finding["hint"] and "p5en.48xlarge" in finding["hint"]
+
+
+def test_a_region_move_without_resources_still_says_what_data_is_lost(tmp_path):
+    """`diff --no-resources` compares no cloud resources, but a region move loses the same data
+    whatever the resources say: the buckets, file systems and Slurm state volumes the blueprint
+    declares. The region-move section named none ("data lost" missing) and the summary said the
+    most disruptive class was "none"."""
+    _, old, new = CASES["region"]
+    path = tmp_path / "moved.yaml"
+    path.write_text(REF.read_text().replace(old, new, 1))
+    old_result, old_built = build(str(REF), resources=False, display="reference.yaml")
+    new_result, new_built = build(str(path), resources=False, display="moved.yaml")
+    data = compute("reference.yaml", old_built, "moved.yaml", new_built, old_result, new_result)
+    assert data["resources_not_recorded"]
+    lost = data["region_move"]["data_lost"]
+    assert any("checkpoints" in x for x in lost) and any("scratch" in x for x in lost)
+    assert any("state volume" in x for x in lost)
+    assert data["summary"]["disruption"] == "data loss"

@@ -266,6 +266,8 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     counts = {action: sum(1 for c in resources if c.action == action) for action in SIGNS}
     effects = [effect for c in resources for effect in c.effects]
     worst = disruptions[0].cls if disruptions else "none"
+    if move and move["data_lost"]:  # also when the resources were not compared: the move loses them all the same
+        worst = "data loss"
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
             "summary": {"resources": None if unrecorded else counts, "effects": effects,
                         "disruption": worst,
@@ -325,7 +327,9 @@ def _summary_lines(data: dict, markdown: bool) -> list[str]:
     lines += [model_change_text(item) for item in data.get("model_changes", ())]
     if data.get("disruptions") is not None:
         lines.append(f"most disruptive: {data['summary']['disruption']}" +
-                     (" (of the rendered files: the cloud resources were not compared)"
+                     ((" (of the rendered files and the region move: the cloud resources were not compared)"
+                       if data.get("region_move") else
+                       " (of the rendered files: the cloud resources were not compared)")
                       if data["resources_not_recorded"] else ""))
     return [(f"- {line}" if markdown else f"  {line}") for line in lines]
 
