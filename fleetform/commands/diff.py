@@ -92,8 +92,9 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
     _extract(archive.stdout, target)
     (target / ".git").write_text("")  # the exported tree's top is its repository's top, as in a checkout
     # git reads REV:./x and REV:../x from the current folder, any other REV:x from the top
-    relative = os.path.normpath(prefix + path) if path.startswith(("./", "../")) else path
-    if relative.startswith(".."):
+    relative = os.path.normpath(prefix + path if path.startswith(("./", "../")) else path)
+    # an absolute path joined to the export is itself (a file of this machine, not of the revision)
+    if relative == ".." or relative.startswith(("../", "/")) or os.path.isabs(relative):
         raise UsageError(f"{spec}: the path leads outside the repository")
     if not (target / relative).is_file():
         raise UsageError(f"{spec}: no such file at {rev}")
