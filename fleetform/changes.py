@@ -496,6 +496,11 @@ def region_move(old_model, new_model, disruptions: list[Disruption]) -> dict | N
     if old_model.region == new_model.region:
         return None
     lost = [d.what for d in disruptions if d.cls == "data loss"]
+    if not any(d.what.startswith(("Bucket ", "LustreFileSystem ", "Volume ")) for d in disruptions):
+        # the cloud resources were not compared (--no-resources): what the blueprint declares is lost all the same
+        lost = [f"storage {s.name} ({s.type})" for s in new_model.storage] + \
+               [f"fleet {f.name}'s Slurm state volume" for f in new_model.fleets if f.role == "training"
+                and getattr(f, "scheduler", None) is not None and type(f.scheduler).__name__ == "SlurmScheduler"]
     steps = [f"bring the fleets up in {new_model.region} as a second blueprint (another metadata.name) beside the "
              f"running one instead of moving this one: nothing is lost until the old one is destroyed",
              "copy the data first: every checkpoint bucket to a bucket in the new region (`aws s3 sync` or S3 "
@@ -539,6 +544,31 @@ def rollout_fit(new_model, disruptions: list[Disruption], changes: list[Change])
         if fleet.capacity_type in ("reservation", "capacity-block"):
             groups = [c for c in changes if c.short_type == "NodeGroup" and c.name == f"{fleet.name}-gpu"
                       and f"NodeGroup {c.name}" in rolled]
+            replaced = [c for c in groups if c.action == REPLACE]
+            if replaced:
+                # a new node group (Pulumi creates it before it deletes the old one), not EKS's rolling
+                # update: its nodes.min nodes come on top of the old group's; and a reservation or
+                # Capacity Block holds one instance type, so a changed type cannot launch in it at all
+                types = next(((i.old, i.new) for i in replaced[0].inputs if i.path.split(".")[0] == "instanceTypes"
+                              and i.old != i.new), None)
+                types = tuple(", ".join(t) if isinstance(t, (list, tuple)) else str(t) for t in types) if types else None
+                if types:
+                    out.append((fleet.path + ("capacity",),
+                                f"the instance type change ({types[0]} -> {types[1]}) replaces fleet {fleet.name}'s "
+                                f"node group: Pulumi creates the new node group ({fleet.nodes.min} node{'s' if fleet.nodes.min != 1 else ''} at first) "
+                                f"before it deletes the old one, and a {fleet.capacity_type} holds one instance type "
+                                f"({types[0]}): the new group's {types[1]} nodes cannot launch in it",
+                                f"get a {fleet.capacity_type} for {types[1]} first and set its id in capacity, or "
+                                f"move the fleet to on-demand for the change"))
+                else:
+                    out.append((fleet.path + ("capacity",),
+                                f"fleet {fleet.name}'s node group is replaced: Pulumi creates the new node group "
+                                f"({fleet.nodes.min} nodes at first) before it deletes the old one: up to "
+                                f"{fleet.nodes.max} + {fleet.nodes.min} = {fleet.nodes.max + fleet.nodes.min} nodes, "
+                                f"beyond a {fleet.capacity_type} sized for the fleet's {fleet.nodes.max}",
+                                f"reserve {fleet.nodes.min} more nodes for the change, or first lower nodes.max to "
+                                f"{max(fleet.nodes.max - fleet.nodes.min, 0)}, apply, then make this change"))
+                continue
             if groups:
                 surge = 2  # twice the one Availability Zone fleetform's node groups use, >= maxUnavailable 1
                 out.append((fleet.path + ("capacity",),

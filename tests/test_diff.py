@@ -272,3 +272,17 @@ def test_no_resources_claims_no_resource_counts(tmp_path):
     assert "most disruptive: in place (of the rendered files: the cloud resources were not compared)" in result.stdout
     data = _json("--no-resources", str(REF), str(_changed(tmp_path)))
     assert data["summary"]["resources"] is None and data["resources_not_recorded"]
+
+
+def test_a_git_revision_path_never_reads_a_file_outside_the_revision(tmp_path):
+    """`HEAD:/abs/path` joined to the exported tree is the absolute path itself: diff compared a
+    file of the working machine as if it were the revision's (exit 0). A path that climbs out of
+    the repository through a folder (`dir/../../x`) is refused as `../x` is."""
+    repo, _ = _git_repo(tmp_path)
+    outside = tmp_path / "outside.yaml"
+    shutil.copy(REF, outside)
+    for spec in (f"HEAD:{outside}", "HEAD:blueprints/../../outside.yaml"):
+        result = run_cli("diff", "--no-resources", spec, "blueprints/reference.yaml", cwd=repo)
+        assert result.returncode == 2, (spec, result.stdout, result.stderr)
+        assert "outside the repository" in result.stderr
+        assert "Traceback" not in result.stderr

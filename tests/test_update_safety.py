@@ -259,3 +259,49 @@ def test_an_eks_node_roll_on_a_reservation_is_a_finding_with_the_numbers(tmp_pat
     assert finding["path"] == "fleets[1].capacity"
     assert "launching up to 2 new nodes before it drains old ones" in finding["message"]
     assert "10 + 2 = 12 nodes, beyond a reservation sized for the fleet's 10" in finding["message"]
+
+
+def test_a_replaced_node_group_on_a_reservation_is_not_an_eks_surge(tmp_path):
+    """An instance type change replaces the EKS node group (instanceTypes forces a new one): that
+    is no EKS rolling update of 2 extra nodes, and the hint "reserve 2 more nodes" does not work
+    when followed: a capacity reservation (or Capacity Block) holds one instance type, so the new
+    group's nodes cannot launch in it at all. Pulumi creates the new group (its nodes.min nodes)
+    before it deletes the old one. The finding says so, with both types."""
+    text = REF.read_text()
+    old = "    nodes: {min: 1, max: 10}\n    capacity:\n      type: on-demand\n"
+    reserved = text.replace(old, "    nodes: {min: 1, max: 10}\n    capacity:\n      type: reservation\n"
+                                 "      reservation_id: cr-0123456789abcdef0\n", 1)
+    new = reserved.replace(SERVE + "    instance_type: p5.48xlarge\n", SERVE + "    instance_type: p5en.48xlarge\n", 1)
+    assert text != reserved != new
+    sides = []
+    for side, content in (("old", reserved), ("new", new)):
+        path = tmp_path / f"{side}.yaml"
+        path.write_text(content)
+        sides.append(build(str(path), display=path.name))
+    (old_result, old_built), (new_result, new_built) = sides
+    data = compute("old", old_built, "new", new_built, old_result, new_result)
+    assert _by_what(data)["NodeGroup serve-gpu"]["class"] == "drain"
+    (finding,) = [f for f in data["findings_introduced"] if f["rule"] == "rollout-fit"]
+    assert finding["path"] == "fleets[1].capacity"
+    assert "10 + 2" not in finding["message"]
+    assert "p5.48xlarge" in finding["message"] and "p5en.48xlarge" in finding["message"]
+    assert "new node group" in finding["message"]
+    assert "reserve 2 more" not in finding["hint"] and "p5en.48xlarge" in finding["hint"]
+
+
+def test_a_region_move_without_resources_still_says_what_data_is_lost(tmp_path):
+    """`diff --no-resources` compares no cloud resources, but a region move loses the same data
+    whatever the resources say: the buckets, file systems and Slurm state volumes the blueprint
+    declares. The region-move section named none ("data lost" missing) and the summary said the
+    most disruptive class was "none"."""
+    _, old, new = CASES["region"]
+    path = tmp_path / "moved.yaml"
+    path.write_text(REF.read_text().replace(old, new, 1))
+    old_result, old_built = build(str(REF), resources=False, display="reference.yaml")
+    new_result, new_built = build(str(path), resources=False, display="moved.yaml")
+    data = compute("reference.yaml", old_built, "moved.yaml", new_built, old_result, new_result)
+    assert data["resources_not_recorded"]
+    lost = data["region_move"]["data_lost"]
+    assert any("checkpoints" in x for x in lost) and any("scratch" in x for x in lost)
+    assert any("state volume" in x for x in lost)
+    assert data["summary"]["disruption"] == "data loss"

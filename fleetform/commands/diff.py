@@ -92,8 +92,9 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
     _extract(archive.stdout, target)
     (target / ".git").write_text("")  # the exported tree's top is its repository's top, as in a checkout
     # git reads REV:./x and REV:../x from the current folder, any other REV:x from the top
-    relative = os.path.normpath(prefix + path) if path.startswith(("./", "../")) else path
-    if relative.startswith(".."):
+    relative = os.path.normpath(prefix + path if path.startswith(("./", "../")) else path)
+    # an absolute path joined to the export is itself (a file of this machine, not of the revision)
+    if relative == ".." or relative.startswith(("../", "/")) or os.path.isabs(relative):
         raise UsageError(f"{spec}: the path leads outside the repository")
     if not (target / relative).is_file():
         raise UsageError(f"{spec}: no such file at {rev}")
@@ -266,6 +267,8 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     counts = {action: sum(1 for c in resources if c.action == action) for action in SIGNS}
     effects = [effect for c in resources for effect in c.effects]
     worst = disruptions[0].cls if disruptions else "none"
+    if move and move["data_lost"]:  # also when the resources were not compared: the move loses them all the same
+        worst = "data loss"
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
             "summary": {"resources": None if unrecorded else counts, "effects": effects,
                         "disruption": worst,
@@ -325,7 +328,9 @@ def _summary_lines(data: dict, markdown: bool) -> list[str]:
     lines += [model_change_text(item) for item in data.get("model_changes", ())]
     if data.get("disruptions") is not None:
         lines.append(f"most disruptive: {data['summary']['disruption']}" +
-                     (" (of the rendered files: the cloud resources were not compared)"
+                     ((" (of the rendered files and the region move: the cloud resources were not compared)"
+                       if data.get("region_move") else
+                       " (of the rendered files: the cloud resources were not compared)")
                       if data["resources_not_recorded"] else ""))
     return [(f"- {line}" if markdown else f"  {line}") for line in lines]
 
