@@ -371,6 +371,7 @@ def test_system_nodes_from_the_blueprint(tmp_path):
 
 import copy  # noqa: E402
 import http.server  # noqa: E402
+import socket  # noqa: E402
 import threading  # noqa: E402
 
 import pytest  # noqa: E402
@@ -656,6 +657,30 @@ def test_the_deploying_address_is_one_public_ipv4_address(body, expected):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_non_http_answer_to_the_address_lookup_is_a_value_error():
+    """A captive portal or a proxy that answers something other than HTTP raised http.client.BadStatusLine,
+    which is neither the OSError nor the ValueError stacks/__main__.py turns into one line: `pulumi up`
+    printed a traceback."""
+    from fleetform.providers.aws.deployer import deployer_cidr
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer():
+        connection, _ = listener.accept()
+        connection.recv(4096)
+        connection.sendall(b"garbage\r\n\r\n")
+        connection.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        with pytest.raises(ValueError, match="no HTTP answer"):
+            deployer_cidr(f"http://127.0.0.1:{listener.getsockname()[1]}/", timeout=5)
+    finally:
+        listener.close()
 
 
 FAKE_KUBECTL = r'''#!/usr/bin/env python3
