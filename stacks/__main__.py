@@ -12,8 +12,10 @@ import pulumi
 
 from fleetform.findings import report_text
 from fleetform.pipeline import check
+from fleetform.providers.aws.common import cluster_id
 from fleetform.providers.aws.deployer import deployer_cidr
 from fleetform.providers.aws.inference import secret_config_keys
+from fleetform.providers.aws.kube import eks_name_problem
 from fleetform.providers.aws.program import build
 from fleetform.render import render
 
@@ -35,6 +37,10 @@ if model.cloud == "aws":
                               f"run `pulumi config set aws:region {model.region}`. Nothing was built.")
 deployer = None
 if model.cluster is not None:
+    # the EKS name carries the stack's, which may hold a period EKS refuses once the VPC is built
+    problem = eks_name_problem(cluster_id(model))
+    if problem:
+        raise pulumi.RunError(f"{blueprint}: {problem}; use a stack name without periods. Nothing was built.")
     # every Kubernetes Secret the models read is created from a Pulumi secret: all must be set before
     # anything is built
     missing = [key for key in secret_config_keys(model)

@@ -683,6 +683,18 @@ def test_a_non_http_answer_to_the_address_lookup_is_a_value_error():
         listener.close()
 
 
+@pytest.mark.parametrize("name, ok", [("llm-70b-dev", True), ("llm-70b-prod_eu", True), ("llm-70b-prod.eu", False),
+                                      ("a" * 100, True), ("a" * 101, False)])
+def test_the_eks_cluster_name_is_checked_before_anything_is_built(name, ok):
+    """The EKS name is `<blueprint>-<stack>`; a Pulumi stack name may hold periods (Pulumi docs, Stacks), which
+    CreateCluster refuses ("only alphanumeric characters ..., hyphens, and underscores", at most 100; EKS API
+    Reference). stacks/__main__.py stops before building anything; the program refuses it too."""
+    from fleetform.providers.aws.kube import eks_name_problem
+
+    assert (eks_name_problem(name) is None) is ok
+    assert "eks_name_problem(cluster_id(model))" in (ROOT / "stacks/__main__.py").read_text()
+
+
 FAKE_KUBECTL = r'''#!/usr/bin/env python3
 import json, os, sys
 args = sys.argv[1:]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 
 import pulumi
 import pulumi_aws as aws
@@ -151,6 +152,8 @@ class EksCluster(pulumi.ComponentResource):
         self.model, self.net, self.iam, self.files, self.tags, self.name = model, net, iam, files, tags, name
         # the EKS name carries the stack: `dev` and `prod` stacks of one blueprint are two clusters
         self.cluster_name = cluster_id(bp)
+        if problem := eks_name_problem(self.cluster_name):
+            raise ValueError(problem)
         access = api_access(model, deployer_cidr)
         public = bool(access)
         self.cluster = aws.eks.Cluster(
@@ -257,6 +260,21 @@ class EksCluster(pulumi.ComponentResource):
         if release.name == "cluster-autoscaler":  # it discovers the node groups tagged with the cluster's EKS name
             values = deep_merge(values, {"autoDiscovery": {"clusterName": self.cluster_name}})
         return values
+
+
+EKS_CLUSTER_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,99}")
+"""CreateCluster's name: "only alphanumeric characters (case-sensitive), hyphens, and underscores. It must
+start with an alphanumeric character and can't be longer than 100 characters" (EKS API Reference,
+CreateCluster). A Pulumi stack name may also hold periods ("Stack names may only contain alphanumeric
+characters, hyphens, underscores, or periods", Pulumi docs, Stacks), and the EKS name carries the stack."""
+
+
+def eks_name_problem(name: str) -> str | None:
+    """Why EKS would refuse `name` as a cluster name (after the VPC and IAM roles were built), or None."""
+    if EKS_CLUSTER_NAME.fullmatch(name):
+        return None
+    return (f"the EKS cluster name {name!r} (blueprint name and Pulumi stack) is not one EKS accepts: letters, "
+            "digits, hyphens and underscores, starting with a letter or digit, at most 100 characters")
 
 
 def api_access(model: Cluster, deployer_cidr: str | None) -> tuple[str, ...]:
