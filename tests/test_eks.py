@@ -695,6 +695,22 @@ def test_the_eks_cluster_name_is_checked_before_anything_is_built(name, ok):
     assert "eks_name_problem(cluster_id(model))" in (ROOT / "stacks/__main__.py").read_text()
 
 
+def test_a_hand_typed_deployer_address_is_sent_to_eks_as_a_cidr(reference_plan):
+    """`pulumi config set fleetform:deployer-cidr 203.0.113.10` went to EKS as written; publicAccessCidrs takes
+    CIDR blocks ("Indicates which CIDR blocks can access the Amazon EKS public API server endpoint", EKS API
+    Reference, VpcConfigRequest), so the address is its /32."""
+    import dataclasses
+
+    from fleetform.providers.aws.kube import api_access
+
+    model, _ = reference_plan
+    cluster = dataclasses.replace(model.cluster, api_access_cidrs=None)
+    assert api_access(cluster, "203.0.113.10") == ("203.0.113.10/32",)
+    assert api_access(cluster, "203.0.113.10/32\n") == ("203.0.113.10/32",)
+    assert api_access(cluster, "198.51.100.7/24") == ("198.51.100.0/24",)
+    assert "ipaddress.ip_network(deployer.strip(), strict=False)" in (ROOT / "stacks/__main__.py").read_text()
+
+
 FAKE_KUBECTL = r'''#!/usr/bin/env python3
 import json, os, sys
 args = sys.argv[1:]
