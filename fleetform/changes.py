@@ -188,6 +188,17 @@ def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> 
                            f"({_describe_nodes(res)})")
         elif change.action == DELETE:
             effects.append(f"deletes the nodes of node group {change.name} ({_describe_nodes(res)})")
+        raised = next((i for i in change.inputs if i.path == "scalingConfig.minSize"
+                       and isinstance(i.old, (int, float)) and isinstance(i.new, (int, float)) and i.new > i.old), None)
+        if (change.action == UPDATE and raised is not None
+                and "scalingConfig.desiredSize" in (new or {}).get("options", {}).get("ignoreChanges", [])):
+            # pulumi up keeps the running desired size (the Cluster Autoscaler's), and EKS refuses a minimum
+            # above it: "Minimum capacity N can't be greater than desired size M" (UpdateNodegroupConfig;
+            # terraform-aws-modules/terraform-aws-eks #944, #2030, #3306 hit the same with ignore_changes)
+            effects.append(f"raises the minimum of node group {change.name} to {raised.new}: `pulumi up` keeps the "
+                           "running desired size, and EKS refuses a minimum above it; first run `aws eks "
+                           f"update-nodegroup-config --scaling-config desiredSize={raised.new}` on that node group "
+                           "if it runs fewer nodes")
     if kind == "Instance":
         itype = res["inputs"].get("instanceType", "?")
         if change.action == REPLACE:

@@ -5,6 +5,7 @@ A blueprint with errors stops the program before any resource exists, with the s
 `fleetform validate` prints; so does a stack whose AWS region is not the blueprint's.
 """
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -12,9 +13,9 @@ import pulumi
 
 from fleetform.findings import report_text
 from fleetform.pipeline import check
+from fleetform.providers.aws.common import ClusterIdError, cluster_id
 from fleetform.providers.aws.deployer import deployer_cidr
 from fleetform.providers.aws.inference import secret_config_keys
-from fleetform.providers.aws.common import ClusterIdError, cluster_id
 from fleetform.providers.aws.program import build
 from fleetform.render import render
 
@@ -52,6 +53,12 @@ if model.cluster is not None:
         # the EKS endpoint answers this run's own address (provider.eks.api_access_cidrs absent);
         # fleetform:deployer-cidr overrides the lookup where the egress address is known
         deployer = pulumi.Config("fleetform").get("deployer-cidr")
+        if deployer is not None:
+            try:
+                ipaddress.ip_network(deployer.strip(), strict=False)
+            except ValueError:
+                raise pulumi.RunError(f"{blueprint}: fleetform:deployer-cidr is {deployer!r}, not an address or a "
+                                      "CIDR range. Nothing was built.") from None
         if deployer is None:
             try:
                 deployer = deployer_cidr()
@@ -59,4 +66,7 @@ if model.cluster is not None:
                 raise pulumi.RunError(f"{blueprint}: the public address this run comes from could not be found "
                                       f"({err}); list the networks that reach the cluster's API in "
                                       "provider.eks.api_access_cidrs. Nothing was built.") from None
+            pulumi.log.warn(f"the EKS API endpoint answers {deployer} (this run's address) and the VPC only; a run "
+                            "from another address moves it there: list the networks in provider.eks.api_access_cidrs "
+                            "to deploy from several places")
 build(model, render(model), deployer)

@@ -35,6 +35,11 @@ RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65532, "seccompProfile": {"type
 CONTAINER = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+BLOCKED_EXIT_CODES = {28, 7}
+"""How curl ends when a NetworkPolicy drops (28, "Operation timeout") or rejects (7, "Failed to connect to
+host") the connection (curl(1), EXIT CODES); 6 ("Couldn't resolve host") or no exit at all is no proof."""
+
+
 class CheckFailed(Exception):
     pass
 
@@ -61,6 +66,7 @@ def curl_args(url: str, body: dict | None = None, api_key: bool = False, max_tim
 class Kubectl:
     def __init__(self, program: str = "kubectl"):
         self.program = program
+        self.last_exit_code: int | None = None
 
     def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         result = subprocess.run([self.program, *args], input=stdin, capture_output=True, text=True, timeout=3900)
@@ -69,7 +75,8 @@ class Kubectl:
         return result
 
     def run_pod(self, pod: dict, timeout_s: int = 300) -> tuple[bool, str]:
-        """Create the pod, wait until it ends, return (succeeded, its log), delete it."""
+        """Create the pod, wait until it ends, return (succeeded, its log), delete it. The exit code of its
+        container (None when it never ended) is kept in `last_exit_code`."""
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         self("apply", "-f", "-", stdin=json.dumps(pod))
         try:
@@ -80,6 +87,9 @@ class Kubectl:
                 if phase in ("Succeeded", "Failed"):
                     break
                 time.sleep(2)
+            code = self("-n", namespace, "get", "pod", name, "-o",
+                        "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}", check=False).stdout.strip()
+            self.last_exit_code = int(code) if code.isdigit() else None
             log = self("-n", namespace, "logs", name, check=False).stdout
             return phase == "Succeeded", log
         finally:
@@ -111,6 +121,11 @@ def check_model(kubectl: Kubectl, server, say) -> None:
     if ok:
         raise CheckFailed(f"{ns}/{name}: a pod in namespace {OUTSIDER} reached the server: the NetworkPolicy is "
                           "not enforced")
+    if kubectl.last_exit_code not in BLOCKED_EXIT_CODES:
+        # a probe that never ran (Pending, refused by admission) or failed to resolve the Service's name
+        # proves nothing about the policy
+        raise CheckFailed(f"{ns}/{name}: the probe in namespace {OUTSIDER} did not fail by a blocked connection "
+                          f"(curl exit code {kubectl.last_exit_code}; 28 or 7 expected): {log[:300]}")
     say(f"{ns}/{name}: the NetworkPolicy blocks a pod of another namespace")
     if server.autoscaling is not None:
         hpa = json.loads(kubectl("-n", ns, "get", "hpa", _hpa_name(server), "-o", "json").stdout)

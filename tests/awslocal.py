@@ -14,6 +14,8 @@ and a fake instance metadata service (IMDSv2) that answers for any instance moto
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import shutil
 import socket
@@ -185,3 +187,23 @@ def need(missing: str | None) -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{missing}; .ci/run installs it")
         pytest.skip(f"{missing}; CI fails instead of skipping")
+
+
+ARTIFACT_KEY = "fleetform/rendered.tar.gz"  # providers/aws/storage.py ARTIFACT_KEY
+
+
+def publish(s3, bucket: str, rendered: Path, changed: tuple[Path, ...] = ()) -> str:
+    """What `pulumi up` does with a render: the folder as one object at the artifact's key in the
+    versioned config bucket (providers/aws/storage.py). `changed` are files a test overrode after
+    the render: manifest.json is written again with their digests first, so what is published is
+    what the machines check and run. Returns the new S3 version id."""
+    from fleetform.render.archive import archive
+
+    manifest = json.loads((rendered / "manifest.json").read_text())
+    for path in changed:
+        manifest["files"][str(path.relative_to(rendered))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    if changed:
+        (rendered / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    listed = [*manifest["files"], "manifest.json"]
+    files = {name: (rendered / name).read_bytes() for name in listed}
+    return s3.put_object(Bucket=bucket, Key=ARTIFACT_KEY, Body=archive(files))["VersionId"]

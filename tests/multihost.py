@@ -40,14 +40,18 @@ from pathlib import Path
 
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
-"""What the bootstraps may install: the local repository holds these and their dependencies."""
+PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge", "iptables")
+"""What the bootstraps may install (bin/imds-access needs iptables): the local repository holds these
+and their dependencies."""
+JOB_USER, JOB_UID = "ubuntu", 1000
+"""The user jobs run as, with one UID on every machine, as the default AMI's `ubuntu`: Slurm refuses
+root's jobs (DisableRootJobs=YES), and a job's user is the one instance metadata must not answer."""
 REPO = "/srv/fleetform-apt"
 SWITCH_ADDR = "10.0.0.2"
 PREFIX = 8  # moto gives instances addresses anywhere in 10.0.0.0/8
 IMDS_ADDR = "169.254.169.254"
 CLONE_NEWNET = 0x40000000
-IMAGE_VERSION = "1"  # bump when the image's recipe changes: the cache key
+IMAGE_VERSION = "2"  # bump when the image's recipe changes: the cache key
 
 
 def missing() -> str | None:
@@ -116,6 +120,7 @@ def image() -> Path:
     aws.write_text("#!/usr/bin/python3\nimport sys\nsys.path.insert(0, '/opt/aws-cli')\n"
                    "from awscli.clidriver import main\nsys.exit(main())\n")
     aws.chmod(0o755)
+    run("chroot", str(root), "useradd", "--create-home", "--uid", str(JOB_UID), "--shell", "/bin/bash", JOB_USER)
     (root / "etc/resolv.conf").write_text("")
     (root / "etc/fleetform-image").write_text(f"built in {time.monotonic() - started:.0f} s\n")
     shutil.rmtree(done, ignore_errors=True)

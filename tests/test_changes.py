@@ -152,3 +152,21 @@ def test_replacement_data_is_sorted_json():
     text = (ROOT / "providers/aws/replacements.json").read_text()
     types = json.loads(text)["types"]
     assert list(types) == sorted(types)
+
+
+def test_raising_a_node_groups_minimum_says_eks_refuses_it_above_the_running_desired_size():
+    """The program leaves desiredSize to the Cluster Autoscaler (ignore_changes); EKS's UpdateNodegroupConfig
+    then refuses a minimum above the running desired size ("Minimum capacity 4 can't be greater than desired
+    size 3", terraform-aws-modules/terraform-aws-eks #944 and #3306 with the same ignore_changes). diff says so
+    and what to run first."""
+    def plan(low, ignored=("scalingConfig.desiredSize",)):
+        return [_res(NG, "ng", {"instanceTypes": ["g6.xlarge"],
+                                "scalingConfig": {"minSize": low, "maxSize": 8, "desiredSize": low}},
+                     options={"ignoreChanges": list(ignored)})]
+
+    raised = _one(compare(plan(1), plan(3)), "ng")
+    assert raised.action == UPDATE
+    assert any("EKS refuses a minimum above it" in e and "desiredSize=3" in e for e in raised.effects)
+    # negative controls: a lowered minimum, and a group whose desired size pulumi up sets itself
+    assert not any("refuses" in e for e in _one(compare(plan(3), plan(1)), "ng").effects)
+    assert not any("refuses" in e for e in _one(compare(plan(1, ()), plan(3, ())), "ng").effects)

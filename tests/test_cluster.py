@@ -56,7 +56,7 @@ pytestmark = pytest.mark.cluster
 BLUEPRINT = awslocal.blueprint("{min: 2, max: 3}")
 CLUSTER = awslocal.CLUSTER
 BUCKET = "a-config-test"
-ARTIFACT_KEY = "fleetform/rendered.tar.gz"  # providers/aws/storage.py ARTIFACT_KEY
+ARTIFACT_KEY = awslocal.ARTIFACT_KEY
 DAEMONS = ("munged", "slurmctld", "slurmd", "sinfo", "srun", "sbatch", "scontrol")
 LUSTRE = "fs-0123.fsx.us-east-1.amazonaws.com@tcp:/abcd=/fsx"  # not mounted here (FLEETFORM_ROOT)
 SBIN = ("/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin")
@@ -118,13 +118,8 @@ def _override(slurm: Path, tmp: Path, ports: dict[str, int]) -> None:
 
 
 def _publish(s3, rendered: Path) -> str:
-    """What `pulumi up` does with a render: the folder as one object at the artifact's key in the
-    versioned config bucket (providers/aws/storage.py). Returns the new S3 version id."""
-    from fleetform.render.archive import archive
-
-    listed = [*json.loads((rendered / "manifest.json").read_text())["files"], "manifest.json"]
-    files = {name: (rendered / name).read_bytes() for name in listed}
-    return s3.put_object(Bucket=BUCKET, Key=ARTIFACT_KEY, Body=archive(files))["VersionId"]
+    """What `pulumi up` does with a render (awslocal.publish); returns the new S3 version id."""
+    return awslocal.publish(s3, BUCKET, rendered)
 
 
 def _user_data(s3, root: Path) -> Path:

@@ -373,6 +373,7 @@ def test_system_nodes_from_the_blueprint(tmp_path):
 
 import copy  # noqa: E402
 import http.server  # noqa: E402
+import socket  # noqa: E402
 import threading  # noqa: E402
 
 import pytest  # noqa: E402
@@ -660,6 +661,46 @@ def test_the_deploying_address_is_one_public_ipv4_address(body, expected):
         server.server_close()
 
 
+def test_a_non_http_answer_to_the_address_lookup_is_a_value_error():
+    """A captive portal or a proxy that answers something other than HTTP raised http.client.BadStatusLine,
+    which is neither the OSError nor the ValueError stacks/__main__.py turns into one line: `pulumi up`
+    printed a traceback."""
+    from fleetform.providers.aws.deployer import deployer_cidr
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer():
+        connection, _ = listener.accept()
+        connection.recv(4096)
+        connection.sendall(b"garbage\r\n\r\n")
+        connection.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    try:
+        with pytest.raises(ValueError, match="no HTTP answer"):
+            deployer_cidr(f"http://127.0.0.1:{listener.getsockname()[1]}/", timeout=5)
+    finally:
+        listener.close()
+
+
+def test_a_hand_typed_deployer_address_is_sent_to_eks_as_a_cidr(reference_plan):
+    """`pulumi config set fleetform:deployer-cidr 203.0.113.10` went to EKS as written; publicAccessCidrs takes
+    CIDR blocks ("Indicates which CIDR blocks can access the Amazon EKS public API server endpoint", EKS API
+    Reference, VpcConfigRequest), so the address is its /32."""
+    import dataclasses
+
+    from fleetform.providers.aws.kube import api_access
+
+    model, _ = reference_plan
+    cluster = dataclasses.replace(model.cluster, api_access_cidrs=None)
+    assert api_access(cluster, "203.0.113.10") == ("203.0.113.10/32",)
+    assert api_access(cluster, "203.0.113.10/32\n") == ("203.0.113.10/32",)
+    assert api_access(cluster, "198.51.100.7/24") == ("198.51.100.0/24",)
+    assert "ipaddress.ip_network(deployer.strip(), strict=False)" in (ROOT / "stacks/__main__.py").read_text()
+
+
 FAKE_KUBECTL = r'''#!/usr/bin/env python3
 import json, os, sys
 args = sys.argv[1:]
@@ -670,7 +711,10 @@ with open(os.environ["FAKE_LOG"], "a") as log:
 mode = os.environ.get("FAKE_MODE", "")
 def pod():
     return args[args.index("pod") + 1] if "pod" in args else args[args.index("logs") + 1]
-if "get" in args and "pod" in args:
+if "get" in args and "pod" in args and any("exitCode" in a for a in args):
+    outsider = pod().endswith("-outsider")
+    print(0 if not outsider or mode == "open" else 6 if mode == "dns" else 28)
+elif "get" in args and "pod" in args:
     outsider = pod().endswith("-outsider")
     print("Succeeded" if not outsider or mode == "open" else "Failed")
 elif "logs" in args:
@@ -686,7 +730,9 @@ elif "get" in args and "hpa" in args:
 
 
 @pytest.mark.parametrize("mode, expected", [("", None), ("open", "the NetworkPolicy is not enforced"),
-                                            ("no-metric", "reads no current metric value")])
+                                            ("no-metric", "reads no current metric value"),
+                                            # the outsider's probe failed on DNS, not on the policy: no proof
+                                            ("dns", "did not fail by a blocked connection (curl exit code 6")])
 def test_the_end_to_end_check_asks_the_cluster_what_a_user_would(mode, expected, tmp_path, monkeypatch, capsys):
     """stacks/check_inference.py is for a user with an AWS account after `pulumi up`; it has not run against
     AWS here. A fake kubectl answers as a working cluster would (or with the policy open, or an HPA without a

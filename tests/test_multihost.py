@@ -35,7 +35,8 @@ Test hooks (everything else runs as on an instance):
      init is not systemd, sd_booted(3)), with `slurmd -b` (a namespace does not boot).
   4. /dev/nvidia0..7 are character devices 1:3 (/dev/null) standing in for the GPUs gres.conf names.
   5. The image has a policy-rc.d that exits 101 (no daemon starts at package install; no init) and
-     an AWS CLI (awscli from PyPI in /opt/aws-cli), as an AMI brings one.
+     an AWS CLI (awscli from PyPI in /opt/aws-cli) and the user `ubuntu` (UID 1000), as the
+     default AMI brings them; jobs are submitted as that user (root's are refused: DisableRootJobs).
 Everything stops by itself: each host's PID 1 is killed (so is all it ran), its namespaces and
 mounts go with it; every wait has a timeout. In CI (CI set) a missing piece fails this test; the
 image is cached in FLEETFORM_MULTIHOST_CACHE (default ~/.cache/fleetform/multihost).
@@ -66,6 +67,7 @@ CONTROLLER_ADDR = "10.0.0.10"
 VPC_CIDR = "10.0.0.0/16"
 SUBNET_CIDR = "10.0.1.0/24"  # the launch template names it; moto 5 still picks addresses in 10.0.0.0/8
 MOTO_PORT = 5000
+BUCKET = "a-config-test"
 BOOT_S = 600  # a host's bootstrap: apt-get install from the local repository, then the daemons
 
 
@@ -227,6 +229,11 @@ def cluster():
                 "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge",
                 "NetworkInterfaces": [{"DeviceIndex": 0, "SubnetId": subnet}]})["LaunchTemplate"]["LaunchTemplateId"]
             secret = awslocal.client("secretsmanager", url).create_secret(Name=f"{CLUSTER}-munge")["ARN"]
+            # the artifact, as `pulumi up` uploads it: bin/prolog pins each job's files to a version of it
+            s3 = awslocal.client("s3", url)
+            s3.create_bucket(Bucket=BUCKET)
+            s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+            awslocal.publish(s3, BUCKET, tmp / "rendered", (slurm / "slurm.conf",))
             zone = f"train.{CLUSTER}.fleetform.internal"  # providers/aws/training.py dns_zone_name
             zone_id = route53.create_hosted_zone(
                 Name=zone, CallerReference="multihost", HostedZoneConfig={"PrivateZone": True},
@@ -236,7 +243,8 @@ def cluster():
                 return awslocal.cluster_env(
                     role, CLUSTER, "train", f"http://{multihost.SWITCH_ADDR}:{MOTO_PORT}",
                     FLEETFORM_MUNGE_SECRET=secret, FLEETFORM_LAUNCH_TEMPLATE=template,
-                    FLEETFORM_CONTROLLER_ADDR=CONTROLLER_ADDR, FLEETFORM_DNS_ZONE=zone, FLEETFORM_DNS_ZONE_ID=zone_id)
+                    FLEETFORM_CONTROLLER_ADDR=CONTROLLER_ADDR, FLEETFORM_DNS_ZONE=zone, FLEETFORM_DNS_ZONE_ID=zone_id,
+                    FLEETFORM_CONFIG_BUCKET=BUCKET, FLEETFORM_CONFIG_KEY=awslocal.ARTIFACT_KEY)
 
             state.switch = multihost.Switch(tmp)
             port = int(url.rsplit(":", 1)[1])
@@ -300,8 +308,10 @@ def test_a_two_node_batch_job_runs_srun_and_resolves_node_names(cluster):
                cluster["route53"].list_resource_record_sets(HostedZoneId=cluster["zone_id"])["ResourceRecordSets"]
                if r["Type"] == "A"}
     controller.file("/tmp/job.sh").write_text(JOB)
-    batch = controller.run("sbatch", "--wait", "-N2", "--chdir=/tmp", "--output=/tmp/job-%j.out", "/tmp/job.sh",
-                           timeout=300)
+    controller.file("/tmp/job.sh").chmod(0o755)
+    # submitted as a job's user: slurm.conf refuses root's jobs (DisableRootJobs=YES)
+    batch = controller.run("runuser", "-u", multihost.JOB_USER, "--", "sbatch", "--wait", "-N2", "--chdir=/tmp",
+                           "--output=/tmp/job-%j.out", "/tmp/job.sh", timeout=300)
     outputs = {name: "".join(p.read_text() for p in m.file("/tmp").glob("job-*.out")) for name, m in nodes.items()}
     out = "".join(outputs.values())
     assert batch.returncode == 0, f"{batch.stdout}{batch.stderr}\n{out}\n{cluster['state'].logs()}"

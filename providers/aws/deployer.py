@@ -9,6 +9,7 @@ your local computer" ("Rules to add to your security group" / "Connect to your L
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import urllib.request
 
@@ -16,9 +17,15 @@ CHECKIP_URL = "https://checkip.amazonaws.com"
 
 
 def deployer_cidr(url: str = CHECKIP_URL, timeout: float = 10.0) -> str:
-    """The caller's public IPv4 address as a /32; ValueError when the answer is not one public address."""
-    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (a fixed https URL, or a test's)
-        text = response.read(64).decode("ascii", "replace").strip()
+    """The caller's public IPv4 address as a /32; ValueError when the answer is not one public address,
+    OSError when nothing answers (stacks/__main__.py turns both into one line)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (a fixed https URL, or a test's)
+            text = response.read(64).decode("ascii", "replace").strip()
+    except http.client.HTTPException as err:
+        # no HTTP answer (a captive portal or a proxy that speaks something else): not an OSError, and it
+        # reached `pulumi up` as a traceback
+        raise ValueError(f"{url} gave no HTTP answer ({type(err).__name__})") from None
     try:
         address = ipaddress.IPv4Address(text)
     except ValueError:

@@ -268,7 +268,9 @@ def api_access(model: Cluster, deployer_cidr: str | None) -> tuple[str, ...]:
     if not deployer_cidr:
         raise ValueError("provider.eks.api_access_cidrs is absent and no deployer address was given: the run "
                          "could not reach the cluster's API endpoint")
-    return (deployer_cidr,)
+    # fleetform:deployer-cidr is typed by hand: `203.0.113.10` is the /32 it means (EKS takes CIDR notation
+    # only), a range with host bits the network it names
+    return (str(ipaddress.ip_network(deployer_cidr.strip(), strict=False)),)
 
 
 def _weights_policy(uris: tuple[str, ...]) -> str:
