@@ -40,7 +40,7 @@ sinfo -N -h -o "%N %t"
 """),
     Check("srun-on-nodes", PRELUDE + """
 # a job step on NODES nodes: each prints its hostname, which must be its Slurm node name
-out=$(timeout 600 as_user srun -N NODES --ntasks-per-node=1 bash -c 'echo "$SLURMD_NODENAME $(hostname)"')
+out=$(as_user timeout 600 srun -N NODES --ntasks-per-node=1 bash -c 'echo "$SLURMD_NODENAME $(hostname)"')
 echo "$out"
 [ "$(echo "$out" | wc -l)" -eq NODES ]
 echo "$out" | awk '$1 != $2 {bad=1} END {exit bad}'
@@ -48,7 +48,7 @@ echo "$out" | awk '$1 != $2 {bad=1} END {exit bad}'
     Check("names-resolve-between-nodes", PRELUDE + """
 # on every node of a NODES-node job, every node's short name resolves (the fleet's Route 53 zone,
 # search domain), and a batch script's srun works on the batch host (slurm-client on the nodes)
-timeout 600 as_user srun -N NODES --ntasks-per-node=1 bash -c '
+as_user timeout 600 srun -N NODES --ntasks-per-node=1 bash -c '
   for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do
     getent hosts "$n" || { echo "$(hostname): $n does not resolve"; exit 1; }
   done'
@@ -56,7 +56,7 @@ timeout 600 as_user srun -N NODES --ntasks-per-node=1 bash -c '
     Check("job-cannot-reach-instance-metadata", PRELUDE + """
 # a job's user gets no answer from instance metadata on any node (bin/imds-access: root only), so
 # it can read neither the role's credentials nor, with them, the munge key
-timeout 600 as_user srun -N NODES --ntasks-per-node=1 python3 -c '
+as_user timeout 600 srun -N NODES --ntasks-per-node=1 python3 -c '
 import socket, sys
 s = socket.socket()
 s.settimeout(5)

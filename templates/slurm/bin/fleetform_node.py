@@ -98,8 +98,11 @@ def environment() -> dict[str, str]:
 
 def run(*command: str, check: bool = True, input: str | None = None, extra: dict[str, str] | None = None,
         what: str | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run(command, capture_output=True, text=True, input=input,
-                            env={**os.environ, **extra} if extra else None)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, input=input,
+                                env={**os.environ, **extra} if extra else None)
+    except OSError as error:  # the program is missing or cannot run: a failure that says which
+        raise Failure(f"{what or shlex.join(command)}: {command[0]}: {error.strerror}") from None
     if check and result.returncode != 0:
         said = " ".join((result.stderr or result.stdout).split())
         raise Failure(f"{what or shlex.join(command)}: {said or f'exit {result.returncode}'}")
