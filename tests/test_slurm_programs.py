@@ -59,7 +59,8 @@ def controller(rendered, tmp_path_factory):
 
 
 def run_program(rendered: Path, conf: Path, aws: dict, tmp: Path, program: str, *args: str,
-                template: str | None = None, cluster: str = CLUSTER, **extra: str) -> subprocess.CompletedProcess:
+                template: str | None = None, cluster: str = CLUSTER, now: float | None = None,
+                **extra: str) -> subprocess.CompletedProcess:
     env_file = tmp / f"{cluster}.env"
     env_file.write_text(awslocal.cluster_env("controller", cluster, "train", aws["url"],
                                              FLEETFORM_LAUNCH_TEMPLATE=template or aws["template"], **extra))
@@ -67,6 +68,8 @@ def run_program(rendered: Path, conf: Path, aws: dict, tmp: Path, program: str, 
     # FLEETFORM_ROOT: the programs' logs and the keeper's state under tmp, not this machine's /var
     env = {"SLURM_CONF": str(conf), "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"],
            "HOME": str(tmp), "FLEETFORM_ROOT": str(tmp / "root")}
+    if now is not None:  # the keeper's clock (FLEETFORM_NOW): time moves without sleeping
+        env["FLEETFORM_NOW"] = str(now)
     return subprocess.run([str(rendered / "bin" / program), *args], capture_output=True, text=True, env=env,
                           timeout=180)
 
@@ -121,8 +124,54 @@ def test_capacity_error_starts_nothing_and_marks_the_nodes_down_at_once(rendered
     assert failed.returncode == 1
     assert instances(ec2, fleetform_cluster=CLUSTER) == before
     state = node_state(controller, "train-006")
-    assert "POWER" in state["State"] and "DOWN" in state["State"], state
+    assert "DOWN" in state["State"].split("+"), state
     assert state["Reason"].startswith("fleetform resume failed:") and awslocal.NO_CAPACITY_TYPE in state["Reason"], state
+
+
+def sinfo_reasons(conf: Path) -> dict[str, str]:
+    """`sinfo -R`: node list -> reason, as an admin reads it."""
+    out = subprocess.run(["sinfo", "-R", "-h", "-N", "-o", "%N|%E"], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "SLURM_CONF": str(conf)}).stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+
+def test_insufficient_capacity_downs_the_node_backs_off_then_returns_it_to_service(rendered, aws, tmp_path):
+    """The issue's proof, against a real slurmctld: EC2 answers InsufficientInstanceCapacity (injected
+    into the real CLI's answer); the node is DOWN with the code in `sinfo -R`; the keeper launches
+    nothing of the fleet before INSUFFICIENT_CAPACITY_TIMEOUT_S (600 s, ParallelCluster's
+    insufficient_capacity_timeout) has passed on its clock, holds the fleet's other powered-down
+    nodes down too, and after it puts the node back in service: IDLE+POWERED_DOWN, resumable, no
+    reason; the static nodes are powered up again."""
+    cli = flaky_aws(tmp_path, {"run-instances": (99, "InsufficientInstanceCapacity")})
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        failed = run_program(rendered, conf, aws, tmp_path, "resume", "train-006", cluster="a-ice", FLEETFORM_AWS_CLI=cli)
+        assert failed.returncode == 1, failed.stderr
+        down = node_state(conf, "train-006")
+        assert "DOWN" in down["State"].split("+") and "POWER_DOWN" not in down["State"], down
+        reason = sinfo_reasons(conf).get("train-006", "")
+        assert reason.startswith("fleetform resume failed: (Code:InsufficientInstanceCapacity)"), sinfo_reasons(conf)
+        start = 1_900_000_000.0
+        for clock in (start, start + 300, start + 599):
+            kept = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-ice", now=clock)
+            assert kept.returncode == 0, kept.stderr
+            for name in [f"train-00{i}" for i in range(1, 7)]:
+                state = node_state(conf, name)["State"].split("+")
+                assert "DOWN" in state and not {"POWER_UP", "POWERING_UP"} & set(state), (clock - start, name, state)
+            assert sinfo_reasons(conf)["train-006"] == reason, "the first failure's reason was overwritten"
+            assert "Code:InsufficientInstanceCapacity" in sinfo_reasons(conf)["train-003"]
+        assert instances(aws["ec2"], fleetform_cluster="a-ice") == {}
+        state = json.loads((tmp_path / "root/var/lib/fleetform/keeper.json").read_text())
+        assert state["capacity"] == {"code": "InsufficientInstanceCapacity", "since": start}
+        assert "train-001" not in state["attempts"], "a capacity failure counted towards protected mode"
+        back = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-ice", now=start + 600)
+        assert back.returncode == 0, back.stderr
+        for name in [f"train-00{i}" for i in range(3, 7)]:  # NOT_RESPONDING: no slurmd here, as before any launch
+            state = set(node_state(conf, name)["State"].split("+"))
+            assert {"IDLE", "POWERED_DOWN"} <= state and not state & {"DOWN", "DRAIN"}, (name, state)
+        assert not sinfo_reasons(conf), sinfo_reasons(conf)
+        for name in ("train-001", "train-002"):
+            assert powering_up(conf, name), node_state(conf, name)
+        assert "capacity" not in json.loads((tmp_path / "root/var/lib/fleetform/keeper.json").read_text())
 
 
 def test_suspend_terminates_only_this_clusters_compute_nodes(rendered, controller, aws, tmp_path):
