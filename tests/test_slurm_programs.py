@@ -333,3 +333,97 @@ def test_resume_undo_retries_terminate_while_ec2_does_not_know_the_new_instance(
     assert done.returncode == 1
     assert "terminated what this call started" in done.stderr, done.stderr
     assert instances(aws["ec2"], fleetform_cluster="a-undo") == {}
+
+
+FAST_POWER_SAVE = "SuspendTimeout=2\nSlurmctldParameters=idle_on_node_suspend,power_save_interval=1,power_save_min_interval=0\n"
+"""slurmctld's power-save thread runs every second and a power-down completes in 2 s (the rendered
+values: every 10 s and 300 s), so a node's way back to IDLE+POWERED_DOWN is seen, not assumed."""
+
+
+def wait_for_state(conf: Path, name: str, flags: set[str], timeout: float = 30.0) -> set[str]:
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        state = set(node_state(conf, name)["State"].split("+"))
+        if flags <= state and "DOWN" not in state or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
+
+
+def test_keeper_recovers_a_dead_elastic_node(rendered, aws, tmp_path):
+    """An elastic node whose instance died (slurmctld set it DOWN) is not left DOWN forever: the keeper
+    terminates its instance and powers it down, and slurmctld ends it IDLE+POWERED_DOWN, ready for the
+    next job (ParallelCluster clustermgtd.py _handle_unhealthy_dynamic_nodes). A DRAINed node is an
+    admin's and is left alone (negative control)."""
+    with slurmctld.running(rendered, tmp_path / "ctld", extra=FAST_POWER_SAVE) as conf:
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+        started = run_program(rendered, conf, aws, tmp_path, "resume", "train-[004-005]", cluster="a-dead")
+        assert started.returncode == 0, started.stderr
+        for name in ("train-004", "train-005"):
+            subprocess.run(["scontrol", "update", f"nodename={name}", "state=power_up"], check=True, env=env, timeout=30)
+        assert wait_for_state(conf, "train-005", {"POWERING_UP"}) >= {"POWERING_UP"}
+        subprocess.run(["scontrol", "update", "nodename=train-005", "state=down", "reason=Not responding"],
+                       check=True, env=env, timeout=30)
+        subprocess.run(["scontrol", "update", "nodename=train-004", "state=drain", "reason=admin: disk check"],
+                       check=True, env=env, timeout=30)
+        kept = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-dead")
+        assert kept.returncode == 0, kept.stderr
+        assert nodes_of(instances(aws["ec2"], fleetform_cluster="a-dead")) == ["train-004"], "dead instance kept"
+        state = wait_for_state(conf, "train-005", {"IDLE", "POWERED_DOWN"})
+        assert {"IDLE", "POWERED_DOWN"} <= state and not state & {"DOWN", "DRAIN"}, state
+        assert node_state(conf, "train-004")["Reason"].startswith("admin: disk check")
+
+
+def test_keeper_terminates_named_instances_whose_node_is_powered_down(rendered, aws, tmp_path):
+    """A suspend that failed leaves a named elastic instance running while its node is powered down;
+    an admin's `state=power_down` of a static node leaves its instance running too (suspend never
+    terminates static nodes). The keeper terminates both once they are older than ORPHAN_GRACE_S
+    (ParallelCluster's orphaned_instance_timeout, 300 s) and powers the static node up, so resume
+    launches it anew; an instance whose node is powering up, and one younger than the grace, stay."""
+    import time
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+        started = run_program(rendered, conf, aws, tmp_path, "resume", "train-[001,003-004]", cluster="a-orphan")
+        assert started.returncode == 0, started.stderr
+        ids = {t["fleetform:node"]: i for i, t in instances(aws["ec2"], fleetform_cluster="a-orphan").items()}
+        subprocess.run(["scontrol", "update", "nodename=train-004", "state=power_up"], check=True, env=env, timeout=30)
+        # train-001 (static) and train-003 (elastic): IDLE+POWERED_DOWN in Slurm, their instances running
+        old = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-orphan", now=time.time() + 301)
+        assert old.returncode == 0, old.stderr
+        live = set(instances(aws["ec2"], fleetform_cluster="a-orphan"))
+        assert ids["train-001"] not in live and ids["train-003"] not in live, old.stderr
+        assert ids["train-004"] in live, "the instance of a node powering up was terminated"
+        assert powering_up(conf, "train-001"), node_state(conf, "train-001")
+        # slurmctld now runs the ResumeProgram for train-001 (here /bin/true: the test runs it)
+        again = run_program(rendered, conf, aws, tmp_path, "resume", "train-001", cluster="a-orphan")
+        assert again.returncode == 0, again.stderr
+        new = {t["fleetform:node"]: i for i, t in instances(aws["ec2"], fleetform_cluster="a-orphan").items()}
+        assert new.get("train-001") not in (None, ids["train-001"]), new
+        # within the grace a powered-down node's instance stays (a resume may be under way)
+        late = run_program(rendered, conf, aws, tmp_path, "resume", "train-006", cluster="a-orphan")
+        assert late.returncode == 0, late.stderr
+        young = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-orphan", now=time.time() + 60)
+        assert young.returncode == 0, young.stderr
+        assert "train-006" in nodes_of(instances(aws["ec2"], fleetform_cluster="a-orphan")), young.stderr
+
+
+def test_instances_asks_for_node_names_in_chunks_under_the_filter_value_limit(rendered, aws, tmp_path):
+    """EC2 takes at most 200 filter values in one call (FilterLimitExceeded, see FILTER_VALUES_MAX):
+    401 node names plus the 5 values of the cluster and state filters are asked in 3
+    DescribeInstances calls, and an instance named in the last chunk is found."""
+    cli = flaky_aws(tmp_path, {})
+    env_file = tmp_path / "a-batch.env"
+    env_file.write_text(awslocal.cluster_env("controller", "a-batch", "train", aws["url"], FLEETFORM_AWS_CLI=cli))
+    spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in {
+        "fleetform:cluster": "a-batch", "fleetform:fleet": "train", "fleetform:role": "compute",
+        "fleetform:node": "train-401"}.items()]}]
+    aws["ec2"].run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m7i.large",
+                             TagSpecifications=spec)
+    script = (f"import sys; sys.path.insert(0, {str(rendered / 'bin')!r}); import fleetform_node as f; "
+              "found = f.instances(f.environment(), ('pending', 'running'), [f'train-{i:03d}' for i in range(1, 402)]); "
+              "print(' '.join(f.tag(i, 'fleetform:node') for i in found))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={
+        "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"], "FLEETFORM_ROOT": str(tmp_path / "root")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["train-401"]
+    assert json.loads((tmp_path / "aws-counts.json").read_text()) == {"describe-instances": 3}

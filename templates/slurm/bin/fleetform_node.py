@@ -104,18 +104,21 @@ def cluster_filters(env: dict[str, str]) -> list[str]:
 
 
 FILTER_VALUES_MAX = 200
-"""EC2 accepts at most 200 values in one filter of a Describe call (EC2 API Reference, "Filter":
-"You can specify up to 200 values in a single filter"); a longer node list is asked in chunks."""
+"""EC2 refuses a Describe call with more than 200 filter values in all: `FilterLimitExceeded: The
+maximum number of filter values specified on a single call is 200` (EC2's answer, quoted in
+convox/rack#2205 and gjbae1212/gossm#31; the API Reference's Filter type states no limit). A longer
+node list is asked in chunks that leave room for the call's other filter values."""
 
 
 def instances(env: dict[str, str], states: tuple[str, ...], nodes: list[str] | None = None) -> list[dict]:
     """This cluster's and fleet's compute instances in these states; with `nodes`, only those tagged
-    with one of these node names: one call per FILTER_VALUES_MAX names, not one per name."""
+    with one of these node names: one call per chunk of names, not one per name."""
     filters = cluster_filters(env) + [f"Name=instance-state-name,Values={','.join(states)}"]
     if nodes is None:
         chunks: list[list[str] | None] = [None]
     else:
-        chunks = [nodes[i:i + FILTER_VALUES_MAX] for i in range(0, len(nodes), FILTER_VALUES_MAX)]
+        size = FILTER_VALUES_MAX - sum(f.count(",") + 1 for f in filters)
+        chunks = [nodes[i:i + size] for i in range(0, len(nodes), size)]
     found = []
     for chunk in chunks:
         extra = [] if chunk is None else [f"Name=tag:fleetform:node,Values={','.join(chunk)}"]
