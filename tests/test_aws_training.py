@@ -82,8 +82,10 @@ def test_controller_keeps_its_address_state_and_image(reference):
     volume = _one(resources, "aws:ebs/volume:Volume", "train-controller-state")["inputs"]
     assert volume["encrypted"] is True and volume["availabilityZone"] == "us-east-1a"
     attachment = _one(resources, "aws:ec2/volumeAttachment:VolumeAttachment", "train-controller-state")["inputs"]
+    # a controller being replaced is stopped before its state volume is detached (never a live
+    # slurmctld's StateSaveLocation pulled away mid-write)
     assert attachment == {"deviceName": "/dev/sdf", "instanceId": "train-controller-id",
-                          "volumeId": "train-controller-state-id"}
+                          "volumeId": "train-controller-state-id", "stopInstanceBeforeDetaching": True}
 
 
 def test_no_instance_at_deploy_time_but_the_controller(reference):
@@ -243,13 +245,14 @@ IMAGED = VARIANTS["partitions"].replace("    instance_type: p5.48xlarge\n",
                                         "    instance_type: p5.48xlarge\n    image: __IMAGE__\n")
 
 
-@pytest.mark.parametrize("nodes, controller, template_image, controller_ami, resolves", [
-    ("ami-0aaaaaaaaaaaaaaaa", None, "ami-0aaaaaaaaaaaaaaaa", "ami-0aaaaaaaaaaaaaaaa", False),
-    ("/acme/images/gpu/ami-id", None, "resolve:ssm:/acme/images/gpu/ami-id", MOCK_AMI, True),
-    ("/acme/images/gpu/ami-id", "ami-0bbbbbbbbbbbbbbbb", "resolve:ssm:/acme/images/gpu/ami-id",
-     "ami-0bbbbbbbbbbbbbbbb", True),
+@pytest.mark.parametrize("nodes, controller, template_image, controller_ami", [
+    ("ami-0aaaaaaaaaaaaaaaa", None, "ami-0aaaaaaaaaaaaaaaa", "ami-0aaaaaaaaaaaaaaaa"),
+    # an SSM parameter is resolved at deploy time for the nodes too: never `resolve:ssm:`, which EC2
+    # resolves at every launch, so two nodes launched an hour apart could boot different images
+    ("/acme/images/gpu/ami-id", None, MOCK_AMI, MOCK_AMI),
+    ("/acme/images/gpu/ami-id", "ami-0bbbbbbbbbbbbbbbb", MOCK_AMI, "ami-0bbbbbbbbbbbbbbbb"),
 ])
-def test_a_blueprint_names_its_own_images(tmp_path, nodes, controller, template_image, controller_ami, resolves):
+def test_a_blueprint_names_its_own_images(tmp_path, nodes, controller, template_image, controller_ami):
     text = IMAGED.replace("__IMAGE__", nodes)
     if controller:
         text = text.replace("      type: slurm\n", f"      type: slurm\n      controller: {{image: {controller}}}\n")
@@ -257,9 +260,8 @@ def test_a_blueprint_names_its_own_images(tmp_path, nodes, controller, template_
     assert _one(resources, LT, "train-nodes")["inputs"]["imageId"] == template_image
     assert _one(resources, INSTANCE, "train-controller")["inputs"]["ami"] == controller_ami
     policy = json.loads(_one(resources, "aws:iam/rolePolicy:RolePolicy", "train-controller")["inputs"]["policy"])
-    resolve = [s for s in policy["Statement"] if s["Sid"] == "ResolveImage"]
-    assert resolve == ([{"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
-                         "Resource": "arn:aws:ssm:*:*:parameter/acme/images/gpu/ami-id"}] if resolves else [])
+    # a launch names an AMI id: the controller needs no right on the parameter
+    assert not [s for s in policy["Statement"] if "ssm:GetParameters" in str(s["Action"])]
 
 
 def test_an_existing_subnet_gives_the_state_volume_its_zone(tmp_path):
@@ -278,3 +280,27 @@ def test_the_artifact_is_what_the_user_data_installs(reference):
     (obj,) = [r["inputs"] for r in resources if r["type"] == "aws:s3/bucketObjectv2:BucketObjectv2"]
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(obj["contentBase64"]))) as tar:
         assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == render(model)
+
+
+def test_a_reservation_is_targeted_without_a_placement_group_of_its_own(tmp_path):
+    """`capacity: reservation` with `placement: cluster`: the launch template targets the On-Demand
+    Capacity Reservation and creates no placement group. A new group beside an ODCR fails every
+    launch when the ODCR is bound to another group, and may fail for placement outside the
+    reservation otherwise (aws-parallelcluster ec2_validators.py, PlacementGroupCapacityReservationValidator).
+    Negative control: on-demand capacity with `placement: cluster` still gets its cluster group."""
+    text = (ROOT / "blueprints/reference.yaml").read_text()
+    assert "      type: capacity-block " in text
+    reserved = text.replace("      type: capacity-block ", "      type: reservation ", 1)
+    (tmp_path / "reserved").mkdir()
+    (tmp_path / "od").mkdir()
+    _, resources = _plan(reserved, tmp_path / "reserved")
+    template = _one(resources, LT, "train-nodes")["inputs"]
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0a1b2c3d4e5f67890"}}
+    assert "placement" not in template and "instanceMarketOptions" not in template
+    assert not [r for r in resources if r["type"] == "aws:ec2/placementGroup:PlacementGroup"]
+    on_demand = "".join(line for line in text.splitlines(keepends=True) if "reservation_id: cr-0a1b" not in line)
+    _, resources = _plan(on_demand.replace("      type: capacity-block ", "      type: on-demand ", 1), tmp_path / "od")
+    (group,) = [r for r in resources if r["type"] == "aws:ec2/placementGroup:PlacementGroup"]
+    assert group["inputs"]["strategy"] == "cluster"
+    assert _one(resources, LT, "train-nodes")["inputs"]["placement"]["groupName"]

@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from fleetform.catalog import InstanceType
-from fleetform.model import Blueprint, Fleet, Image
+from fleetform.model import Blueprint, Fleet
 
 from .common import ROOT_GIB, _opts, _policy, _user_data, cluster_id
 from .iam import Iam
@@ -99,13 +99,7 @@ def user_data(bp: Blueprint, fleet: Fleet, role: str, env: dict) -> pulumi.Outpu
         env=[(key, "" if value is None else str(value)) for key, value in zip(keys, values, strict=True)])))
 
 
-def _ssm_arn(parameter: str) -> str:
-    """The ARN pattern of an SSM parameter in any region and account (AWS's public parameters have no
-    account in their ARN; an IAM wildcard matches the empty string)."""
-    return f"arn:aws:ssm:*:*:parameter{parameter}"
-
-
-def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str, node_role_arn: str,
+def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn: str,
                       secret_arn: str, key_arn: str, artifact_arn: str, region: str) -> str:
     """What the controller's programs may do (providers/aws/calls.py lists their calls): launch from
     this fleet's launch template only, instances that the call itself tags as compute nodes of this
@@ -146,9 +140,6 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
          "Resource": key_arn, "Condition": {"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}}},
         {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": artifact_arn},
     ]
-    if image.ssm_parameter:  # EC2 resolves a `resolve:ssm:` image with the caller's rights
-        statements.append({"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
-                           "Resource": _ssm_arn(image.ssm_parameter)})
     return _policy({"Version": "2012-10-17", "Statement": statements})
 
 
@@ -225,13 +216,26 @@ class TrainingFleet(pulumi.ComponentResource):
         }
 
         placement = None
-        if fleet.placement in ("cluster", "spread") and fleet.capacity_type != "capacity-block":
+        # Reserved capacity brings its own placement: a Capacity Block sits in its UltraCluster, and
+        # an On-Demand Capacity Reservation is targeted by id. A new placement group beside an ODCR
+        # is refused by ParallelCluster when the ODCR is bound to another group, and warned about
+        # otherwise ("insufficient capacity errors may occur due to placement constraints outside of
+        # the reservation ... consider not using a placement group": aws-parallelcluster
+        # cli/src/pcluster/validators/ec2_validators.py, PlacementGroupCapacityReservationValidator).
+        if fleet.placement in ("cluster", "spread") and fleet.capacity_type not in ("capacity-block", "reservation"):
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
                                                opts=_opts(self))
         template_args = _launch_template_args(fleet, security.group_id, net.subnet_id, iam.node_profile.arn,
                                               user_data(bp, fleet, "compute nodes",
                                                         {"FLEETFORM_ROLE": "compute", **env}),
                                               compute_tags)
+        # The nodes' image is pinned at deploy time, like the controller's: an SSM parameter is
+        # resolved by this `pulumi up`, not by EC2 at every launch (`resolve:ssm:`), so every node
+        # launched until the next `pulumi up` runs the same image (and the same kernel, which the
+        # FSx Lustre client modules are installed for). A newer image shows in `pulumi preview` as
+        # a new launch template version; nodes launched after `pulumi up` get it (a node roll).
+        if fleet.image.ssm_parameter and not fleet.image.ami:
+            template_args["image_id"] = aws.ssm.get_parameter_output(name=fleet.image.ssm_parameter).value
         if placement is not None:
             template_args["placement"] = {"group_name": placement.name}
         template = aws.ec2.LaunchTemplate(f"{name}-nodes", update_default_version=True, **template_args,
@@ -243,7 +247,7 @@ class TrainingFleet(pulumi.ComponentResource):
         image = fleet.scheduler.controller_image or fleet.image
         aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
             template.arn, iam.node_role.arn, secret.arn, key.arn, iam.artifact_arn).apply(
-                lambda a: controller_policy(cluster, fleet.name, fleet.image, *a, bp.region)), opts=_opts(self))
+                lambda a: controller_policy(cluster, fleet.name, *a, bp.region)), opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
                                           opts=_opts(self))
         # The image id is resolved now, at deploy time, and then kept: an instance whose ami is
@@ -266,7 +270,10 @@ class TrainingFleet(pulumi.ComponentResource):
             tags={**controller_tags, "Name": controller_name},
             # one network interface cannot be on two instances: the old controller goes first
             opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object]))
+        # a replaced controller is stopped before its state volume is detached: never detached from
+        # a running slurmctld mid-write (terraform-provider-aws aws_volume_attachment,
+        # stop_instance_before_detaching)
         aws.ec2.VolumeAttachment(f"{name}-controller-state", device_name=STATE_DEVICE, volume_id=state.id,
-                                 instance_id=controller.id, opts=_opts(self))
+                                 instance_id=controller.id, stop_instance_before_detaching=True, opts=_opts(self))
         self.launch_template = template
         self.register_outputs({"launch_template": template.id, "controller_address": eni.private_ip})
