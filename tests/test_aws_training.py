@@ -148,8 +148,12 @@ def test_user_data_is_shellcheck_clean(reference, controller):
 
 
 FAKE_AWS = """#!/bin/bash
-# stand-in for the AWS CLI: `s3api get-object` of the one artifact, from a local file
+# stand-in for the AWS CLI: `s3api get-object` of the one artifact, from a local file; the first
+# $FAKE_AWS_DENY calls are denied, as while a new role policy propagates
 printf '%s\\n' "$*" >> "$FAKE_AWS_LOG"
+if [ "$(wc -l < "$FAKE_AWS_LOG")" -le "${FAKE_AWS_DENY:-0}" ]; then
+  echo "An error occurred (AccessDenied) when calling the GetObject operation: Access Denied" >&2; exit 254
+fi
 [ "$1 $2" = "s3api get-object" ] || { echo "unexpected aws call: $*" >&2; exit 2; }
 [ "$4 $6 $8" = "us-east-1 rendered-bucket-bucket fleetform/rendered.tar.gz" ] || { echo "wrong object: $*" >&2; exit 2; }
 cp "$FAKE_ARTIFACT" "$9"
@@ -163,7 +167,13 @@ echo "$FLEETFORM_ROLE $FLEETFORM_CLUSTER $FLEETFORM_FLEET" > "$FLEETFORM_TEST_RO
 """
 
 
-def _run_user_data(reference, tmp_path, files: dict[str, bytes], tamper=None):
+FAKE_SLEEP = """#!/bin/bash
+# stand-in for sleep: records how long it was asked to wait, waits for nothing
+printf '%s\\n' "$*" >> "$FAKE_SLEEP_LOG"
+"""
+
+
+def _run_user_data(reference, tmp_path, files: dict[str, bytes], tamper=None, deny: int = 0):
     """Run the compute nodes' user data for real, in a sandbox: /etc/fleetform and /opt/fleetform
     moved under tmp_path (the one test-only change to the script), `aws` a stand-in that serves the
     artifact; everything else (heredoc, quoting, tar, the manifest check, exec) runs as on a node."""
@@ -175,13 +185,16 @@ def _run_user_data(reference, tmp_path, files: dict[str, bytes], tamper=None):
     bin_dir.mkdir()
     (bin_dir / "aws").write_text(FAKE_AWS)
     (bin_dir / "aws").chmod(0o755)
+    (bin_dir / "sleep").write_text(FAKE_SLEEP)
+    (bin_dir / "sleep").chmod(0o755)
     data = archive(files)
     if tamper is not None:
         data = tamper(files)
     (tmp_path / "artifact.tar.gz").write_bytes(data)
     (tmp_path / "user-data").write_text(script)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_AWS_LOG": str(tmp_path / "aws.log"),
-           "FAKE_ARTIFACT": str(tmp_path / "artifact.tar.gz"), "FLEETFORM_TEST_ROOT": str(root)}
+           "FAKE_ARTIFACT": str(tmp_path / "artifact.tar.gz"), "FLEETFORM_TEST_ROOT": str(root),
+           "FAKE_AWS_DENY": str(deny), "FAKE_SLEEP_LOG": str(tmp_path / "sleep.log")}
     result = subprocess.run(["bash", str(tmp_path / "user-data")], capture_output=True, text=True, env=env, timeout=60)
     return root, result
 
@@ -207,6 +220,46 @@ def test_user_data_installs_the_checked_artifact_and_runs_the_bootstrap(referenc
         assert (installed / path).read_bytes() == data
         assert (installed / path).stat().st_mode & 0o777 == (0o755 if data.startswith(b"#!") else 0o644)
     assert (tmp_path / "aws.log").read_text().count("s3api get-object") == 1
+
+
+def test_user_data_retries_the_first_download_while_its_role_policy_propagates(reference, tmp_path):
+    """IAM is eventually consistent (IAM User Guide, "Troubleshoot IAM"): the first GetObject of a
+    new controller may be denied. Three denials are waited out (2, 4, 8 s) and the node boots."""
+    model, _ = reference
+    root, result = _run_user_data(reference, tmp_path, _with_bootstrap(model), deny=3)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "aws.log").read_text().count("s3api get-object") == 4
+    assert (tmp_path / "sleep.log").read_text().split() == ["2", "4", "8"]
+    assert (root / "bootstrapped").exists()
+
+
+def test_user_data_gives_up_on_a_download_that_stays_denied(reference, tmp_path):
+    """Bounded: 12 tries (about 4 minutes of waiting), then the user data fails and boots nothing."""
+    model, _ = reference
+    root, result = _run_user_data(reference, tmp_path, _with_bootstrap(model), deny=99)
+    assert result.returncode != 0 and "failed 12 times, giving up" in result.stderr
+    assert (tmp_path / "aws.log").read_text().count("s3api get-object") == 12
+    assert [int(x) for x in (tmp_path / "sleep.log").read_text().split()] == [2, 4, 8, 16] + [30] * 7
+    assert not (root / "bootstrapped").exists()
+
+
+def test_user_data_apt_waits_for_the_dpkg_lock_and_retries(reference, tmp_path):
+    """Every apt-get of the user data goes through apt_get (DPkg::Lock::Timeout, Acquire::Retries)
+    under retry: at first boot unattended-upgrades holds the dpkg lock. The AWS CLI branch runs only
+    on an image without the CLI, so its calls are checked as text and the functions run with a fake
+    apt-get that fails once (a lock held past the timeout, a mirror down)."""
+    script = _user_data(reference[1], True)
+    calls = [line.strip() for line in script.splitlines() if "apt-get" in line and not line.lstrip().startswith("#")]
+    assert calls == ['DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 "$@"']
+    uses = [line.strip() for line in script.splitlines() if "apt_get" in line and "apt_get()" not in line]
+    assert len(uses) == 2 and all(line.startswith("retry apt_get ") for line in uses), uses
+    functions = script[script.index("retry() {"):script.index("if ! command -v aws")]
+    log = tmp_path / "apt.log"
+    fake = 'apt-get() { echo "$DEBIAN_FRONTEND $*" >> "$LOG"; [ "$(wc -l < "$LOG")" -ge 2 ]; }\nsleep() { :; }\n'
+    out = subprocess.run(["bash", "-c", functions + fake + "retry apt_get update -q"], capture_output=True,
+                         text=True, env={"PATH": os.environ["PATH"], "LOG": str(log)}, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert log.read_text().splitlines() == ["noninteractive -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 update -q"] * 2
 
 
 def _tampered(files):

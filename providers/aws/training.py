@@ -245,7 +245,7 @@ class TrainingFleet(pulumi.ComponentResource):
                                      policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
                                      opts=_opts(self))
         image = fleet.scheduler.controller_image or fleet.image
-        aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
+        rights = aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
             template.arn, iam.node_role.arn, secret.arn, key.arn, iam.artifact_arn).apply(
                 lambda a: controller_policy(cluster, fleet.name, *a, bp.region)), opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
@@ -269,7 +269,9 @@ class TrainingFleet(pulumi.ComponentResource):
             root_block_device={"volume_size": CONTROLLER_ROOT_GIB, "volume_type": "gp3", "encrypted": True},
             tags={**controller_tags, "Name": controller_name},
             # one network interface cannot be on two instances: the old controller goes first
-            opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object]))
+            # its rights exist before it boots (its first download still retries while IAM
+            # propagates them: templates/cloud-init/user-data.sh.j2)
+            opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object, rights]))
         # a replaced controller is stopped before its state volume is detached: never detached from
         # a running slurmctld mid-write (terraform-provider-aws aws_volume_attachment,
         # stop_instance_before_detaching)
