@@ -111,7 +111,10 @@ def test_user_data_writes_the_contract_environment(reference):
     _, resources = reference
     compute, controller = _env(_user_data(resources, False)), _env(_user_data(resources, True))
     assert list(compute) == CONTRACT_KEYS
-    assert list(controller) == CONTRACT_KEYS + ["FLEETFORM_LAUNCH_TEMPLATE", "FLEETFORM_STATE_VOLUME"]
+    # the reference's train fleet runs on a Capacity Block: the keeper waits for it to be active
+    assert list(controller) == CONTRACT_KEYS + ["FLEETFORM_LAUNCH_TEMPLATE", "FLEETFORM_STATE_VOLUME",
+                                                "FLEETFORM_CAPACITY_BLOCK"]
+    assert controller["FLEETFORM_CAPACITY_BLOCK"] == "cr-0a1b2c3d4e5f67890"
     # the nodes get the same values as the controller, less the controller's own
     assert compute == {k: v for k, v in controller.items() if k in CONTRACT_KEYS} | {"FLEETFORM_ROLE": "compute"}
     assert controller["FLEETFORM_ROLE"] == "controller"

@@ -427,3 +427,48 @@ def test_instances_asks_for_node_names_in_chunks_under_the_filter_value_limit(re
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["train-401"]
     assert json.loads((tmp_path / "aws-counts.json").read_text()) == {"describe-instances": 3}
+
+
+def capacity_block_aws(tmp: Path, state: str) -> str:
+    """An `aws` for FLEETFORM_AWS_CLI: the real CLI against moto, except DescribeCapacityReservations
+    (moto does not implement it), answered the way EC2 documents it (CapacityReservations[].State,
+    StartDate) for the one reservation asked for."""
+    wrapper = tmp / f"aws-block-{state}"
+    wrapper.write_text(f"""#!{sys.executable}
+import json, os, sys
+if "describe-capacity-reservations" in sys.argv:
+    block = sys.argv[sys.argv.index("--capacity-reservation-ids") + 1]
+    print(json.dumps({{"CapacityReservations": [{{"CapacityReservationId": block, "State": {state!r},
+                                                   "StartDate": "2030-01-06T11:30:00+00:00"}}]}}))
+    sys.exit(0)
+os.execv({awslocal.aws_cli()!r}, [{awslocal.aws_cli()!r}, *sys.argv[1:]])
+""")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_keeper_waits_for_the_capacity_block_to_be_active(rendered, aws, tmp_path):
+    """Before a Capacity Block's start every launch fails; the keeper used to power the static nodes
+    up every minute and drain them all after 10 failures. With FLEETFORM_CAPACITY_BLOCK it asks EC2
+    for the reservation's state and powers nothing up, counts nothing and drains nothing until it is
+    active; then it powers the static nodes up (a count of 9 already reached stays 9, not 10)."""
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        state = tmp_path / "root/var/lib/fleetform/keeper.json"
+        state.parent.mkdir(parents=True)
+        state.write_text(json.dumps({"attempts": {"train-001": 9}, "protected": []}))
+        for _ in range(2):
+            kept = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-block",
+                               FLEETFORM_CAPACITY_BLOCK="cr-0a1b2c3d4e5f67890",
+                               FLEETFORM_AWS_CLI=capacity_block_aws(tmp_path, "payment-pending"))
+            assert kept.returncode == 0, kept.stderr
+            assert "Capacity Block cr-0a1b2c3d4e5f67890 is payment-pending (starts 2030-01-06" in kept.stderr
+            for name in ("train-001", "train-002"):
+                flags = set(node_state(conf, name)["State"].split("+"))
+                assert "POWERED_DOWN" in flags and not flags & {"POWER_UP", "POWERING_UP", "DRAIN"}, (name, flags)
+        assert json.loads(state.read_text())["attempts"] == {"train-001": 9}
+        active = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-block",
+                             FLEETFORM_CAPACITY_BLOCK="cr-0a1b2c3d4e5f67890",
+                             FLEETFORM_AWS_CLI=capacity_block_aws(tmp_path, "active"))
+        assert active.returncode == 0, active.stderr
+        for name in ("train-001", "train-002"):
+            assert powering_up(conf, name), node_state(conf, name)

@@ -127,7 +127,8 @@ def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn
          "Resource": "arn:aws:ec2:*:*:instance/*",
          "Condition": {"StringEquals": {k.replace("RequestTag", "ResourceTag"): v for k, v in own.items()},
                        "ForAllValues:StringEquals": {"aws:TagKeys": ["Name", "fleetform:node"]}}},
-        {"Sid": "Describe", "Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
+        {"Sid": "Describe", "Effect": "Allow", "Action": ["ec2:DescribeCapacityReservations", "ec2:DescribeInstances",
+                                                          "ec2:DescribeInstanceTopology"],
          "Resource": "*"},
         {"Sid": "TerminateComputeNodes", "Effect": "Allow", "Action": "ec2:TerminateInstances",
          "Resource": "arn:aws:ec2:*:*:instance/*",
@@ -263,7 +264,10 @@ class TrainingFleet(pulumi.ComponentResource):
             iam_instance_profile=profile.name,
             user_data_base64=user_data(bp, fleet, "Slurm controller", {
                 "FLEETFORM_ROLE": "controller", **env, "FLEETFORM_LAUNCH_TEMPLATE": template.id,
-                "FLEETFORM_STATE_VOLUME": state.id}),
+                "FLEETFORM_STATE_VOLUME": state.id,
+                # the keeper powers static nodes up only once the Capacity Block is active
+                **({"FLEETFORM_CAPACITY_BLOCK": fleet.reservation_id}
+                   if fleet.capacity_type == "capacity-block" else {})}),
             metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
                               "instance_metadata_tags": "enabled"},
             root_block_device={"volume_size": CONTROLLER_ROOT_GIB, "volume_type": "gp3", "encrypted": True},
