@@ -7,6 +7,7 @@ switches, not with nodes.
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 import hostlist
@@ -146,6 +147,7 @@ class Ec2Nodes:
     program_dir: str  # where the user data extracts <fleet>/slurm/bin/
     static_nodes: str | None  # powered up by the controller's bootstrap and keeper, never suspended
     elastic_nodes: str | None  # started by jobs, stopped after SuspendTime idle
+    checkpoint_dir: str | None = None  # the fleet's checkpoint path on a shared file system, made writable by jobs
 
 
 @frozen
@@ -299,7 +301,10 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
             switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
 
     version = scheduler.slurm_version or DEFAULT_SLURM_VERSION
-    ec2 = Ec2Nodes(f"{RENDERED_DIR}/{fleet.name}/slurm/bin", static_nodes, elastic_nodes) if aws else None
+    location = fleet.checkpoint.location if fleet.checkpoint is not None else None
+    checkpoint_dir = posixpath.normpath(location) if location and location.startswith("/") else None
+    ec2 = Ec2Nodes(f"{RENDERED_DIR}/{fleet.name}/slurm/bin", static_nodes, elastic_nodes,
+                   checkpoint_dir) if aws else None
     power = None
     parameters: tuple[str, ...] = ()
     if ec2 is not None or elastic_nodes is not None:

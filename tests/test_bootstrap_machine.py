@@ -195,3 +195,25 @@ def test_a_state_volume_is_mounted_once(machine):
     assert done.returncode == 0, done.stdout + done.stderr
     assert [c[0] for c in machine.calls()] == ["blkid", "blkid", "mountpoint", "mount"]
     assert machine.calls()[-1][:-1] == ["mount", str(state)]
+
+
+def test_controller_makes_the_checkpoint_directory_writable_by_every_job(tmp_path):
+    """The reference writes checkpoints to /fsx/checkpoints. A new FSx file system's root is root's
+    0755 and jobs run as users of the image with no shared group, so the controller's bootstrap
+    makes the directory 1777 (sticky, like /tmp): every job writes, only an entry's owner removes it.
+    A blueprint without a checkpoint path makes nothing (negative control)."""
+    from conftest import ROOT
+
+    slurm = awslocal.render_fleet(tmp_path, (ROOT / "blueprints/reference.yaml").read_text())
+    assert json.loads((slurm / "bin/fleet.json").read_text())["checkpoint_dir"] == "/fsx/checkpoints"
+    machine = Machine(slurm, tmp_path)
+    done = machine.step("checkpoint_dir")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (machine.root / "fsx/checkpoints").stat().st_mode & 0o7777 == 0o1777
+    (machine.root / "fsx/checkpoints").rmdir()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    plain = awslocal.render_fleet(bare, awslocal.blueprint("2"))
+    assert json.loads((plain / "bin/fleet.json").read_text())["checkpoint_dir"] is None
+    again = Machine(plain, bare)
+    assert again.step("checkpoint_dir").returncode == 0 and not (again.root / "fsx").exists()
