@@ -217,3 +217,14 @@ def test_controller_makes_the_checkpoint_directory_writable_by_every_job(tmp_pat
     assert json.loads((plain / "bin/fleet.json").read_text())["checkpoint_dir"] is None
     again = Machine(plain, bare)
     assert again.step("checkpoint_dir").returncode == 0 and not (again.root / "fsx").exists()
+
+
+def test_apt_waits_for_the_first_boot_dpkg_lock(machine):
+    """apt-get at first boot fails at once while unattended-upgrades holds the dpkg lock: before its
+    first apt-get the bootstrap configures apt to wait up to 10 minutes for the lock and to retry
+    downloads (apt.conf.d, read by every apt-get: apt.conf(5))."""
+    done = machine.step("install_packages", {"FLEETFORM_LUSTRE_MOUNTS": ""}, "slurmd")
+    assert done.returncode == 0, done.stdout + done.stderr
+    conf = (machine.root / "etc/apt/apt.conf.d/90fleetform").read_text()
+    assert 'DPkg::Lock::Timeout "600";' in conf.splitlines() and 'Acquire::Retries "3";' in conf.splitlines()
+    assert [c[:2] for c in machine.calls()] == [["apt-get", "update"], ["apt-get", "install"]]
