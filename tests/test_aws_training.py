@@ -360,3 +360,56 @@ def test_a_reservation_is_targeted_without_a_placement_group_of_its_own(tmp_path
     (group,) = [r for r in resources if r["type"] == "aws:ec2/placementGroup:PlacementGroup"]
     assert group["inputs"]["strategy"] == "cluster"
     assert _one(resources, LT, "train-nodes")["inputs"]["placement"]["groupName"]
+
+
+REAPER = "command:local:Command"
+
+
+def test_destroy_terminates_the_controller_launched_nodes_before_their_network_goes(reference, tmp_path):
+    """`pulumi destroy` with nodes running: Pulumi never created the compute instances (the
+    controller's ResumeProgram did), so nothing deleted them, they kept billing, and the launch
+    template, security group and subnet failed to delete while their interfaces were in use. A
+    pulumi-command `local.Command` depends on the launch template (and so on its security group and
+    subnet) and the controller depends on it, so destroy runs: controller, then this delete
+    command, then the network. Its delete script is run here for real, by bash with the real aws
+    CLI against moto's server: it terminates exactly this cluster's and fleet's compute instances
+    (never another stack's, another fleet's, or the controller) and waits for them. What only a real
+    account proves: the order Pulumi's engine deletes in, and that the ENIs are released by then."""
+    import awslocal
+
+    _, resources = reference
+    (reaper,) = [r for r in resources if r["type"] == REAPER]
+    assert reaper["name"] == "train-node-reaper" and reaper["inputs"]["create"] == "true"
+    assert reaper["inputs"]["environment"] == {"FLEETFORM_CLUSTER": "llm-70b-plan", "FLEETFORM_FLEET": "train",
+                                               "FLEETFORM_REGION": "us-east-1"}
+    assert "train-nodes" in reaper["depends_on"]  # the launch template: deleted after the nodes
+    assert "train-node-reaper" in _one(resources, INSTANCE, "train-controller")["depends_on"]  # deleted before
+    script = reaper["inputs"]["delete"]
+    check = subprocess.run([_program("shellcheck"), "--shell=bash", "-"], input=script, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+    awslocal.need(awslocal.available())
+    with awslocal.moto_server() as url:
+        ec2 = awslocal.client("ec2", url)
+
+        def launch(cluster: str, fleet: str, role: str) -> str:
+            tags = {"fleetform:cluster": cluster, "fleetform:fleet": fleet, "fleetform:role": role}
+            spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+            return ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m7i.large",
+                                     TagSpecifications=spec)["Instances"][0]["InstanceId"]
+
+        nodes = [launch("llm-70b-plan", "train", "compute") for _ in range(3)]
+        keep = [launch("llm-70b-prod", "train", "compute"), launch("llm-70b-plan", "other", "compute"),
+                launch("llm-70b-plan", "train", "controller")]
+        bin_dir = os.path.dirname(awslocal.aws_cli())
+        done = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, timeout=120, env={
+            **reaper["inputs"]["environment"], **awslocal.CREDENTIALS, "AWS_ENDPOINT_URL": url,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+        states = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"]
+                  for i in r["Instances"]}
+        assert {states[i] for i in nodes} == {"terminated"}, states
+        assert {states[i] for i in keep} == {"running"}, states
+        again = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, timeout=120, env={
+            **reaper["inputs"]["environment"], **awslocal.CREDENTIALS, "AWS_ENDPOINT_URL": url,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)})
+        assert again.returncode == 0 and "terminating" not in again.stderr, again.stderr  # nothing left: no call

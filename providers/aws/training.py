@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+from pulumi_command import local
 
 from fleetform.catalog import InstanceType
 from fleetform.model import Blueprint, Fleet
@@ -29,6 +30,28 @@ CONTROLLER_ROOT_GIB = 100
 STATE_GIB = 50
 """The controller's StateSaveLocation volume: job and node state, small but kept across replacement."""
 STATE_DEVICE = "/dev/sdf"
+
+
+TERMINATE_NODES = """set -euo pipefail
+# `pulumi destroy` of a training fleet: its compute instances were launched by the controller's
+# ResumeProgram, not by Pulumi, so Pulumi does not know them. They are terminated here, and waited
+# for, before the launch template, placement group, security group and subnet go: those cannot be
+# deleted while instances (and their up to 33 network interfaces each) still use them.
+ids=$(aws ec2 describe-instances --region "$FLEETFORM_REGION" --output text \
+  --query 'Reservations[].Instances[].InstanceId' --filters \
+  "Name=tag:fleetform:cluster,Values=$FLEETFORM_CLUSTER" "Name=tag:fleetform:fleet,Values=$FLEETFORM_FLEET" \
+  "Name=tag:fleetform:role,Values=compute" "Name=instance-state-name,Values=pending,running,stopping,stopped")
+if [ -n "$ids" ]; then
+  echo "fleetform: terminating the compute instances of $FLEETFORM_CLUSTER/$FLEETFORM_FLEET: $ids" >&2
+  # shellcheck disable=SC2086  # ids: whitespace-separated instance ids, one argument each
+  aws ec2 terminate-instances --region "$FLEETFORM_REGION" --output text --instance-ids $ids >/dev/null
+  # shellcheck disable=SC2086
+  aws ec2 wait instance-terminated --region "$FLEETFORM_REGION" --instance-ids $ids
+fi
+"""
+"""The delete command of the fleet's node reaper (pulumi-command `local.Command`). It runs where
+`pulumi destroy` runs, with that shell's AWS credentials and the `aws` CLI; values come from the
+environment, never spliced into the script."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +265,14 @@ class TrainingFleet(pulumi.ComponentResource):
         template = aws.ec2.LaunchTemplate(f"{name}-nodes", update_default_version=True, **template_args,
                                           opts=_opts(self))
 
+        # Destroy order: the controller goes first (no keeper or slurmctld relaunches a node), then
+        # this command's delete terminates every compute instance of the fleet and waits, then the
+        # launch template, placement group, security group and subnet it depends on.
+        reaper = local.Command(
+            f"{name}-node-reaper", create="true", delete=TERMINATE_NODES, interpreter=["/bin/bash", "-c"],
+            environment={"FLEETFORM_CLUSTER": cluster, "FLEETFORM_FLEET": fleet.name, "FLEETFORM_REGION": bp.region},
+            opts=_opts(self, depends_on=[template, *([placement] if placement is not None else [])]))
+
         aws.iam.RolePolicyAttachment(f"{name}-controller-ssm", role=role.name,
                                      policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
                                      opts=_opts(self))
@@ -275,7 +306,7 @@ class TrainingFleet(pulumi.ComponentResource):
             # one network interface cannot be on two instances: the old controller goes first
             # its rights exist before it boots (its first download still retries while IAM
             # propagates them: templates/cloud-init/user-data.sh.j2)
-            opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object, rights]))
+            opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object, rights, reaper]))
         # a replaced controller is stopped before its state volume is detached: never detached from
         # a running slurmctld mid-write (terraform-provider-aws aws_volume_attachment,
         # stop_instance_before_detaching)
