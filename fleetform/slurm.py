@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 
 import hostlist
@@ -168,6 +169,7 @@ class Ec2Nodes:
     static_nodes: str | None  # powered up by the controller's bootstrap and keeper, never suspended
     elastic_nodes: str | None  # started by jobs, stopped after SuspendTime idle
     generation: str  # digest of what an instance is launched with (node_generation): a change rolls nodes
+    checkpoint_dir: str | None = None  # the fleet's checkpoint path on a shared file system, made writable by jobs
 
 
 @frozen
@@ -343,8 +345,10 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
             switches += (SwitchLine("spine", None, hostlist.collect_hostlist([s.name for s in leaves])),)
 
     version = scheduler.slurm_version or DEFAULT_SLURM_VERSION
+    location = fleet.checkpoint.location if fleet.checkpoint is not None else None
+    checkpoint_dir = posixpath.normpath(location) if location and location.startswith("/") else None
     ec2 = Ec2Nodes(f"{RENDERED_DIR}/{fleet.name}/slurm/bin", static_nodes, elastic_nodes,
-                   node_generation(fleet)) if aws else None
+                   node_generation(fleet), checkpoint_dir) if aws else None
     power = None
     parameters: tuple[str, ...] = ()
     if ec2 is not None or elastic_nodes is not None:

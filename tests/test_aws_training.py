@@ -82,8 +82,10 @@ def test_controller_keeps_its_address_state_and_image(reference):
     volume = _one(resources, "aws:ebs/volume:Volume", "train-controller-state")["inputs"]
     assert volume["encrypted"] is True and volume["availabilityZone"] == "us-east-1a"
     attachment = _one(resources, "aws:ec2/volumeAttachment:VolumeAttachment", "train-controller-state")["inputs"]
+    # a controller being replaced is stopped before its state volume is detached (never a live
+    # slurmctld's StateSaveLocation pulled away mid-write)
     assert attachment == {"deviceName": "/dev/sdf", "instanceId": "train-controller-id",
-                          "volumeId": "train-controller-state-id"}
+                          "volumeId": "train-controller-state-id", "stopInstanceBeforeDetaching": True}
 
 
 def test_no_instance_at_deploy_time_but_the_controller(reference):
@@ -109,7 +111,10 @@ def test_user_data_writes_the_contract_environment(reference):
     _, resources = reference
     compute, controller = _env(_user_data(resources, False)), _env(_user_data(resources, True))
     assert list(compute) == CONTRACT_KEYS
-    assert list(controller) == CONTRACT_KEYS + ["FLEETFORM_LAUNCH_TEMPLATE", "FLEETFORM_STATE_VOLUME"]
+    # the reference's train fleet runs on a Capacity Block: the keeper waits for it to be active
+    assert list(controller) == CONTRACT_KEYS + ["FLEETFORM_LAUNCH_TEMPLATE", "FLEETFORM_STATE_VOLUME",
+                                                "FLEETFORM_CAPACITY_BLOCK"]
+    assert controller["FLEETFORM_CAPACITY_BLOCK"] == "cr-0a1b2c3d4e5f67890"
     # the nodes get the same values as the controller, less the controller's own
     assert compute == {k: v for k, v in controller.items() if k in CONTRACT_KEYS} | {"FLEETFORM_ROLE": "compute"}
     assert controller["FLEETFORM_ROLE"] == "controller"
@@ -148,8 +153,12 @@ def test_user_data_is_shellcheck_clean(reference, controller):
 
 
 FAKE_AWS = """#!/bin/bash
-# stand-in for the AWS CLI: `s3api get-object` of the one artifact, from a local file
+# stand-in for the AWS CLI: `s3api get-object` of the one artifact, from a local file; the first
+# $FAKE_AWS_DENY calls are denied, as while a new role policy propagates
 printf '%s\\n' "$*" >> "$FAKE_AWS_LOG"
+if [ "$(wc -l < "$FAKE_AWS_LOG")" -le "${FAKE_AWS_DENY:-0}" ]; then
+  echo "An error occurred (AccessDenied) when calling the GetObject operation: Access Denied" >&2; exit 254
+fi
 [ "$1 $2" = "s3api get-object" ] || { echo "unexpected aws call: $*" >&2; exit 2; }
 [ "$4 $6 $8" = "us-east-1 rendered-bucket-bucket fleetform/rendered.tar.gz" ] || { echo "wrong object: $*" >&2; exit 2; }
 cp "$FAKE_ARTIFACT" "$9"
@@ -163,7 +172,13 @@ echo "$FLEETFORM_ROLE $FLEETFORM_CLUSTER $FLEETFORM_FLEET" > "$FLEETFORM_TEST_RO
 """
 
 
-def _run_user_data(reference, tmp_path, files: dict[str, bytes], tamper=None):
+FAKE_SLEEP = """#!/bin/bash
+# stand-in for sleep: records how long it was asked to wait, waits for nothing
+printf '%s\\n' "$*" >> "$FAKE_SLEEP_LOG"
+"""
+
+
+def _run_user_data(reference, tmp_path, files: dict[str, bytes], tamper=None, deny: int = 0):
     """Run the compute nodes' user data for real, in a sandbox: /etc/fleetform and /opt/fleetform
     moved under tmp_path (the one test-only change to the script), `aws` a stand-in that serves the
     artifact; everything else (heredoc, quoting, tar, the manifest check, exec) runs as on a node."""
@@ -175,13 +190,16 @@ def _run_user_data(reference, tmp_path, files: dict[str, bytes], tamper=None):
     bin_dir.mkdir()
     (bin_dir / "aws").write_text(FAKE_AWS)
     (bin_dir / "aws").chmod(0o755)
+    (bin_dir / "sleep").write_text(FAKE_SLEEP)
+    (bin_dir / "sleep").chmod(0o755)
     data = archive(files)
     if tamper is not None:
         data = tamper(files)
     (tmp_path / "artifact.tar.gz").write_bytes(data)
     (tmp_path / "user-data").write_text(script)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_AWS_LOG": str(tmp_path / "aws.log"),
-           "FAKE_ARTIFACT": str(tmp_path / "artifact.tar.gz"), "FLEETFORM_TEST_ROOT": str(root)}
+           "FAKE_ARTIFACT": str(tmp_path / "artifact.tar.gz"), "FLEETFORM_TEST_ROOT": str(root),
+           "FAKE_AWS_DENY": str(deny), "FAKE_SLEEP_LOG": str(tmp_path / "sleep.log")}
     result = subprocess.run(["bash", str(tmp_path / "user-data")], capture_output=True, text=True, env=env, timeout=60)
     return root, result
 
@@ -207,6 +225,46 @@ def test_user_data_installs_the_checked_artifact_and_runs_the_bootstrap(referenc
         assert (installed / path).read_bytes() == data
         assert (installed / path).stat().st_mode & 0o777 == (0o755 if data.startswith(b"#!") else 0o644)
     assert (tmp_path / "aws.log").read_text().count("s3api get-object") == 1
+
+
+def test_user_data_retries_the_first_download_while_its_role_policy_propagates(reference, tmp_path):
+    """IAM is eventually consistent (IAM User Guide, "Troubleshoot IAM"): the first GetObject of a
+    new controller may be denied. Three denials are waited out (2, 4, 8 s) and the node boots."""
+    model, _ = reference
+    root, result = _run_user_data(reference, tmp_path, _with_bootstrap(model), deny=3)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "aws.log").read_text().count("s3api get-object") == 4
+    assert (tmp_path / "sleep.log").read_text().split() == ["2", "4", "8"]
+    assert (root / "bootstrapped").exists()
+
+
+def test_user_data_gives_up_on_a_download_that_stays_denied(reference, tmp_path):
+    """Bounded: 12 tries (about 4 minutes of waiting), then the user data fails and boots nothing."""
+    model, _ = reference
+    root, result = _run_user_data(reference, tmp_path, _with_bootstrap(model), deny=99)
+    assert result.returncode != 0 and "failed 12 times, giving up" in result.stderr
+    assert (tmp_path / "aws.log").read_text().count("s3api get-object") == 12
+    assert [int(x) for x in (tmp_path / "sleep.log").read_text().split()] == [2, 4, 8, 16] + [30] * 7
+    assert not (root / "bootstrapped").exists()
+
+
+def test_user_data_apt_waits_for_the_dpkg_lock_and_retries(reference, tmp_path):
+    """Every apt-get of the user data goes through apt_get (DPkg::Lock::Timeout, Acquire::Retries)
+    under retry: at first boot unattended-upgrades holds the dpkg lock. The AWS CLI branch runs only
+    on an image without the CLI, so its calls are checked as text and the functions run with a fake
+    apt-get that fails once (a lock held past the timeout, a mirror down)."""
+    script = _user_data(reference[1], True)
+    calls = [line.strip() for line in script.splitlines() if "apt-get" in line and not line.lstrip().startswith("#")]
+    assert calls == ['DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 "$@"']
+    uses = [line.strip() for line in script.splitlines() if "apt_get" in line and "apt_get()" not in line]
+    assert len(uses) == 2 and all(line.startswith("retry apt_get ") for line in uses), uses
+    functions = script[script.index("retry() {"):script.index("if ! command -v aws")]
+    log = tmp_path / "apt.log"
+    fake = 'apt-get() { echo "$DEBIAN_FRONTEND $*" >> "$LOG"; [ "$(wc -l < "$LOG")" -ge 2 ]; }\nsleep() { :; }\n'
+    out = subprocess.run(["bash", "-c", functions + fake + "retry apt_get update -q"], capture_output=True,
+                         text=True, env={"PATH": os.environ["PATH"], "LOG": str(log)}, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert log.read_text().splitlines() == ["noninteractive -o DPkg::Lock::Timeout=600 -o Acquire::Retries=3 update -q"] * 2
 
 
 def _tampered(files):
@@ -245,13 +303,14 @@ IMAGED = VARIANTS["partitions"].replace("    instance_type: p5.48xlarge\n",
                                         "    instance_type: p5.48xlarge\n    image: __IMAGE__\n")
 
 
-@pytest.mark.parametrize("nodes, controller, template_image, controller_ami, resolves", [
-    ("ami-0aaaaaaaaaaaaaaaa", None, "ami-0aaaaaaaaaaaaaaaa", "ami-0aaaaaaaaaaaaaaaa", False),
-    ("/acme/images/gpu/ami-id", None, "resolve:ssm:/acme/images/gpu/ami-id", MOCK_AMI, True),
-    ("/acme/images/gpu/ami-id", "ami-0bbbbbbbbbbbbbbbb", "resolve:ssm:/acme/images/gpu/ami-id",
-     "ami-0bbbbbbbbbbbbbbbb", True),
+@pytest.mark.parametrize("nodes, controller, template_image, controller_ami", [
+    ("ami-0aaaaaaaaaaaaaaaa", None, "ami-0aaaaaaaaaaaaaaaa", "ami-0aaaaaaaaaaaaaaaa"),
+    # an SSM parameter is resolved at deploy time for the nodes too: never `resolve:ssm:`, which EC2
+    # resolves at every launch, so two nodes launched an hour apart could boot different images
+    ("/acme/images/gpu/ami-id", None, MOCK_AMI, MOCK_AMI),
+    ("/acme/images/gpu/ami-id", "ami-0bbbbbbbbbbbbbbbb", MOCK_AMI, "ami-0bbbbbbbbbbbbbbbb"),
 ])
-def test_a_blueprint_names_its_own_images(tmp_path, nodes, controller, template_image, controller_ami, resolves):
+def test_a_blueprint_names_its_own_images(tmp_path, nodes, controller, template_image, controller_ami):
     text = IMAGED.replace("__IMAGE__", nodes)
     if controller:
         text = text.replace("      type: slurm\n", f"      type: slurm\n      controller: {{image: {controller}}}\n")
@@ -259,9 +318,8 @@ def test_a_blueprint_names_its_own_images(tmp_path, nodes, controller, template_
     assert _one(resources, LT, "train-nodes")["inputs"]["imageId"] == template_image
     assert _one(resources, INSTANCE, "train-controller")["inputs"]["ami"] == controller_ami
     policy = json.loads(_one(resources, "aws:iam/rolePolicy:RolePolicy", "train-controller")["inputs"]["policy"])
-    resolve = [s for s in policy["Statement"] if s["Sid"] == "ResolveImage"]
-    assert resolve == ([{"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
-                         "Resource": "arn:aws:ssm:*:*:parameter/acme/images/gpu/ami-id"}] if resolves else [])
+    # a launch names an AMI id: the controller needs no right on the parameter
+    assert not [s for s in policy["Statement"] if "ssm:GetParameters" in str(s["Action"])]
 
 
 def test_an_existing_subnet_gives_the_state_volume_its_zone(tmp_path):
@@ -280,3 +338,80 @@ def test_the_artifact_is_what_the_user_data_installs(reference):
     (obj,) = [r["inputs"] for r in resources if r["type"] == "aws:s3/bucketObjectv2:BucketObjectv2"]
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(obj["contentBase64"]))) as tar:
         assert {m.name: tar.extractfile(m).read() for m in tar.getmembers()} == render(model)
+
+
+def test_a_reservation_is_targeted_without_a_placement_group_of_its_own(tmp_path):
+    """`capacity: reservation` with `placement: cluster`: the launch template targets the On-Demand
+    Capacity Reservation and creates no placement group. A new group beside an ODCR fails every
+    launch when the ODCR is bound to another group, and may fail for placement outside the
+    reservation otherwise (aws-parallelcluster ec2_validators.py, PlacementGroupCapacityReservationValidator).
+    Negative control: on-demand capacity with `placement: cluster` still gets its cluster group."""
+    text = (ROOT / "blueprints/reference.yaml").read_text()
+    assert "      type: capacity-block " in text
+    reserved = text.replace("      type: capacity-block ", "      type: reservation ", 1)
+    (tmp_path / "reserved").mkdir()
+    (tmp_path / "od").mkdir()
+    _, resources = _plan(reserved, tmp_path / "reserved")
+    template = _one(resources, LT, "train-nodes")["inputs"]
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0a1b2c3d4e5f67890"}}
+    assert "placement" not in template and "instanceMarketOptions" not in template
+    assert not [r for r in resources if r["type"] == "aws:ec2/placementGroup:PlacementGroup"]
+    on_demand = "".join(line for line in text.splitlines(keepends=True) if "reservation_id: cr-0a1b" not in line)
+    _, resources = _plan(on_demand.replace("      type: capacity-block ", "      type: on-demand ", 1), tmp_path / "od")
+    (group,) = [r for r in resources if r["type"] == "aws:ec2/placementGroup:PlacementGroup"]
+    assert group["inputs"]["strategy"] == "cluster"
+    assert _one(resources, LT, "train-nodes")["inputs"]["placement"]["groupName"]
+
+
+REAPER = "command:local:Command"
+
+
+def test_destroy_terminates_the_controller_launched_nodes_before_their_network_goes(reference, tmp_path):
+    """`pulumi destroy` with nodes running: Pulumi never created the compute instances (the
+    controller's ResumeProgram did), so nothing deleted them, they kept billing, and the launch
+    template, security group and subnet failed to delete while their interfaces were in use. A
+    pulumi-command `local.Command` depends on the launch template (and so on its security group and
+    subnet) and the controller depends on it, so destroy runs: controller, then this delete
+    command, then the network. Its delete script is run here for real, by bash with the real aws
+    CLI against moto's server: it terminates exactly this cluster's and fleet's compute instances
+    (never another stack's, another fleet's, or the controller) and waits for them. What only a real
+    account proves: the order Pulumi's engine deletes in, and that the ENIs are released by then."""
+    import awslocal
+
+    _, resources = reference
+    (reaper,) = [r for r in resources if r["type"] == REAPER]
+    assert reaper["name"] == "train-node-reaper" and reaper["inputs"]["create"] == "true"
+    assert reaper["inputs"]["environment"] == {"FLEETFORM_CLUSTER": "llm-70b-plan", "FLEETFORM_FLEET": "train",
+                                               "FLEETFORM_REGION": "us-east-1"}
+    assert "train-nodes" in reaper["depends_on"]  # the launch template: deleted after the nodes
+    assert "train-node-reaper" in _one(resources, INSTANCE, "train-controller")["depends_on"]  # deleted before
+    script = reaper["inputs"]["delete"]
+    check = subprocess.run([_program("shellcheck"), "--shell=bash", "-"], input=script, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+    awslocal.need(awslocal.available())
+    with awslocal.moto_server() as url:
+        ec2 = awslocal.client("ec2", url)
+
+        def launch(cluster: str, fleet: str, role: str) -> str:
+            tags = {"fleetform:cluster": cluster, "fleetform:fleet": fleet, "fleetform:role": role}
+            spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+            return ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m7i.large",
+                                     TagSpecifications=spec)["Instances"][0]["InstanceId"]
+
+        nodes = [launch("llm-70b-plan", "train", "compute") for _ in range(3)]
+        keep = [launch("llm-70b-prod", "train", "compute"), launch("llm-70b-plan", "other", "compute"),
+                launch("llm-70b-plan", "train", "controller")]
+        bin_dir = os.path.dirname(awslocal.aws_cli())
+        done = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, timeout=120, env={
+            **reaper["inputs"]["environment"], **awslocal.CREDENTIALS, "AWS_ENDPOINT_URL": url,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)})
+        assert done.returncode == 0, done.stderr
+        states = {i["InstanceId"]: i["State"]["Name"] for r in ec2.describe_instances()["Reservations"]
+                  for i in r["Instances"]}
+        assert {states[i] for i in nodes} == {"terminated"}, states
+        assert {states[i] for i in keep} == {"running"}, states
+        again = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, timeout=120, env={
+            **reaper["inputs"]["environment"], **awslocal.CREDENTIALS, "AWS_ENDPOINT_URL": url,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)})
+        assert again.returncode == 0 and "terminating" not in again.stderr, again.stderr  # nothing left: no call

@@ -232,3 +232,36 @@ def test_no_zone_no_search_domain(machine):
     resolv.write_text("nameserver 10.0.0.2\n")
     assert machine.step("search_domain", {}).returncode == 0
     assert resolv.read_text() == "nameserver 10.0.0.2\n"
+
+
+def test_controller_makes_the_checkpoint_directory_writable_by_every_job(tmp_path):
+    """The reference writes checkpoints to /fsx/checkpoints. A new FSx file system's root is root's
+    0755 and jobs run as users of the image with no shared group, so the controller's bootstrap
+    makes the directory 1777 (sticky, like /tmp): every job writes, only an entry's owner removes it.
+    A blueprint without a checkpoint path makes nothing (negative control)."""
+    from conftest import ROOT
+
+    slurm = awslocal.render_fleet(tmp_path, (ROOT / "blueprints/reference.yaml").read_text())
+    assert json.loads((slurm / "bin/fleet.json").read_text())["checkpoint_dir"] == "/fsx/checkpoints"
+    machine = Machine(slurm, tmp_path)
+    done = machine.step("checkpoint_dir")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (machine.root / "fsx/checkpoints").stat().st_mode & 0o7777 == 0o1777
+    (machine.root / "fsx/checkpoints").rmdir()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    plain = awslocal.render_fleet(bare, awslocal.blueprint("2"))
+    assert json.loads((plain / "bin/fleet.json").read_text())["checkpoint_dir"] is None
+    again = Machine(plain, bare)
+    assert again.step("checkpoint_dir").returncode == 0 and not (again.root / "fsx").exists()
+
+
+def test_apt_waits_for_the_first_boot_dpkg_lock(machine):
+    """apt-get at first boot fails at once while unattended-upgrades holds the dpkg lock: before its
+    first apt-get the bootstrap configures apt to wait up to 10 minutes for the lock and to retry
+    downloads (apt.conf.d, read by every apt-get: apt.conf(5))."""
+    done = machine.step("install_packages", {"FLEETFORM_LUSTRE_MOUNTS": ""}, "slurmd")
+    assert done.returncode == 0, done.stdout + done.stderr
+    conf = (machine.root / "etc/apt/apt.conf.d/90fleetform").read_text()
+    assert 'DPkg::Lock::Timeout "600";' in conf.splitlines() and 'Acquire::Retries "3";' in conf.splitlines()
+    assert [c[:2] for c in machine.calls()] == [["apt-get", "update"], ["apt-get", "install"]]

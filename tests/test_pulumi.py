@@ -12,7 +12,7 @@ import yaml
 
 from conftest import EXAMPLES, ROOT, run_cli
 from fleetform.pipeline import check
-from fleetform.plan import record
+from fleetform.plan import MOCK_AMI, record
 from fleetform.policies import check as check_policies
 from fleetform.render import render
 from variants import INFERENCE_VARIANTS, VARIANTS
@@ -53,9 +53,9 @@ def test_reference_training_fleet(tmp_path):
     assert template["capacityReservationSpecification"] == {
         "capacityReservationTarget": {"capacityReservationId": "cr-0a1b2c3d4e5f67890"}}
     assert not [r for r in resources if r["type"] == "aws:ec2/placementGroup:PlacementGroup"]
-    # the default image, resolved by EC2 at each launch; nodes read their own tags (their Slurm name)
-    assert template["imageId"] == ("resolve:ssm:/aws/service/deeplearning/ami/x86_64/"
-                                   "base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id")
+    # the default image, resolved at deploy time (pinned until the next `pulumi up`, never
+    # `resolve:ssm:` at each launch); nodes read their own tags (their Slurm name)
+    assert template["imageId"] == MOCK_AMI
     assert template["metadataOptions"]["instanceMetadataTags"] == "enabled"
     assert template["tagSpecifications"][0]["tags"]["fleetform:role"] == "compute"
     # no Auto Scaling group: the controller's ResumeProgram launches and names every node
@@ -211,10 +211,7 @@ def test_controller_rights_are_scoped_to_this_cluster_fleet_and_compute_nodes(tm
     other_stack = {**own, "fleetform:cluster": "elastic_prod"}
     assert not all(other_stack.get(k.split("/", 1)[1]) == v for k, v in terminate.items())
     assert statements["PassComputeRole"]["Resource"].endswith("train-node")
-    image = statements["ResolveImage"]  # the launch template's image is the default SSM parameter
-    assert image["Action"] == "ssm:GetParameters" and image["Resource"] == (
-        "arn:aws:ssm:*:*:parameter/aws/service/deeplearning/ami/x86_64/"
-        "base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id")
+    assert "ResolveImage" not in statements  # the launch template names an AMI id: no SSM right needed
     assert _one(resources, "aws:ec2/placementGroup:PlacementGroup", "train-placement")["strategy"] == "cluster"
 
 
@@ -272,7 +269,6 @@ def test_every_aws_call_of_the_rendered_programs_is_listed_and_allowed(tmp_path)
 
 
 @pytest.mark.parametrize("break_it, missing", [
-    (lambda s: s.pop("ResolveImage"), "ssm:GetParameters"),
     # the defect of issue 10: interfaces under a request-tag condition no call sets
     (lambda s: s["LaunchComputeNodes"].update(Resource=["arn:aws:ec2:*:*:instance/*",
                                                          "arn:aws:ec2:*:*:network-interface/*"])

@@ -59,7 +59,8 @@ def controller(rendered, tmp_path_factory):
 
 
 def run_program(rendered: Path, conf: Path, aws: dict, tmp: Path, program: str, *args: str,
-                template: str | None = None, cluster: str = CLUSTER, **extra: str) -> subprocess.CompletedProcess:
+                template: str | None = None, cluster: str = CLUSTER, now: float | None = None,
+                **extra: str) -> subprocess.CompletedProcess:
     env_file = tmp / f"{cluster}.env"
     env_file.write_text(awslocal.cluster_env("controller", cluster, "train", aws["url"],
                                              FLEETFORM_LAUNCH_TEMPLATE=template or aws["template"], **extra))
@@ -67,6 +68,8 @@ def run_program(rendered: Path, conf: Path, aws: dict, tmp: Path, program: str, 
     # FLEETFORM_ROOT: the programs' logs and the keeper's state under tmp, not this machine's /var
     env = {"SLURM_CONF": str(conf), "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"],
            "HOME": str(tmp), "FLEETFORM_ROOT": str(tmp / "root")}
+    if now is not None:  # the keeper's clock (FLEETFORM_NOW): time moves without sleeping
+        env["FLEETFORM_NOW"] = str(now)
     return subprocess.run([str(rendered / "bin" / program), *args], capture_output=True, text=True, env=env,
                           timeout=180)
 
@@ -121,8 +124,54 @@ def test_capacity_error_starts_nothing_and_marks_the_nodes_down_at_once(rendered
     assert failed.returncode == 1
     assert instances(ec2, fleetform_cluster=CLUSTER) == before
     state = node_state(controller, "train-006")
-    assert "POWER" in state["State"] and "DOWN" in state["State"], state
+    assert "DOWN" in state["State"].split("+"), state
     assert state["Reason"].startswith("fleetform resume failed:") and awslocal.NO_CAPACITY_TYPE in state["Reason"], state
+
+
+def sinfo_reasons(conf: Path) -> dict[str, str]:
+    """`sinfo -R`: node list -> reason, as an admin reads it."""
+    out = subprocess.run(["sinfo", "-R", "-h", "-N", "-o", "%N|%E"], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "SLURM_CONF": str(conf)}).stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+
+def test_insufficient_capacity_downs_the_node_backs_off_then_returns_it_to_service(rendered, aws, tmp_path):
+    """The issue's proof, against a real slurmctld: EC2 answers InsufficientInstanceCapacity (injected
+    into the real CLI's answer); the node is DOWN with the code in `sinfo -R`; the keeper launches
+    nothing of the fleet before INSUFFICIENT_CAPACITY_TIMEOUT_S (600 s, ParallelCluster's
+    insufficient_capacity_timeout) has passed on its clock, holds the fleet's other powered-down
+    nodes down too, and after it puts the node back in service: IDLE+POWERED_DOWN, resumable, no
+    reason; the static nodes are powered up again."""
+    cli = flaky_aws(tmp_path, {"run-instances": (99, "InsufficientInstanceCapacity")})
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        failed = run_program(rendered, conf, aws, tmp_path, "resume", "train-006", cluster="a-ice", FLEETFORM_AWS_CLI=cli)
+        assert failed.returncode == 1, failed.stderr
+        down = node_state(conf, "train-006")
+        assert "DOWN" in down["State"].split("+") and "POWER_DOWN" not in down["State"], down
+        reason = sinfo_reasons(conf).get("train-006", "")
+        assert reason.startswith("fleetform resume failed: (Code:InsufficientInstanceCapacity)"), sinfo_reasons(conf)
+        start = 1_900_000_000.0
+        for clock in (start, start + 300, start + 599):
+            kept = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-ice", now=clock)
+            assert kept.returncode == 0, kept.stderr
+            for name in [f"train-00{i}" for i in range(1, 7)]:
+                state = node_state(conf, name)["State"].split("+")
+                assert "DOWN" in state and not {"POWER_UP", "POWERING_UP"} & set(state), (clock - start, name, state)
+            assert sinfo_reasons(conf)["train-006"] == reason, "the first failure's reason was overwritten"
+            assert "Code:InsufficientInstanceCapacity" in sinfo_reasons(conf)["train-003"]
+        assert instances(aws["ec2"], fleetform_cluster="a-ice") == {}
+        state = json.loads((tmp_path / "root/var/lib/fleetform/keeper.json").read_text())
+        assert state["capacity"] == {"code": "InsufficientInstanceCapacity", "since": start}
+        assert "train-001" not in state["attempts"], "a capacity failure counted towards protected mode"
+        back = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-ice", now=start + 600)
+        assert back.returncode == 0, back.stderr
+        for name in [f"train-00{i}" for i in range(3, 7)]:  # NOT_RESPONDING: no slurmd here, as before any launch
+            state = set(node_state(conf, name)["State"].split("+"))
+            assert {"IDLE", "POWERED_DOWN"} <= state and not state & {"DOWN", "DRAIN"}, (name, state)
+        assert not sinfo_reasons(conf), sinfo_reasons(conf)
+        for name in ("train-001", "train-002"):
+            assert powering_up(conf, name), node_state(conf, name)
+        assert "capacity" not in json.loads((tmp_path / "root/var/lib/fleetform/keeper.json").read_text())
 
 
 def test_suspend_terminates_only_this_clusters_compute_nodes(rendered, controller, aws, tmp_path):
@@ -409,3 +458,142 @@ def test_update_rolls_only_idle_nodes_of_another_generation(rendered, controller
         "DRAIN" not in node_state(controller, "train-005")["State"], node_state(controller, "train-005")
     assert "DRAIN" not in node_state(controller, "train-006")["State"]
     ec2.terminate_instances(InstanceIds=[current])
+
+
+FAST_POWER_SAVE = "SuspendTimeout=2\nSlurmctldParameters=idle_on_node_suspend,power_save_interval=1,power_save_min_interval=0\n"
+"""slurmctld's power-save thread runs every second and a power-down completes in 2 s (the rendered
+values: every 10 s and 300 s), so a node's way back to IDLE+POWERED_DOWN is seen, not assumed."""
+
+
+def wait_for_state(conf: Path, name: str, flags: set[str], timeout: float = 30.0) -> set[str]:
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        state = set(node_state(conf, name)["State"].split("+"))
+        if flags <= state and "DOWN" not in state or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
+
+
+def test_keeper_recovers_a_dead_elastic_node(rendered, aws, tmp_path):
+    """An elastic node whose instance died (slurmctld set it DOWN) is not left DOWN forever: the keeper
+    terminates its instance and powers it down, and slurmctld ends it IDLE+POWERED_DOWN, ready for the
+    next job (ParallelCluster clustermgtd.py _handle_unhealthy_dynamic_nodes). A DRAINed node is an
+    admin's and is left alone (negative control)."""
+    with slurmctld.running(rendered, tmp_path / "ctld", extra=FAST_POWER_SAVE) as conf:
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+        started = run_program(rendered, conf, aws, tmp_path, "resume", "train-[004-005]", cluster="a-dead")
+        assert started.returncode == 0, started.stderr
+        for name in ("train-004", "train-005"):
+            subprocess.run(["scontrol", "update", f"nodename={name}", "state=power_up"], check=True, env=env, timeout=30)
+        assert wait_for_state(conf, "train-005", {"POWERING_UP"}) >= {"POWERING_UP"}
+        subprocess.run(["scontrol", "update", "nodename=train-005", "state=down", "reason=Not responding"],
+                       check=True, env=env, timeout=30)
+        subprocess.run(["scontrol", "update", "nodename=train-004", "state=drain", "reason=admin: disk check"],
+                       check=True, env=env, timeout=30)
+        kept = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-dead")
+        assert kept.returncode == 0, kept.stderr
+        assert nodes_of(instances(aws["ec2"], fleetform_cluster="a-dead")) == ["train-004"], "dead instance kept"
+        state = wait_for_state(conf, "train-005", {"IDLE", "POWERED_DOWN"})
+        assert {"IDLE", "POWERED_DOWN"} <= state and not state & {"DOWN", "DRAIN"}, state
+        assert node_state(conf, "train-004")["Reason"].startswith("admin: disk check")
+
+
+def test_keeper_terminates_named_instances_whose_node_is_powered_down(rendered, aws, tmp_path):
+    """A suspend that failed leaves a named elastic instance running while its node is powered down;
+    an admin's `state=power_down` of a static node leaves its instance running too (suspend never
+    terminates static nodes). The keeper terminates both once they are older than ORPHAN_GRACE_S
+    (ParallelCluster's orphaned_instance_timeout, 300 s) and powers the static node up, so resume
+    launches it anew; an instance whose node is powering up, and one younger than the grace, stay."""
+    import time
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        env = {**os.environ, "SLURM_CONF": str(conf)}
+        started = run_program(rendered, conf, aws, tmp_path, "resume", "train-[001,003-004]", cluster="a-orphan")
+        assert started.returncode == 0, started.stderr
+        ids = {t["fleetform:node"]: i for i, t in instances(aws["ec2"], fleetform_cluster="a-orphan").items()}
+        subprocess.run(["scontrol", "update", "nodename=train-004", "state=power_up"], check=True, env=env, timeout=30)
+        # train-001 (static) and train-003 (elastic): IDLE+POWERED_DOWN in Slurm, their instances running
+        old = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-orphan", now=time.time() + 301)
+        assert old.returncode == 0, old.stderr
+        live = set(instances(aws["ec2"], fleetform_cluster="a-orphan"))
+        assert ids["train-001"] not in live and ids["train-003"] not in live, old.stderr
+        assert ids["train-004"] in live, "the instance of a node powering up was terminated"
+        assert powering_up(conf, "train-001"), node_state(conf, "train-001")
+        # slurmctld now runs the ResumeProgram for train-001 (here /bin/true: the test runs it)
+        again = run_program(rendered, conf, aws, tmp_path, "resume", "train-001", cluster="a-orphan")
+        assert again.returncode == 0, again.stderr
+        new = {t["fleetform:node"]: i for i, t in instances(aws["ec2"], fleetform_cluster="a-orphan").items()}
+        assert new.get("train-001") not in (None, ids["train-001"]), new
+        # within the grace a powered-down node's instance stays (a resume may be under way)
+        late = run_program(rendered, conf, aws, tmp_path, "resume", "train-006", cluster="a-orphan")
+        assert late.returncode == 0, late.stderr
+        young = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-orphan", now=time.time() + 60)
+        assert young.returncode == 0, young.stderr
+        assert "train-006" in nodes_of(instances(aws["ec2"], fleetform_cluster="a-orphan")), young.stderr
+
+
+def test_instances_asks_for_node_names_in_chunks_under_the_filter_value_limit(rendered, aws, tmp_path):
+    """EC2 takes at most 200 filter values in one call (FilterLimitExceeded, see FILTER_VALUES_MAX):
+    401 node names plus the 5 values of the cluster and state filters are asked in 3
+    DescribeInstances calls, and an instance named in the last chunk is found."""
+    cli = flaky_aws(tmp_path, {})
+    env_file = tmp_path / "a-batch.env"
+    env_file.write_text(awslocal.cluster_env("controller", "a-batch", "train", aws["url"], FLEETFORM_AWS_CLI=cli))
+    spec = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in {
+        "fleetform:cluster": "a-batch", "fleetform:fleet": "train", "fleetform:role": "compute",
+        "fleetform:node": "train-401"}.items()]}]
+    aws["ec2"].run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m7i.large",
+                             TagSpecifications=spec)
+    script = (f"import sys; sys.path.insert(0, {str(rendered / 'bin')!r}); import fleetform_node as f; "
+              "found = f.instances(f.environment(), ('pending', 'running'), [f'train-{i:03d}' for i in range(1, 402)]); "
+              "print(' '.join(f.tag(i, 'fleetform:node') for i in found))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env={
+        "FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"], "FLEETFORM_ROOT": str(tmp_path / "root")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["train-401"]
+    assert json.loads((tmp_path / "aws-counts.json").read_text()) == {"describe-instances": 3}
+
+
+def capacity_block_aws(tmp: Path, state: str) -> str:
+    """An `aws` for FLEETFORM_AWS_CLI: the real CLI against moto, except DescribeCapacityReservations
+    (moto does not implement it), answered the way EC2 documents it (CapacityReservations[].State,
+    StartDate) for the one reservation asked for."""
+    wrapper = tmp / f"aws-block-{state}"
+    wrapper.write_text(f"""#!{sys.executable}
+import json, os, sys
+if "describe-capacity-reservations" in sys.argv:
+    block = sys.argv[sys.argv.index("--capacity-reservation-ids") + 1]
+    print(json.dumps({{"CapacityReservations": [{{"CapacityReservationId": block, "State": {state!r},
+                                                   "StartDate": "2030-01-06T11:30:00+00:00"}}]}}))
+    sys.exit(0)
+os.execv({awslocal.aws_cli()!r}, [{awslocal.aws_cli()!r}, *sys.argv[1:]])
+""")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_keeper_waits_for_the_capacity_block_to_be_active(rendered, aws, tmp_path):
+    """Before a Capacity Block's start every launch fails; the keeper used to power the static nodes
+    up every minute and drain them all after 10 failures. With FLEETFORM_CAPACITY_BLOCK it asks EC2
+    for the reservation's state and powers nothing up, counts nothing and drains nothing until it is
+    active; then it powers the static nodes up (a count of 9 already reached stays 9, not 10)."""
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        state = tmp_path / "root/var/lib/fleetform/keeper.json"
+        state.parent.mkdir(parents=True)
+        state.write_text(json.dumps({"attempts": {"train-001": 9}, "protected": []}))
+        for _ in range(2):
+            kept = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-block",
+                               FLEETFORM_CAPACITY_BLOCK="cr-0a1b2c3d4e5f67890",
+                               FLEETFORM_AWS_CLI=capacity_block_aws(tmp_path, "payment-pending"))
+            assert kept.returncode == 0, kept.stderr
+            assert "Capacity Block cr-0a1b2c3d4e5f67890 is payment-pending (starts 2030-01-06" in kept.stderr
+            for name in ("train-001", "train-002"):
+                flags = set(node_state(conf, name)["State"].split("+"))
+                assert "POWERED_DOWN" in flags and not flags & {"POWER_UP", "POWERING_UP", "DRAIN"}, (name, flags)
+        assert json.loads(state.read_text())["attempts"] == {"train-001": 9}
+        active = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-block",
+                             FLEETFORM_CAPACITY_BLOCK="cr-0a1b2c3d4e5f67890",
+                             FLEETFORM_AWS_CLI=capacity_block_aws(tmp_path, "active"))
+        assert active.returncode == 0, active.stderr
+        for name in ("train-001", "train-002"):
+            assert powering_up(conf, name), node_state(conf, name)

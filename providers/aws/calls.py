@@ -59,6 +59,7 @@ CONTROLLER: tuple[Call, ...] = (
     Call("suspend", "ec2:TerminateInstances", "instance"),
     Call("keeper", "ec2:DescribeInstances"),
     Call("keeper", "ec2:TerminateInstances", "instance"),  # compute instances that never got a name
+    Call("keeper", "ec2:DescribeCapacityReservations"),  # is the fleet's Capacity Block active yet
     Call("topology", "ec2:DescribeInstanceTopology"),  # topology.conf from EC2's network topology
     # node names in the fleet's Route 53 private zone (templates/slurm/bin/fleetform_dns.py)
     Call("resume", "route53:ChangeResourceRecordSets", "hostedzone"),  # UPSERT <node>.<zone> A

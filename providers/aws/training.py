@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_aws as aws
+from pulumi_command import local
 
 from fleetform.catalog import InstanceType
-from fleetform.model import Blueprint, Fleet, Image
+from fleetform.model import Blueprint, Fleet
 
 from .common import ROOT_GIB, _opts, _policy, _user_data, cluster_id
 from .iam import Iam
@@ -29,6 +30,28 @@ CONTROLLER_ROOT_GIB = 100
 STATE_GIB = 50
 """The controller's StateSaveLocation volume: job and node state, small but kept across replacement."""
 STATE_DEVICE = "/dev/sdf"
+
+
+TERMINATE_NODES = """set -euo pipefail
+# `pulumi destroy` of a training fleet: its compute instances were launched by the controller's
+# ResumeProgram, not by Pulumi, so Pulumi does not know them. They are terminated here, and waited
+# for, before the launch template, placement group, security group and subnet go: those cannot be
+# deleted while instances (and their up to 33 network interfaces each) still use them.
+ids=$(aws ec2 describe-instances --region "$FLEETFORM_REGION" --output text \
+  --query 'Reservations[].Instances[].InstanceId' --filters \
+  "Name=tag:fleetform:cluster,Values=$FLEETFORM_CLUSTER" "Name=tag:fleetform:fleet,Values=$FLEETFORM_FLEET" \
+  "Name=tag:fleetform:role,Values=compute" "Name=instance-state-name,Values=pending,running,stopping,stopped")
+if [ -n "$ids" ]; then
+  echo "fleetform: terminating the compute instances of $FLEETFORM_CLUSTER/$FLEETFORM_FLEET: $ids" >&2
+  # shellcheck disable=SC2086  # ids: whitespace-separated instance ids, one argument each
+  aws ec2 terminate-instances --region "$FLEETFORM_REGION" --output text --instance-ids $ids >/dev/null
+  # shellcheck disable=SC2086
+  aws ec2 wait instance-terminated --region "$FLEETFORM_REGION" --instance-ids $ids
+fi
+"""
+"""The delete command of the fleet's node reaper (pulumi-command `local.Command`). It runs where
+`pulumi destroy` runs, with that shell's AWS credentials and the `aws` CLI; values come from the
+environment, never spliced into the script."""
 
 
 @dataclass(frozen=True)
@@ -99,12 +122,6 @@ def user_data(bp: Blueprint, fleet: Fleet, role: str, env: dict) -> pulumi.Outpu
         env=[(key, "" if value is None else str(value)) for key, value in zip(keys, values, strict=True)])))
 
 
-def _ssm_arn(parameter: str) -> str:
-    """The ARN pattern of an SSM parameter in any region and account (AWS's public parameters have no
-    account in their ARN; an IAM wildcard matches the empty string)."""
-    return f"arn:aws:ssm:*:*:parameter{parameter}"
-
-
 def dns_zone_name(cluster: str, fleet: str) -> str:
     """The fleet's private hosted zone: `<fleet>.<cluster>.fleetform.internal`, unique per Slurm
     cluster (one per training fleet and stack); `fleet` is its cloud name (its first name), so a
@@ -139,7 +156,7 @@ def dns_statements(zone_id: str, zone: str) -> list[dict]:
     ]
 
 
-def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str, node_role_arn: str,
+def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn: str,
                       secret_arn: str, key_arn: str, artifact_arn: str, region: str, zone_id: str = "",
                       zone: str = "") -> str:
     """What the controller's programs may do (providers/aws/calls.py lists their calls): launch from
@@ -168,7 +185,8 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
          "Resource": "arn:aws:ec2:*:*:instance/*",
          "Condition": {"StringEquals": {k.replace("RequestTag", "ResourceTag"): v for k, v in own.items()},
                        "ForAllValues:StringEquals": {"aws:TagKeys": ["Name", "fleetform:node"]}}},
-        {"Sid": "Describe", "Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
+        {"Sid": "Describe", "Effect": "Allow", "Action": ["ec2:DescribeCapacityReservations", "ec2:DescribeInstances",
+                                                          "ec2:DescribeInstanceTopology"],
          "Resource": "*"},
         {"Sid": "TerminateComputeNodes", "Effect": "Allow", "Action": "ec2:TerminateInstances",
          "Resource": "arn:aws:ec2:*:*:instance/*",
@@ -185,9 +203,6 @@ def controller_policy(cluster: str, fleet: str, image: Image, template_arn: str,
     ]
     if zone_id and zone:
         statements += dns_statements(zone_id, zone)
-    if image.ssm_parameter:  # EC2 resolves a `resolve:ssm:` image with the caller's rights
-        statements.append({"Sid": "ResolveImage", "Effect": "Allow", "Action": "ssm:GetParameters",
-                           "Resource": _ssm_arn(image.ssm_parameter)})
     return _policy({"Version": "2012-10-17", "Statement": statements})
 
 
@@ -273,25 +288,46 @@ class TrainingFleet(pulumi.ComponentResource):
         }
 
         placement = None
-        if fleet.placement in ("cluster", "spread") and fleet.capacity_type != "capacity-block":
+        # Reserved capacity brings its own placement: a Capacity Block sits in its UltraCluster, and
+        # an On-Demand Capacity Reservation is targeted by id. A new placement group beside an ODCR
+        # is refused by ParallelCluster when the ODCR is bound to another group, and warned about
+        # otherwise ("insufficient capacity errors may occur due to placement constraints outside of
+        # the reservation ... consider not using a placement group": aws-parallelcluster
+        # cli/src/pcluster/validators/ec2_validators.py, PlacementGroupCapacityReservationValidator).
+        if fleet.placement in ("cluster", "spread") and fleet.capacity_type not in ("capacity-block", "reservation"):
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
                                                opts=_opts(self))
         template_args = _launch_template_args(fleet, security.group_id, net.subnet_id, node_profile.arn,
                                               user_data(bp, fleet, "compute nodes",
                                                         {"FLEETFORM_ROLE": "compute", **env}),
                                               compute_tags)
+        # The nodes' image is pinned at deploy time, like the controller's: an SSM parameter is
+        # resolved by this `pulumi up`, not by EC2 at every launch (`resolve:ssm:`), so every node
+        # launched until the next `pulumi up` runs the same image (and the same kernel, which the
+        # FSx Lustre client modules are installed for). A newer image shows in `pulumi preview` as
+        # a new launch template version; nodes launched after `pulumi up` get it (a node roll).
+        if fleet.image.ssm_parameter and not fleet.image.ami:
+            template_args["image_id"] = aws.ssm.get_parameter_output(name=fleet.image.ssm_parameter).value
         if placement is not None:
             template_args["placement"] = {"group_name": placement.name}
         template = aws.ec2.LaunchTemplate(f"{name}-nodes", update_default_version=True, **template_args,
                                           opts=_opts(self))
 
+        # Destroy order: the controller goes first (no keeper or slurmctld relaunches a node), then
+        # this command's delete terminates every compute instance of the fleet and waits, then the
+        # launch template, placement group, security group and subnet it depends on.
+        reaper = local.Command(
+            f"{name}-node-reaper", create="true", delete=TERMINATE_NODES, interpreter=["/bin/bash", "-c"],
+            environment={"FLEETFORM_CLUSTER": cluster, "FLEETFORM_FLEET": fleet.name, "FLEETFORM_REGION": bp.region},
+            opts=_opts(self, depends_on=[template, *([placement] if placement is not None else [])]))
+
         aws.iam.RolePolicyAttachment(f"{name}-controller-ssm", role=role.name,
                                      policy_arn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
                                      opts=_opts(self))
         image = fleet.scheduler.controller_image or fleet.image
-        aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
+        rights = aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
             template.arn, node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id).apply(
-                lambda a: controller_policy(cluster, fleet.name, fleet.image, *a[:5], bp.region, a[5], zone_name)),
+                lambda a: controller_policy(cluster, fleet.name, *a[:5], bp.region, a[5], zone_name)),
             opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
                                           opts=_opts(self))
@@ -308,14 +344,22 @@ class TrainingFleet(pulumi.ComponentResource):
             iam_instance_profile=profile.name,
             user_data_base64=user_data(bp, fleet, "Slurm controller", {
                 "FLEETFORM_ROLE": "controller", **env, "FLEETFORM_LAUNCH_TEMPLATE": template.id,
-                "FLEETFORM_STATE_VOLUME": state.id}),
+                "FLEETFORM_STATE_VOLUME": state.id,
+                # the keeper powers static nodes up only once the Capacity Block is active
+                **({"FLEETFORM_CAPACITY_BLOCK": fleet.reservation_id}
+                   if fleet.capacity_type == "capacity-block" else {})}),
             metadata_options={"http_tokens": "required", "http_endpoint": "enabled",
                               "instance_metadata_tags": "enabled"},
             root_block_device={"volume_size": CONTROLLER_ROOT_GIB, "volume_type": "gp3", "encrypted": True},
             tags={**controller_tags, "Name": controller_name},
             # one network interface cannot be on two instances: the old controller goes first
-            opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object]))
+            # its rights exist before it boots (its first download still retries while IAM
+            # propagates them: templates/cloud-init/user-data.sh.j2)
+            opts=_opts(self, ignore_changes=["ami"], delete_before_replace=True, depends_on=[files.object, rights, reaper]))
+        # a replaced controller is stopped before its state volume is detached: never detached from
+        # a running slurmctld mid-write (terraform-provider-aws aws_volume_attachment,
+        # stop_instance_before_detaching)
         aws.ec2.VolumeAttachment(f"{name}-controller-state", device_name=STATE_DEVICE, volume_id=state.id,
-                                 instance_id=controller.id, opts=_opts(self))
+                                 instance_id=controller.id, stop_instance_before_detaching=True, opts=_opts(self))
         self.launch_template = template
         self.register_outputs({"launch_template": template.id, "controller_address": eni.private_ip})

@@ -125,12 +125,28 @@ def cluster_filters(env: dict[str, str]) -> list[str]:
             "Name=tag:fleetform:role,Values=compute"]
 
 
+FILTER_VALUES_MAX = 200
+"""EC2 refuses a Describe call with more than 200 filter values in all: `FilterLimitExceeded: The
+maximum number of filter values specified on a single call is 200` (EC2's answer, quoted in
+convox/rack#2205 and gjbae1212/gossm#31; the API Reference's Filter type states no limit). A longer
+node list is asked in chunks that leave room for the call's other filter values."""
+
+
 def instances(env: dict[str, str], states: tuple[str, ...], nodes: list[str] | None = None) -> list[dict]:
+    """This cluster's and fleet's compute instances in these states; with `nodes`, only those tagged
+    with one of these node names: one call per chunk of names, not one per name."""
     filters = cluster_filters(env) + [f"Name=instance-state-name,Values={','.join(states)}"]
-    if nodes is not None:
-        filters.append(f"Name=tag:fleetform:node,Values={','.join(nodes)}")
-    answer = aws(env, "ec2", "describe-instances", "--filters", *filters)
-    return [i for r in answer.get("Reservations", []) for i in r["Instances"]]
+    if nodes is None:
+        chunks: list[list[str] | None] = [None]
+    else:
+        size = FILTER_VALUES_MAX - sum(f.count(",") + 1 for f in filters)
+        chunks = [nodes[i:i + size] for i in range(0, len(nodes), size)]
+    found = []
+    for chunk in chunks:
+        extra = [] if chunk is None else [f"Name=tag:fleetform:node,Values={','.join(chunk)}"]
+        answer = aws(env, "ec2", "describe-instances", "--filters", *filters, *extra)
+        found += [i for r in answer.get("Reservations", []) for i in r["Instances"]]
+    return found
 
 
 def tag(instance: dict, key: str) -> str | None:
@@ -146,13 +162,35 @@ def hostlist(names: list[str]) -> str:
     return run("scontrol", "show", "hostlist", ",".join(names)).stdout.strip() if names else ""
 
 
+INSUFFICIENT_CAPACITY = ("InsufficientInstanceCapacity", "InsufficientHostCapacity",
+                         "InsufficientReservedInstanceCapacity", "MaxSpotInstanceCountExceeded", "Unsupported",
+                         "SpotMaxPriceTooLow")
+"""EC2 error codes that mean "no capacity now, try later": AWS ParallelCluster's EC2_ICE_ERROR_CODES
+(aws-parallelcluster-node src/slurm_plugin/slurm_resources.py). A node whose launch failed with one is
+kept DOWN for the keeper's back-off instead of being launched again at once."""
+
+
+def error_code(message: str) -> str | None:
+    """The EC2 error code in an aws CLI error (`An error occurred (CODE) when calling ...`)."""
+    head, sep, tail = message.partition("An error occurred (")
+    return tail.partition(")")[0] or None if sep else None
+
+
 def mark_down(names: list[str], reason: str) -> None:
-    """ParallelCluster's answer to a failed launch: the nodes go POWER_DOWN_FORCE at once (jobs are
-    requeued now, not after ResumeTimeout) with the reason sinfo -R shows."""
+    """ParallelCluster's answer to a failed launch (resume.py, _handle_failed_nodes): the nodes go
+    DOWN at once with the reason `sinfo -R` shows, so their jobs are requeued now, not after
+    ResumeTimeout, and slurmctld does not power them up again; the keeper brings them back (after
+    the capacity back-off when the reason carries an INSUFFICIENT_CAPACITY code). POWER_DOWN_FORCE
+    instead would end IDLE+POWERED_DOWN with no reason, and be launched again on the next job."""
     if names:
+        code = error_code(reason)
+        if code and f"(Code:{code})" not in reason:  # ParallelCluster's form: (Code:...) first, then AWS's words
+            reason = reason.replace(f"An error occurred ({code}) when calling the ", "", 1)
+            head, sep, rest = reason.partition(": ")
+            reason = f"{head}{sep}(Code:{code}) {rest}" if sep else f"(Code:{code}) {reason}"
         reason = " ".join(reason.split())[:200]
-        run("scontrol", "update", f"nodename={hostlist(names)}", "state=power_down_force", f"reason={reason}")
-        log(f"marked {hostlist(names)} power_down_force: {reason}")
+        run("scontrol", "update", f"nodename={hostlist(names)}", "state=down", f"reason={reason}")
+        log(f"marked {hostlist(names)} down: {reason}")
 
 
 def imds(item: str, timeout: float = 2.0) -> str | None:
