@@ -438,10 +438,16 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
     return Disruption("in place", what, GENERIC[4])
 
 
-def file_disruption(path: str, mark: str) -> Disruption | None:
+def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes | None = None) -> Disruption | None:
     """What a changed rendered file does on the machines (the day-2 contract: `pulumi up` uploads the
-    rendered folder; each training fleet's controller keeper applies it within about a minute)."""
+    rendered folder; each training fleet's controller keeper applies it within about a minute).
+    `old` and `new` are the file's two versions, where its content decides (fleet.json's generation)."""
     parts = path.split("/")
+    if parts[1:] == ["slurm", "bin", "fleet.json"] and old and new and _generation(old) != _generation(new):
+        return Disruption("node roll", path, "its node generation changed (instance type, image, fabric, placement "
+                                             "or capacity: fleetform/slurm.py node_generation): the keeper drains "
+                                             "each node launched from the old one and replaces it once its jobs "
+                                             "end, under the same name; no capacity beyond the fleet's nodes")
     if len(parts) >= 3 and parts[1] == "slurm" and parts[-1].endswith(".conf"):
         return Disruption("in place", path, "within about a minute the controller's keeper installs it and runs "
                                             "`scontrol reconfigure`: slurmctld and every slurmd read it; running "
@@ -457,6 +463,13 @@ def file_disruption(path: str, mark: str) -> Disruption | None:
     if len(parts) >= 3 and parts[1] == "k8s" and path.endswith("-deployment.yaml"):
         return Disruption("rolling", path, "applied by `pulumi up`: Kubernetes replaces the pods one by one")
     return None
+
+
+def _generation(fleet_json: bytes) -> str | None:
+    try:
+        return json.loads(fleet_json).get("generation")
+    except (ValueError, AttributeError):
+        return None
 
 
 def model_changes(old_model, new_model, renames: dict[str, str]) -> list[dict]:

@@ -232,7 +232,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
         disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
     grouped: dict[tuple, list] = {}  # the files of one fleet that do the same, on one line
     for item in files:
-        found = file_disruption(item["path"], item["change"])
+        found = file_disruption(item["path"], item["change"], old_files.get(item["path"]), new_files.get(item["path"]))
         if found is not None and not (found.cls == "rolling" and not unrecorded):  # resources show the Deployment
             grouped.setdefault((item["path"].split("/")[0], found.cls, found.how), []).append(found.what)
     for (_, cls, how), paths in grouped.items():
