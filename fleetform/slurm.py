@@ -7,7 +7,6 @@ switches, not with nodes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 import re
@@ -168,8 +167,16 @@ class Ec2Nodes:
     program_dir: str  # where the user data extracts <fleet>/slurm/bin/
     static_nodes: str | None  # powered up by the controller's bootstrap and keeper, never suspended
     elastic_nodes: str | None  # started by jobs, stopped after SuspendTime idle
-    generation: str  # digest of what an instance is launched with (node_generation): a change rolls nodes
+    launched_with: str  # what an instance is launched with, as canonical JSON (node_generation)
     checkpoint_dir: str | None = None  # the fleet's checkpoint path on a shared file system, made writable by jobs
+
+    @property
+    def generation(self) -> str:
+        """The digest of `launched_with`: a change rolls nodes. Computed when rendered, so validate,
+        which derives this record for its checks, needs no digest (its import floor, issue 13)."""
+        import hashlib
+
+        return hashlib.sha256(self.launched_with.encode()).hexdigest()[:16]
 
 
 @frozen
@@ -237,15 +244,15 @@ def cpu_layout(instance_name: str, vcpus: int) -> tuple[int, int, int]:
 
 
 def node_generation(fleet) -> str:
-    """What a running compute instance cannot take without being launched again, as a digest: its
-    instance type, image, network interfaces (EFA or not; the layout follows from the instance type),
-    placement and capacity. resume tags it onto every instance (`fleetform:generation`); on day 2 the
+    """What a running compute instance cannot take without being launched again, as canonical JSON
+    (Ec2Nodes.generation is its digest): its instance type, image, network interfaces (EFA or not;
+    the layout follows from the instance type), placement and capacity. resume tags it onto every instance (`fleetform:generation`); on day 2 the
     controller's bin/update drains each node whose instance carries another one and replaces it once
     its jobs end (docs/aws-training.md, "What a change does on the running cluster")."""
     facts = {"instance_type": fleet.instance_type, "image": fleet.image.launch_id if fleet.image else None,
              "fabric": fleet.interconnect.fabric if fleet.interconnect else None, "placement": fleet.placement,
              "capacity": fleet.capacity_type, "reservation": fleet.reservation_id}
-    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+    return json.dumps(facts, sort_keys=True)
 
 
 def gpu_type(gpu_family: str) -> str:

@@ -68,6 +68,36 @@ except OSError as error:
 print(socket.gethostname(), "instance metadata answers a job user")
 sys.exit(1)'
 """),
+    Check("fsx-writable-at-checkpoint-path", PRELUDE + """
+# the fleet's FSx for Lustre is mounted on every node and a job's user can write its checkpoint
+# path there (the controller makes it 1777); E2E_CHECKPOINT_DIR is the blueprint's checkpoint.path
+dir=${E2E_CHECKPOINT_DIR:-/fsx/checkpoints}
+as_user timeout 600 srun -N NODES --ntasks-per-node=1 bash -c '
+  set -e
+  fs=$(stat -f -c %T "$0")
+  [ "$fs" = lustre ] || { echo "$(hostname): $0 is on $fs, not Lustre"; exit 1; }
+  f="$0/.fleetform-e2e-$(hostname)-$$"
+  echo ok > "$f" && [ "$(cat "$f")" = ok ] && rm "$f"
+  echo "$(hostname): $0 on lustre, writable"' "$dir"
+""", needs=("fsx",)),
+    Check("nccl-all-reduce-over-efa", PRELUDE + """
+# an NCCL all-reduce across NODES nodes, 8 GPUs each, through aws-ofi-nccl on EFA: nccl-tests'
+# all_reduce_perf (E2E_NCCL_TESTS: its path; built with MPI, launched by srun --mpi=E2E_MPI) with
+# NCCL_DEBUG=INFO, which names the network NCCL chose; the job's other NCCL settings come from the
+# fleet's nccl.env through the TaskProlog. E2E_MIN_BUSBW_GBPS, when set, is the bus bandwidth the
+# largest size must reach (the acceptance threshold of the instance type).
+bin=${E2E_NCCL_TESTS:-$(command -v all_reduce_perf || echo /opt/nccl-tests/build/all_reduce_perf)}
+[ -x "$bin" ] || { echo "no all_reduce_perf at $bin: set E2E_NCCL_TESTS"; exit 1; }
+out=$(as_user timeout 1200 srun -N NODES --ntasks-per-node=8 --gpus-per-node=8 --mpi="${E2E_MPI:-pmix}" \
+      --export=ALL,NCCL_DEBUG=INFO "$bin" -b 1G -e 4G -f 2 -g 1 2>&1)
+echo "$out" | grep -iE "selected provider|NET/OFI|Avg bus bandwidth|^ +[0-9]+ +[0-9]+ +float" | head -40
+echo "$out" | grep -qi "selected provider is efa" || { echo "NCCL did not select libfabric's efa provider"; exit 1; }
+busbw=$(echo "$out" | awk '/float +sum/ {v=$(NF-1)} END {print v+0}')
+echo "bus bandwidth at the largest size: $busbw GB/s"
+if [ -n "${E2E_MIN_BUSBW_GBPS:-}" ]; then
+  awk -v b="$busbw" -v m="$E2E_MIN_BUSBW_GBPS" 'BEGIN {exit !(b >= m)}' || { echo "below $E2E_MIN_BUSBW_GBPS GB/s"; exit 1; }
+fi
+""", needs=("efa", "gpu")),
 )
 
 

@@ -1,20 +1,24 @@
 """End to end on AWS, after `pulumi up`: the checks of tests/e2e_checks.py run on the fleet's Slurm
 controller through SSM Run Command (the controller's role has AmazonSSMManagedInstanceCore): nodes
-idle, a multi-node `srun`, node names resolving between nodes. It needs an AWS account and a
+idle, a multi-node `srun`, node names resolving between nodes, a job's user refused by instance
+metadata, FSx writable at the checkpoint path, and an NCCL all-reduce over EFA. It needs an AWS account and a
 deployed stack; it is deselected unless asked for with `-m aws_e2e` (tests/conftest.py), so it
 never runs in CI, and asked for without them it fails and says what is missing. Run it with your
 AWS credentials:
 
-    FLEETFORM_E2E_CLUSTER=<blueprint>-<stack> [FLEETFORM_E2E_FLEET=train] [FLEETFORM_E2E_NODES=2] \\
+    FLEETFORM_E2E_CLUSTER=<blueprint>_<stack> [FLEETFORM_E2E_FLEET=train] [FLEETFORM_E2E_NODES=2] \\
     AWS_REGION=<the blueprint's region> python -m pytest -m aws_e2e tests/test_aws_e2e.py
 
 It starts no instance itself: `nodes-idle` waits (30 minutes at most) for the static nodes the
-controller powers up. Each check's output is printed (pytest -s shows it).
+controller powers up. Each check's output is printed (pytest -s shows it). The checks' settings
+(E2E_USER, E2E_CHECKPOINT_DIR, E2E_NCCL_TESTS, E2E_MPI, E2E_MIN_BUSBW_GBPS) are read on the controller: prefix them to the
+script by exporting FLEETFORM_E2E_EXPORTS='E2E_MIN_BUSBW_GBPS=300 ...'.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import time
 
 import pytest
@@ -33,7 +37,7 @@ def controller():
     """Only reached when asked for (`-m aws_e2e`; conftest.py deselects these tests otherwise, so
     neither CI nor a plain `pytest` runs or skips them): what is missing then is the user's error."""
     if not CLUSTER:
-        pytest.fail("FLEETFORM_E2E_CLUSTER (<blueprint>-<stack>) names no deployed cluster")
+        pytest.fail("FLEETFORM_E2E_CLUSTER (<blueprint>_<stack>) names no deployed cluster")
     import boto3
 
     session = boto3.Session()
@@ -70,6 +74,8 @@ def run_on(ssm, instance: str, script: str, timeout: float = 2400) -> tuple[str,
 @pytest.mark.parametrize("check", e2e_checks.CHECKS, ids=lambda c: c.name)
 def test_deployed_fleet(controller, check):
     ssm, instance = controller
-    status, out, err = run_on(ssm, instance, e2e_checks.script(check, NODES))
+    settings = [item for item in shlex.split(os.environ.get("FLEETFORM_E2E_EXPORTS", "")) if "=" in item]
+    exports = "".join(f"export {shlex.quote(item)}\n" for item in settings)
+    status, out, err = run_on(ssm, instance, exports + e2e_checks.script(check, NODES))
     print(f"--- {check.name} on {instance}: {status}\n{out}{err}")
     assert status == "Success", f"{check.name}: {status}\n{out}\n{err}"

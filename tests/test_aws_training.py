@@ -129,7 +129,7 @@ def test_user_data_writes_the_contract_environment(reference):
     assert controller["FLEETFORM_LAUNCH_TEMPLATE"] == "train-nodes-id"
     assert controller["FLEETFORM_STATE_VOLUME"] == "train-controller-state-id"
     assert (controller["FLEETFORM_DNS_ZONE"], controller["FLEETFORM_DNS_ZONE_ID"]) == (
-        "train.llm-70b-plan.fleetform.internal", "train-names-zone-id")  # the zone's id, not its name
+        "train.llm-70b_plan.fleetform.internal", "train-names-zone-id")  # the zone's id, not its name
 
 
 def test_environment_values_are_shell_quoted():
@@ -382,7 +382,7 @@ def test_destroy_terminates_the_controller_launched_nodes_before_their_network_g
     _, resources = reference
     (reaper,) = [r for r in resources if r["type"] == REAPER]
     assert reaper["name"] == "train-node-reaper" and reaper["inputs"]["create"] == "true"
-    assert reaper["inputs"]["environment"] == {"FLEETFORM_CLUSTER": "llm-70b-plan", "FLEETFORM_FLEET": "train",
+    assert reaper["inputs"]["environment"] == {"FLEETFORM_CLUSTER": "llm-70b_plan", "FLEETFORM_FLEET": "train",
                                                "FLEETFORM_REGION": "us-east-1"}
     assert "train-nodes" in reaper["depends_on"]  # the launch template: deleted after the nodes
     assert "train-node-reaper" in _one(resources, INSTANCE, "train-controller")["depends_on"]  # deleted before
@@ -399,9 +399,9 @@ def test_destroy_terminates_the_controller_launched_nodes_before_their_network_g
             return ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m7i.large",
                                      TagSpecifications=spec)["Instances"][0]["InstanceId"]
 
-        nodes = [launch("llm-70b-plan", "train", "compute") for _ in range(3)]
-        keep = [launch("llm-70b-prod", "train", "compute"), launch("llm-70b-plan", "other", "compute"),
-                launch("llm-70b-plan", "train", "controller")]
+        nodes = [launch("llm-70b_plan", "train", "compute") for _ in range(3)]
+        keep = [launch("llm-70b_prod", "train", "compute"), launch("llm-70b_plan", "other", "compute"),
+                launch("llm-70b_plan", "train", "controller")]
         bin_dir = os.path.dirname(awslocal.aws_cli())
         done = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, timeout=120, env={
             **reaper["inputs"]["environment"], **awslocal.CREDENTIALS, "AWS_ENDPOINT_URL": url,

@@ -118,6 +118,7 @@ def test_replacement_data_names_a_source_for_every_type():
     data = replacement_data()
     for type_, entry in data.items():
         provider = ("https://github.com/pulumi/pulumi-kubernetes/" if type_.startswith(("kubernetes:", "pulumi:providers:"))
+                    else "https://github.com/pulumi/pulumi-command/" if type_.startswith("command:")
                     else "https://registry.terraform.io/providers/hashicorp/aws/")
         assert entry["source"].startswith(provider), type_
         assert isinstance(entry["replace_on"], list), type_

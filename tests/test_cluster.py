@@ -181,6 +181,21 @@ class Machines:
                 proc.wait()
         for root in self.roots.values():
             self.stop_daemons(root)
+        self.stop_leftovers()
+
+    def stop_leftovers(self) -> None:
+        """slurmstepd (the step daemons of jobs still running, such as the day-2 test's) outlives
+        slurmd: every process whose environment names this test's folder is killed, so nothing of the
+        cluster runs on after the test."""
+        marker = str(self.tmp).encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if marker in (entry / "environ").read_bytes():
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                continue
 
 
 def _env(root: Path, env_file: Path, **extra: str) -> dict[str, str]:

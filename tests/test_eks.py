@@ -54,7 +54,7 @@ def _run(rule: str, bp) -> list[str]:
 
 def test_two_inference_fleets_share_one_cluster_with_an_untainted_system_group(tmp_path):
     _, resources = _plan(REFERENCE, tmp_path)
-    assert [r["inputs"]["name"] for r in resources if r["type"] == "aws:eks/cluster:Cluster"] == ["llm-70b-plan"]  # cluster_id: blueprint and stack
+    assert [r["inputs"]["name"] for r in resources if r["type"] == "aws:eks/cluster:Cluster"] == ["llm-70b_plan"]  # cluster_id: blueprint and stack
     groups = _named(resources, NODE_GROUP)
     assert set(groups) == {"eks-system", "serve-gpu", "small-models-gpu"}
     system = groups["eks-system"]["inputs"]
@@ -64,7 +64,7 @@ def test_two_inference_fleets_share_one_cluster_with_an_untainted_system_group(t
     for name in ("serve-gpu", "small-models-gpu"):
         gpu = groups[name]["inputs"]
         assert gpu["taints"] == [{"effect": "NO_SCHEDULE", "key": "nvidia.com/gpu", "value": "present"}]
-        assert gpu["clusterName"] == "llm-70b-plan" and gpu["labels"]["fleetform.dev/fleet"] == name.removesuffix("-gpu")
+        assert gpu["clusterName"] == "llm-70b_plan" and gpu["labels"]["fleetform.dev/fleet"] == name.removesuffix("-gpu")
         # the node group's tags never reach its Auto Scaling group: none pretends to steer the autoscaler
         assert not [t for t in gpu["tags"] if t.startswith("k8s.io/cluster-autoscaler/")]
 
@@ -162,12 +162,12 @@ def test_cluster_autoscaler_gets_its_role_through_pod_identity(tmp_path):
     policy = json.loads(_named(resources, "aws:iam/rolePolicy:RolePolicy")["eks-cluster-autoscaler"]["inputs"]["policy"])
     actions = {a for s in policy["Statement"] for a in s["Action"]}
     (scale,) = [s for s in policy["Statement"] if "autoscaling:SetDesiredCapacity" in s["Action"]]
-    assert scale["Condition"] == {"Null": {"aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b-plan": "false"}}
+    assert scale["Condition"] == {"Null": {"aws:ResourceTag/k8s.io/cluster-autoscaler/llm-70b_plan": "false"}}
     assert {"autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup",
             "autoscaling:DescribeAutoScalingGroups", "eks:DescribeNodegroup"} <= actions
     values = _named(resources, RELEASE)["eks-cluster-autoscaler"]["inputs"]["values"]
     assert values["rbac"]["serviceAccount"]["name"] == assoc["serviceAccount"]
-    assert values["autoDiscovery"]["clusterName"] == "llm-70b-plan"  # the EKS name: blueprint and stack
+    assert values["autoDiscovery"]["clusterName"] == "llm-70b_plan"  # the EKS name: blueprint and stack
     assert values["image"]["tag"] == "v1.33.6"  # the autoscaler's minor follows the cluster's 1.33
 
 
@@ -797,14 +797,18 @@ def test_no_monitor_of_a_control_plane_eks_hides(reference_plan):
 
 def test_a_range_with_host_bits_is_the_network_it_names(tmp_path):
     """`1.2.3.4/0` validated, then `fleetform plan` crashed on it (ValueError: has host bits set) in the
-    no-open-ingress policy; the program now passes the network itself (0.0.0.0/0), which the blueprint
-    asked for and ssh-open warned about."""
+    no-open-ingress policy. In api_access_cidrs the program now passes the network itself (0.0.0.0/0),
+    which eks-api-open warns about; in ssh_ingress_cidrs such a range is an error of the `network` rule
+    (issue 17), and the Internet split in two halves still gets ssh-open's warning."""
     text = REFERENCE.replace("    ssh_ingress_cidrs: []           # empty: no SSH ingress at all; nodes are reached through SSM",
                              "    ssh_ingress_cidrs: [1.2.3.4/0]\n  eks:\n    api_access_cidrs: [198.51.100.0/24, 1.2.3.4/0]")
+    assert _findings(text, tmp_path, "network") == [
+        "SSH ingress CIDR '1.2.3.4/0' has host bits set"]
+    text = text.replace("ssh_ingress_cidrs: [1.2.3.4/0]", "ssh_ingress_cidrs: [0.0.0.0/1, 128.0.0.0/1]")
     assert len(_findings(text, tmp_path, "ssh-open")) == 1 and len(_findings(text, tmp_path, "eks-api-open")) == 1
     model, resources = _plan(text, tmp_path)
-    ssh = _named(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")["security-ssh-0"]["inputs"]
-    assert ssh["cidrIpv4"] == "0.0.0.0/0"
+    rules = _named(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert [rules[f"security-ssh-{i}"]["inputs"]["cidrIpv4"] for i in (0, 1)] == ["0.0.0.0/1", "128.0.0.0/1"]
     (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
     assert cluster["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.0/24", "0.0.0.0/0"]
     assert _policy_ids(resources, model) == []

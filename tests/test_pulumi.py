@@ -298,12 +298,12 @@ def test_iam_caller_actions_fails_when_the_compute_role_cannot_list_the_artifact
     model, resources = _plan(VARIANTS["elastic"], tmp_path)
     assert [v for v in check_policies(resources, model) if v[0] == "iam-caller-actions"] == []
     for r in resources:
-        if r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == "iam-node-s3":
+        if r["type"] == "aws:iam/rolePolicy:RolePolicy" and r["name"] == "train-node-s3":
             document = json.loads(r["inputs"]["policy"])
             document["Statement"] = [s for s in document["Statement"] if s["Sid"] != "RenderedArtifactVersions"]
             r["inputs"]["policy"] = json.dumps(document)
     violations = [v for v in check_policies(resources, model) if v[0] == "iam-caller-actions"]
-    assert [v[1] for v in violations] == ["iam-node"] and "s3:ListBucketVersions" in violations[0][2], violations
+    assert [v[1] for v in violations] == ["train-node"] and "s3:ListBucketVersions" in violations[0][2], violations
 
 
 def test_compute_role_reads_the_munge_key_and_the_artifact_only(tmp_path):
@@ -452,12 +452,12 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 111
+    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 113
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
     assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases",
                                                "depends_on"}
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert "Cloud resources: 102" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
+    assert "Cloud resources: 104" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
     assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 

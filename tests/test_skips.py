@@ -68,4 +68,6 @@ def test_aws_e2e_is_deselected_unless_asked_for():
         return sum(1 for line in out.stdout.splitlines() if "test_aws_e2e.py::" in line)
 
     assert selected() == 0
-    assert selected("-m", "aws_e2e") == 3
+    import e2e_checks
+
+    assert selected("-m", "aws_e2e") == len(e2e_checks.CHECKS) > 0
