@@ -286,3 +286,41 @@ def test_power_saving_and_version_gated_slurm_values(version, before_23_11, tmp_
     cgroup = files["train/slurm/cgroup.conf"].decode().splitlines()
     assert ("CgroupAutomount=yes" in cgroup) is before_23_11
     assert {"ConstrainCores=yes", "ConstrainDevices=yes", "ConstrainRAMSpace=yes"} <= set(cgroup)
+
+
+# --- kv-cache-room: the KV cache's share of usable GPU memory at its edge ----------------------------
+
+def test_kv_cache_room_fires_exactly_where_the_share_drops_below_its_floor(tmp_path):
+    """kv-cache-room warns when the weights and vLLM's per-GPU overhead leave less than
+    KV_CACHE_MIN_SHARE (20%) of the usable GPU memory (GPU memory x gpu_memory_utilization x
+    tensor_parallel) for the KV cache. The model's size moves in steps of 0.1 billion parameters on
+    one L4 (fp8, 1 byte a parameter): the last size without the warning must leave at least 20%,
+    the first with it less, each share worked out here from the resolved model's own numbers; a
+    floor moved, `<` turned into `<=`, or the overhead left out moves the edge and fails."""
+    from fleetform.rules.inference import KV_CACHE_MIN_SHARE
+
+    text = (Path(__file__).parent.parent / "blueprints/inference-l4.yaml").read_text()
+
+    def at(params: float):
+        path = tmp_path / "bp.yaml"
+        path.write_text(text.replace("model_params_billion: 7.6", f"model_params_billion: {params:.1f}", 1))
+        result = check(path)
+        assert result.model is not None, [f.to_text() for f in result.findings]
+        fleet = next(f for f in result.model.fleets if f.models)
+        m = next(x for x in fleet.models if x.name == "qwen-7b")
+        usable = m.tensor_parallel * fleet.devices()[1] * m.gpu_memory_utilization
+        share = (usable - m.weights_gb - m.overhead_gb) / usable
+        fired = any(f.rule == "kv-cache-room" and f.path.startswith("fleets[0].models[0].") for f in result.findings)
+        return fired, share
+
+    edge = None
+    for tenths in range(76, 190):  # model-fits takes over from 19.6 billion on
+        fired, share = at(tenths / 10)
+        if fired:
+            edge = tenths
+            break
+    assert edge is not None and edge > 76, "no edge found between 7.6 and 19 billion parameters"
+    below, share_below = at((edge - 1) / 10)
+    above, share_above = at(edge / 10)
+    assert not below and share_below >= KV_CACHE_MIN_SHARE, (edge, share_below)
+    assert above and share_above < KV_CACHE_MIN_SHARE, (edge, share_above)
