@@ -129,8 +129,10 @@ def network(bp: Blueprint, report: Reporter) -> None:
     for index, cidr in enumerate(net.ssh_ingress_cidrs):
         address = ipaddress.ip_network(cidr, strict=False)
         if str(address) != cidr:  # AWS's security group rule and the plan's checks want the network address
+            host = cidr.split("/")[0]
             report(net.path + ("ssh_ingress_cidrs", index), f"SSH ingress CIDR '{cidr}' has host bits set",
-                   f"write the network address: {address}")
+                   f"for the one host write {host}/{address.max_prefixlen}; for the whole network it names, "
+                   f"{address}" + (" (the whole Internet)" if address.prefixlen == 0 else ""))
 
 
 INSTANCE_TAG_KEY = re.compile(r"[A-Za-z0-9+\-=.,_:@]+")
