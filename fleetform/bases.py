@@ -231,4 +231,5 @@ def resolve(doc: Document, _chain: tuple[tuple[str, str], ...] = (), _roots_of: 
         raise LoadError(sorted(merge.findings, key=Finding.sort_key))
     data["extends"] = copy.deepcopy(doc.data["extends"])
     record = {"name": pin[0], "version": pin[1], "sha256": base.sha256}
-    return Document(doc.file, data, doc.sha256, merge.values, merge.keys, (record,) + base.bases)
+    return Document(doc.file, data, doc.sha256, merge.values, merge.keys, (record,) + base.bases,
+                    {**base.written, **doc.written})

@@ -1,0 +1,54 @@
+"""Hints that work when followed (issue 19): each test applies what a finding's hint says to the
+blueprint, as a user would, and checks that the finding is gone."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import ROOT
+from fleetform.pipeline import check
+
+REFERENCE = (ROOT / "blueprints" / "reference.yaml").read_text()
+
+
+def _validate(path: Path, rule: str | None = None, field: str | None = None):
+    found = check(path).findings
+    return [f for f in found if (rule is None or f.rule == rule) and (field is None or f.path == field)]
+
+
+def _replace_at(path: Path, line: int, column: int, old: str, new: str) -> None:
+    """Replace `old`, written at line:column of the file, by `new`: what a user following the hint does."""
+    lines = path.read_text().split("\n")
+    text = lines[line - 1]
+    assert text[column - 1:].startswith(old), (text, column, old)
+    lines[line - 1] = text[:column - 1] + new + text[column - 1 + len(old):]
+    path.write_text("\n".join(lines))
+
+
+def test_an_unquoted_minor_version_is_quoted_as_written(tmp_path):
+    # `version: 1.30` is the float 1.3 to YAML: quoting str(1.3) would ask for Kubernetes 1.3
+    path = tmp_path / "bp.yaml"
+    path.write_text(REFERENCE.replace('version: "1.33"', "version: 1.30", 1))
+    (finding,) = _validate(path, "schema")
+    assert finding.path == "fleets[1].scheduler.version"
+    assert "1.30" in finding.message and "1.3)" in finding.message
+    quoted = re.fullmatch(r'quote it to keep it text: (".*")', finding.hint).group(1)
+    assert quoted == '"1.30"'
+    _replace_at(path, finding.line, finding.column, "1.30", quoted)
+    result = check(path)
+    assert result.findings == [f for f in result.findings if f.path != finding.path]
+    assert result.document.data["fleets"][1]["scheduler"]["version"] == "1.30"
+
+
+def test_the_written_text_survives_a_base(tmp_path):
+    # a number written in the blueprint that extends a base keeps its text through the merge
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "bases" / "k8s").mkdir(parents=True)
+    (tmp_path / "bases" / "k8s" / "1.0.0.yaml").write_text(REFERENCE)
+    path = tmp_path / "bp.yaml"
+    path.write_text("apiVersion: fleetform/v1\nkind: Blueprint\nextends: {name: k8s, version: 1.0.0}\n"
+                    "metadata: {name: child, version: 1.0.0}\nfleets:\n  - name: serve\n"
+                    "    scheduler:\n      version: 1.20\n")
+    (finding,) = _validate(path, "schema")
+    assert (finding.file, finding.line, finding.hint) == (str(path), 8, 'quote it to keep it text: "1.20"')
