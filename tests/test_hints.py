@@ -52,3 +52,34 @@ def test_the_written_text_survives_a_base(tmp_path):
                     "    scheduler:\n      version: 1.20\n")
     (finding,) = _validate(path, "schema")
     assert (finding.file, finding.line, finding.hint) == (str(path), 8, 'quote it to keep it text: "1.20"')
+
+
+def _hinted(hint: str) -> str:
+    return re.search(r"did you mean '([^']+)'\?", hint).group(1)
+
+
+def test_an_unknown_region_is_a_finding_of_its_own_and_its_hint_leads_to_a_valid_blueprint(tmp_path):
+    # us-east-7 and eu-central-3 passed validation before: nothing checked the region but its pattern
+    for region, meant in (("us-east-7", "us-east-"), ("eu-central-3", "eu-central-")):
+        path = tmp_path / f"{region}.yaml"
+        path.write_text(REFERENCE.replace("region: us-east-1", f"region: {region}")
+                        .replace("availability_zone: us-east-1a", f"availability_zone: {region}a"))
+        (finding,) = _validate(path, "unknown-region")
+        assert (finding.path, finding.severity.value) == ("provider.region", "error")
+        assert "us-east-1" in finding.hint if region.startswith("us") else "eu-west-1" in finding.hint
+        fix = _hinted(finding.hint)
+        assert fix.startswith(meant)
+        _replace_at(path, finding.line, finding.column, region, fix)
+        assert not _validate(path, "unknown-region")
+        # the zone now lies in another region: that finding's own hint finishes the job
+        (zone,) = _validate(path, "provider-fields")
+        _replace_at(path, zone.line, zone.column, f"{region}a", re.search(r"e\.g\. (\S+)", zone.hint).group(1))
+        assert check(path).ok
+
+
+def test_every_known_region_passes():
+    from fleetform.rules.regions import known_regions
+
+    regions = known_regions()
+    assert {"us-east-1", "eu-central-1", "ap-southeast-7", "us-gov-west-1", "cn-north-1"} <= set(regions)
+    assert "us-east-7" not in regions
