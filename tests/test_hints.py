@@ -83,3 +83,27 @@ def test_every_known_region_passes():
     regions = known_regions()
     assert {"us-east-1", "eu-central-1", "ap-southeast-7", "us-gov-west-1", "cn-north-1"} <= set(regions)
     assert "us-east-7" not in regions
+
+
+def test_an_unpinned_image_is_a_warning_whose_example_pins_it(tmp_path):
+    # no tag was a schema error whose hint only showed an example; :latest passed without a word
+    for image in ("vllm/vllm-openai", "vllm/vllm-openai:latest"):
+        path = tmp_path / "bp.yaml"
+        path.write_text(REFERENCE.replace("image: vllm/vllm-openai:v0.11.0", f"image: {image}"))
+        found = _validate(path, "image-pinned")
+        assert [(f.path, f.severity.value) for f in found] == [
+            ("fleets[1].models[0].image", "warning"), ("fleets[2].models[0].image", "warning")]
+        assert not _validate(path, "schema")
+        for finding in found:
+            pinned = re.search(r"e\.g\. (\S+?),? ", finding.hint).group(1)
+            _replace_at(path, finding.line, finding.column, image, pinned)
+        assert not _validate(path, "image-pinned")
+        assert check(path).ok
+
+
+def test_a_tag_a_digest_or_a_registry_port_reads_as_the_reference_grammar_says():
+    from fleetform.rules.images import split_reference
+
+    assert split_reference("registry.local:5000/vllm/vllm-openai") == ("registry.local:5000/vllm/vllm-openai", "", "")
+    assert split_reference("registry.local:5000/vllm:v1") == ("registry.local:5000/vllm", "v1", "")
+    assert split_reference("vllm/vllm-openai@sha256:" + "a" * 64)[2] == "sha256:" + "a" * 64
