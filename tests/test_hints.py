@@ -107,3 +107,44 @@ def test_a_tag_a_digest_or_a_registry_port_reads_as_the_reference_grammar_says()
     assert split_reference("registry.local:5000/vllm/vllm-openai") == ("registry.local:5000/vllm/vllm-openai", "", "")
     assert split_reference("registry.local:5000/vllm:v1") == ("registry.local:5000/vllm", "v1", "")
     assert split_reference("vllm/vllm-openai@sha256:" + "a" * 64)[2] == "sha256:" + "a" * 64
+
+
+def _checkpoint_blueprint(path: Path, uri: str, fleet_storage: str = "[scratch, checkpoints]",
+                          drop_bucket: bool = False) -> None:
+    text = REFERENCE.replace("path: /fsx/checkpoints", f"path: {uri}")
+    text = text.replace("storage: [scratch, checkpoints]", f"storage: {fleet_storage}")
+    if drop_bucket:
+        text = text.replace("  - name: checkpoints\n    type: s3\n    versioning: true\n    noncurrent_expiry_days: 30\n", "")
+    path.write_text(text)
+
+
+def test_a_checkpoint_uri_naming_a_bucket_the_fleet_lacks_is_an_error_whose_hint_names_the_buckets(tmp_path):
+    # s3://nobucket/... was accepted: any bucket at all attached made any URI pass
+    path = tmp_path / "bp.yaml"
+    _checkpoint_blueprint(path, "s3://nobucket/run1/")
+    (finding,) = _validate(path, "checkpoint-location")
+    assert (finding.path, finding.severity.value, finding.line) == ("fleets[0].checkpoint.path", "error", 73)
+    assert "'nobucket'" in finding.message and "'checkpoints' (s3://checkpoints/run1/)" in finding.hint
+    _replace_at(path, finding.line, finding.column, "s3://nobucket/run1/", "s3://checkpoints/run1/")
+    assert not _validate(path, "checkpoint-location")
+    assert check(path).ok
+
+
+def test_a_checkpoint_bucket_defined_but_not_attached_is_attached_by_following_the_hint(tmp_path):
+    path = tmp_path / "bp.yaml"
+    _checkpoint_blueprint(path, "s3://checkpoints/run1/", fleet_storage="[scratch]")
+    (finding,) = _validate(path, "checkpoint-location")
+    assert finding.hint == "attach 'checkpoints' in the fleet's storage list"
+    path.write_text(path.read_text().replace("storage: [scratch]", "storage: [scratch, checkpoints]"))
+    assert check(path).ok
+
+
+def test_a_checkpoint_bucket_the_blueprint_does_not_define_is_defined_by_following_the_hint(tmp_path):
+    path = tmp_path / "bp.yaml"
+    _checkpoint_blueprint(path, "s3://ckpt/run1/", fleet_storage="[scratch]", drop_bucket=True)
+    (finding,) = _validate(path, "checkpoint-location")
+    entry = re.search(r"add `(\{.*\})` under storage", finding.hint).group(1)
+    assert "'ckpt'" in finding.message and "does not define" in finding.message
+    text = path.read_text().replace("\nfleets:\n", f"\n  - {entry}\n\nfleets:\n", 1)
+    path.write_text(text.replace("storage: [scratch]", "storage: [scratch, ckpt]"))
+    assert check(path).ok, check(path).findings
