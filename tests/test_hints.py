@@ -148,3 +148,58 @@ def test_a_checkpoint_bucket_the_blueprint_does_not_define_is_defined_by_followi
     text = path.read_text().replace("\nfleets:\n", f"\n  - {entry}\n\nfleets:\n", 1)
     path.write_text(text.replace("storage: [scratch]", "storage: [scratch, ckpt]"))
     assert check(path).ok, check(path).findings
+
+
+BASE_WITH_TYPO = REFERENCE.replace("instance_type: p4de.24xlarge", "instance_type: p4de.24xlarg")
+CHILD = "apiVersion: fleetform/v1\nkind: Blueprint\nextends: {name: platform, version: 1.0.0}\n" \
+        "metadata: {name: child, version: 1.0.0}\n"
+
+
+def _team_repository(root: Path, git: bool) -> Path:
+    """root/teams/llm.yaml extending root/teams/bases/platform/1.0.0.yaml, whose fleet has a typo."""
+    if git:
+        (root / ".git").mkdir(parents=True)
+    (root / "teams" / "bases" / "platform").mkdir(parents=True)
+    (root / "teams" / "bases" / "platform" / "1.0.0.yaml").write_text(BASE_WITH_TYPO)
+    (root / "teams" / "llm.yaml").write_text(CHILD)
+    return root / "teams" / "llm.yaml"
+
+
+def _base_lines(result) -> list[str]:
+    return [line for line in result.stdout.splitlines() if "[instance-type]" in line]
+
+
+def test_a_base_in_the_repository_is_named_from_the_repository_top_whatever_the_cwd(tmp_path):
+    # before, a base was named by its absolute path: a CI annotation could not find it in the repository
+    from conftest import run_cli
+
+    blueprint = _team_repository(tmp_path / "repo", git=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for cwd, arg in ((tmp_path / "repo", "teams/llm.yaml"), (blueprint.parent, "llm.yaml"),
+                     (elsewhere, str(blueprint)), (elsewhere, "../repo/teams/llm.yaml")):
+        result = run_cli("validate", arg, cwd=cwd)
+        (line,) = _base_lines(result)
+        assert line.startswith("teams/bases/platform/1.0.0.yaml:"), (cwd, arg, line)
+        assert str(tmp_path) not in result.stdout
+
+
+def test_outside_git_a_base_is_named_from_the_working_folder(tmp_path):
+    from conftest import run_cli
+
+    blueprint = _team_repository(tmp_path / "plain", git=False)
+    (line,) = _base_lines(run_cli("validate", "teams/llm.yaml", cwd=tmp_path / "plain"))
+    assert line.startswith("teams/bases/platform/1.0.0.yaml:")
+    (line,) = _base_lines(run_cli("validate", "llm.yaml", cwd=blueprint.parent))
+    assert line.startswith("bases/platform/1.0.0.yaml:")
+
+
+def test_a_base_fleetform_ships_is_named_by_its_place_in_fleetform(tmp_path, monkeypatch):
+    from importlib import resources
+
+    from fleetform import bases
+
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    shipped = Path(str(resources.files("fleetform.blueprints"))) / "bases" / "efa-training" / "1.0.0.yaml"
+    assert bases._namer("llm.yaml", "llm.yaml")(shipped) == "fleetform:bases/efa-training/1.0.0.yaml"
