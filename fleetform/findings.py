@@ -94,6 +94,25 @@ def summary_line(findings: Sequence[Finding], files: int, waived: int = 0) -> st
     return f"{files} {what} checked, {verdict}: {e}, {w}{note}"
 
 
+def unique(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings with each repeat left out: one at the same file:line:col with the same severity,
+    rule and message is the same problem, seen again (two blueprints that extend one base, a
+    command that validates twice). A CI log reads each once; counts count each once."""
+    return fresh(findings, set())
+
+
+def fresh(findings: Iterable[Finding], seen: set[tuple]) -> list[Finding]:
+    """The findings not in seen (nor repeated among themselves), which are added to it: what a command
+    that reports several blueprints in turn has not printed yet."""
+    out = []
+    for f in findings:
+        key = (f.file, f.line, f.column, f.severity, f.rule, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
 MAX_PRINTED = 200
 """Findings a report prints; the rest are counted. 60,000 broken fleets once printed 180,000 lines."""
 
@@ -101,7 +120,7 @@ MAX_PRINTED = 200
 def printed(findings: Iterable[Finding]) -> tuple[list[Finding], str | None]:
     """The findings a report prints (sorted, at most MAX_PRINTED) and, when some are left out, the
     line that counts them."""
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     if len(items) <= MAX_PRINTED:
         return items, None
     rest = items[MAX_PRINTED:]
@@ -113,7 +132,7 @@ def printed(findings: Iterable[Finding]) -> tuple[list[Finding], str | None]:
 
 
 def report_text(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     shown, rest = printed(items)
     lines = [f.to_text() for f in shown] + ([rest] if rest else [])
     lines.append(summary_line(items, files, waived))
@@ -121,7 +140,7 @@ def report_text(findings: Iterable[Finding], files: int, waived: int = 0) -> str
 
 
 def report_json(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     errors = sum(1 for f in items if f.severity is Severity.ERROR)
     data = {
         "findings": [f.to_dict() for f in items[:MAX_PRINTED]],
@@ -148,7 +167,7 @@ def _workflow_escape(text: str, property_: bool = False) -> str:
 def report_github(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
     """One GitHub Actions `::error`/`::warning` workflow command per finding, so a pull request shows
     each problem at its line, then the summary line for the job log."""
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     shown, rest = printed(items)
     lines = []
     for f in shown:

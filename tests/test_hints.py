@@ -203,3 +203,43 @@ def test_a_base_fleetform_ships_is_named_by_its_place_in_fleetform(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     shipped = Path(str(resources.files("fleetform.blueprints"))) / "bases" / "efa-training" / "1.0.0.yaml"
     assert bases._namer("llm.yaml", "llm.yaml")(shipped) == "fleetform:bases/efa-training/1.0.0.yaml"
+
+
+def _two_children_of_one_base(root: Path, base_text: str) -> list[str]:
+    """root/a.yaml and root/b.yaml, both extending root/bases/platform/1.0.0.yaml, in a git repository."""
+    (root / ".git").mkdir(parents=True)
+    (root / "bases" / "platform").mkdir(parents=True)
+    (root / "bases" / "platform" / "1.0.0.yaml").write_text(base_text)
+    for name in ("a", "b"):
+        (root / f"{name}.yaml").write_text(CHILD.replace("name: child", f"name: child-{name}"))
+    return ["a.yaml", "b.yaml"]
+
+
+def test_a_warning_of_a_shared_base_is_printed_once_per_run(tmp_path):
+    # validate, render and a failing diff each printed it once per blueprint: twice in one CI log
+    from conftest import run_cli
+
+    files = _two_children_of_one_base(tmp_path, REFERENCE)
+    warning = "bases/platform/1.0.0.yaml:46:13: warning: fleets[0].capacity.type:"
+    result = run_cli("validate", *files, cwd=tmp_path)
+    assert result.stdout.count(warning) == 1, result.stdout
+    assert result.stdout.splitlines()[-1] == "2 blueprints checked, valid: 0 errors, 1 warning"
+    for fmt in ("json", "github"):
+        out = run_cli("validate", "--format", fmt, *files, cwd=tmp_path).stdout
+        assert out.count("capacity-duration") == 1, out
+    result = run_cli("render", *files, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(warning) == 1, result.stdout
+
+
+def test_an_error_of_a_shared_base_is_printed_once_by_render_and_diff(tmp_path):
+    from conftest import run_cli
+
+    files = _two_children_of_one_base(tmp_path, BASE_WITH_TYPO)
+    error = "bases/platform/1.0.0.yaml:109:20: error: fleets[2].instance_type:"
+    result = run_cli("render", *files, cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout.count(error) == 1, result.stdout
+    result = run_cli("diff", "--no-resources", *files, cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout.count(error) == 1, result.stdout
+    assert result.stdout.splitlines()[-2:] == ["2 blueprints checked, invalid: 1 error, 1 warning",
+                                               "no diff: a side does not validate"]

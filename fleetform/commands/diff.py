@@ -451,10 +451,9 @@ def run(args) -> int:
         tmp = Path(tmpdir)
         old_label, old_result, old_built = _side(args.old, tmp, not args.no_resources)
         new_label, new_result, new_built = _side(args.new, tmp, not args.no_resources)
-    if old_built is None or new_built is None:
-        for result in (old_result, new_result):
-            if result.model is None:
-                sys.stdout.write(report_text(result.findings, 1))
+    if old_built is None or new_built is None:  # the sides that do not validate, in one report: a finding both
+        failed = [r for r in (old_result, new_result) if r.model is None]  # share (a base) is printed once
+        sys.stdout.write(report_text([f for r in failed for f in r.findings], len(failed)))
         sys.stdout.write("no diff: a side does not validate\n")
         return 1
     data = compute(old_label, old_built, new_label, new_built, old_result, new_result)
