@@ -82,12 +82,13 @@ def describe(value: object) -> str:
 
 
 def summary_line(findings: Sequence[Finding], files: int, waived: int = 0) -> str:
+    """The one summary line every command that checks blueprints ends its findings with (validate,
+    render, plan, a diff whose side does not validate): `N blueprint(s) checked, valid|invalid:
+    E error(s), W warning(s)`, then `(K warning(s) waived)` where waivers silenced some."""
     errors = sum(1 for f in findings if f.severity is Severity.ERROR)
     warnings = len(findings) - errors
     what = "blueprint" if files == 1 else "blueprints"
     note = f" ({waived} warning{'s' if waived != 1 else ''} waived)" if waived else ""
-    if not findings:
-        return f"{files} {what} valid: no errors, no warnings{note}"
     e = f"{errors} error{'s' if errors != 1 else ''}"
     w = f"{warnings} warning{'s' if warnings != 1 else ''}"
     verdict = "invalid" if errors else "valid"

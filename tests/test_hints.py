@@ -243,3 +243,46 @@ def test_an_error_of_a_shared_base_is_printed_once_by_render_and_diff(tmp_path):
     assert result.returncode == 1 and result.stdout.count(error) == 1, result.stdout
     assert result.stdout.splitlines()[-2:] == ["2 blueprints checked, invalid: 1 error, 1 warning",
                                                "no diff: a side does not validate"]
+
+
+SUMMARY = re.compile(r"^(\d+) blueprints? checked, (valid|invalid): (\d+) errors?, (\d+) warnings?( \(\d+ warnings? waived\))?$")
+
+
+def test_validate_render_and_plan_end_their_findings_with_one_summary_line(tmp_path):
+    # validate said "1 blueprint valid: no errors, no warnings", render and plan said nothing of the kind
+    from conftest import run_cli
+
+    reference = str(ROOT / "blueprints" / "reference.yaml")
+    clean = str(ROOT / "blueprints" / "inference-l4.yaml")
+    assert run_cli("validate", clean).stdout.splitlines()[-1] == "1 blueprint checked, valid: 0 errors, 0 warnings"
+    rendered = run_cli("render", reference, "-o", str(tmp_path / "out")).stdout.splitlines()
+    assert rendered[-2] == "1 blueprint checked, valid: 0 errors, 1 warning" and rendered[-1].startswith("rendered ")
+    for fmt in ("text", "markdown"):
+        lines = run_cli("plan", "--no-resources", "--format", fmt, reference).stdout.splitlines()
+        assert lines[-1] == "1 blueprint checked, valid: 0 errors, 1 warning", lines[-3:]
+    for line in ("1 blueprint checked, valid: 0 errors, 0 warnings", "2 blueprints checked, invalid: 1 error, 1 warning",
+                 "1 blueprint checked, valid: 0 errors, 0 warnings (1 warning waived)"):
+        assert SUMMARY.match(line)
+
+
+def test_costs_are_dollars_with_one_value_where_both_ends_are_equal():
+    from conftest import run_cli
+
+    out = run_cli("plan", "--no-resources", str(ROOT / "blueprints" / "reference.yaml")).stdout
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ") and "xlarge" in line}
+    assert rows["small-models"][2:] == ["1", "$27.45", "$20,036.35"]  # was 1-1, $27.45, $27.45, ...
+    assert rows["serve"][2:] == ["1-10", "$55.04-$550.40", "$40,179.20-$401,792.00"]
+    from fleetform.commands.diff import _delta
+
+    assert (_delta(0, 0), _delta(-24150.2, -241501), _delta(40179, 0)) == ("+$0", "-$24,150 to -$241,501", "+$40,179 to +$0")
+
+
+def test_gpu_memory_is_in_gb_in_the_catalog_as_in_plan_sizing():
+    # the catalog printed H100 memory as 80.0 GiB, plan's sizing as 85.9 GB: one quantity, two units
+    from conftest import run_cli
+
+    catalog = run_cli("catalog", "--gpu", "H100").stdout
+    plan = run_cli("plan", "--no-resources", str(ROOT / "blueprints" / "reference.yaml")).stdout
+    assert "GiB" not in catalog.split("MEM GiB")[0] and "GPU GB" in catalog
+    assert "H100-80GB: 85.9 GB," in catalog and "/ 85.9 GB" in plan
+    assert "3g.40gb (x2, 42.9 GB)" in catalog

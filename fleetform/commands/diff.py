@@ -182,12 +182,19 @@ def _money_range(values) -> str:
     return f"${values[0]:,.0f}" if values[0] == values[1] else f"${values[0]:,.0f}-${values[1]:,.0f}"
 
 
+def _delta(low: float, high: float) -> str:
+    """A change of cost in dollars, one value where both ends of the range moved alike: `+$1,234`, `-$80 to +$0`."""
+    show = lambda d: f"{'-' if round(d) < 0 else '+'}${abs(d):,.0f}"  # noqa: E731
+    return show(low) if show(low) == show(high) else f"{show(low)} to {show(high)}"
+
+
 def _side_text(side: dict | None) -> str:
     if side is None:
         return "none"
     low, high = side["nodes"]
     count = f"{low}" if low == high else f"{low}-{high}"
-    return f"{count} x {side['instance_type']} ({_money_range(side['usd_per_month'])} a month)"
+    money = _money_range(side["usd_per_month"])
+    return f"{count} x {side['instance_type']} ({money if money == 'not priced' else money + ' a month'})"
 
 
 def _cost_lines(cost: dict) -> list[str]:
@@ -196,12 +203,12 @@ def _cost_lines(cost: dict) -> list[str]:
         line = f"{fleet['fleet']}: {_side_text(fleet['old'])} -> {_side_text(fleet['new'])}"
         a, b = (fleet["old"] or {}).get("usd_per_month"), (fleet["new"] or {}).get("usd_per_month")
         if a is not None and b is not None and None not in a and None not in b:
-            line += f", {b[0] - a[0]:+,.0f} to {b[1] - a[1]:+,.0f} a month"
+            line += f", {_delta(b[0] - a[0], b[1] - a[1])} a month"
         lines.append(line)
     total = cost["total_priced_usd_per_month"]
     ta, tb = total["old"], total["new"]
     lines.append(f"total of what is priced: {_money_range(ta)} -> {_money_range(tb)} a month "
-                 f"({tb[0] - ta[0]:+,.0f} to {tb[1] - ta[1]:+,.0f})")
+                 f"({_delta(tb[0] - ta[0], tb[1] - ta[1])})")
     unpriced_old, unpriced_new = set(cost["unpriced"]["old"]), set(cost["unpriced"]["new"])
     for item in sorted(unpriced_old | unpriced_new):
         side = "both sides" if item in unpriced_old and item in unpriced_new else \

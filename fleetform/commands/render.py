@@ -94,7 +94,8 @@ def _one(blueprint: str, result, args, seen: set[tuple]) -> int:
         sys.stdout.write("nothing rendered: fix the errors above\n")
         return 1
     shown, rest = printed(fresh((f for f in result.findings if f.severity is Severity.WARNING), seen))
-    sys.stdout.write("".join(f"{line}\n" for line in [f.to_text() for f in shown] + ([rest] if rest else [])))
+    summary = summary_line(unique(result.findings), 1, result.waived)
+    sys.stdout.write("".join(f"{line}\n" for line in [f.to_text() for f in shown] + ([rest] if rest else []) + [summary]))
     files = render(result.model)
     out = Path(args.output) if args.output else Path("rendered") / result.model.name
     try:
