@@ -95,6 +95,7 @@ def test_wheel_has_only_the_fleetform_package_at_top_level(wheel):
     assert {t for t in top if not t.endswith(".dist-info")} == {"fleetform"}
     for data in ("fleetform/blueprints/fleetform-v1.schema.json", "fleetform/blueprints/reference.yaml",
                  "fleetform/providers/aws/instances.json", "fleetform/providers/aws/gpus.json",
+                 "fleetform/providers/aws/regions.json",
                  "fleetform/providers/nccl-variables.tsv", "fleetform/templates/slurm/slurm.conf.j2"):
         assert data in names
 

@@ -24,7 +24,8 @@ REF = ROOT / "blueprints/reference.yaml"
 
 def test_render_writes_the_layout_of_the_design(tmp_path):
     result = run_cli("render", str(REF), cwd=tmp_path)
-    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\nrendered 44 files to rendered/llm-70b/\n")
+    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\n1 blueprint checked, valid: 0 errors, 1 warning\n"
+                                                     "rendered 44 files to rendered/llm-70b/\n")
     files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
                    for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
     assert [f for f in files if not f.startswith(("serve/", "small-models/"))] == [

@@ -182,12 +182,19 @@ def _money_range(values) -> str:
     return f"${values[0]:,.0f}" if values[0] == values[1] else f"${values[0]:,.0f}-${values[1]:,.0f}"
 
 
+def _delta(low: float, high: float) -> str:
+    """A change of cost in dollars, one value where both ends of the range moved alike: `+$1,234`, `-$80 to +$0`."""
+    show = lambda d: f"{'-' if round(d) < 0 else '+'}${abs(d):,.0f}"  # noqa: E731
+    return show(low) if show(low) == show(high) else f"{show(low)} to {show(high)}"
+
+
 def _side_text(side: dict | None) -> str:
     if side is None:
         return "none"
     low, high = side["nodes"]
     count = f"{low}" if low == high else f"{low}-{high}"
-    return f"{count} x {side['instance_type']} ({_money_range(side['usd_per_month'])} a month)"
+    money = _money_range(side["usd_per_month"])
+    return f"{count} x {side['instance_type']} ({money if money == 'not priced' else money + ' a month'})"
 
 
 def _cost_lines(cost: dict) -> list[str]:
@@ -196,12 +203,12 @@ def _cost_lines(cost: dict) -> list[str]:
         line = f"{fleet['fleet']}: {_side_text(fleet['old'])} -> {_side_text(fleet['new'])}"
         a, b = (fleet["old"] or {}).get("usd_per_month"), (fleet["new"] or {}).get("usd_per_month")
         if a is not None and b is not None and None not in a and None not in b:
-            line += f", {b[0] - a[0]:+,.0f} to {b[1] - a[1]:+,.0f} a month"
+            line += f", {_delta(b[0] - a[0], b[1] - a[1])} a month"
         lines.append(line)
     total = cost["total_priced_usd_per_month"]
     ta, tb = total["old"], total["new"]
     lines.append(f"total of what is priced: {_money_range(ta)} -> {_money_range(tb)} a month "
-                 f"({tb[0] - ta[0]:+,.0f} to {tb[1] - ta[1]:+,.0f})")
+                 f"({_delta(tb[0] - ta[0], tb[1] - ta[1])})")
     unpriced_old, unpriced_new = set(cost["unpriced"]["old"]), set(cost["unpriced"]["new"])
     for item in sorted(unpriced_old | unpriced_new):
         side = "both sides" if item in unpriced_old and item in unpriced_new else \
@@ -451,10 +458,9 @@ def run(args) -> int:
         tmp = Path(tmpdir)
         old_label, old_result, old_built = _side(args.old, tmp, not args.no_resources)
         new_label, new_result, new_built = _side(args.new, tmp, not args.no_resources)
-    if old_built is None or new_built is None:
-        for result in (old_result, new_result):
-            if result.model is None:
-                sys.stdout.write(report_text(result.findings, 1))
+    if old_built is None or new_built is None:  # the sides that do not validate, in one report: a finding both
+        failed = [r for r in (old_result, new_result) if r.model is None]  # share (a base) is printed once
+        sys.stdout.write(report_text([f for r in failed for f in r.findings], len(failed)))
         sys.stdout.write("no diff: a side does not validate\n")
         return 1
     data = compute(old_label, old_built, new_label, new_built, old_result, new_result)
