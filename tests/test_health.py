@@ -69,6 +69,8 @@ class Node:
             (self.fakes / program).symlink_to("fake")
         self.root = tmp / "root"
         (self.root / "fsx").mkdir(parents=True)
+        (self.root / "proc/sys/kernel/random").mkdir(parents=True)
+        self.boot("boot-1")
         self.answers = {
             "nvidia-smi": [(DATA / "nvidia-smi-8-of-8.csv").read_text(), 0],
             "nvidia-smi-nvlink": [(DATA / "nvlink-18-links-each.txt").read_text(), 0],
@@ -79,6 +81,9 @@ class Node:
             "dcgmi": ["", 0],
             "scontrol-show": ["NodeName=train-001 Arch=x86_64 State=IDLE ThreadsPerCore=2\n", 0],
         }
+
+    def boot(self, boot_id: str) -> None:
+        (self.root / "proc/sys/kernel/random/boot_id").write_text(boot_id + "\n")
 
     def answer(self, program: str, file: str | None = None, text: str = "", rc: int = 0) -> None:
         self.answers[program] = [(DATA / file).read_text() if file else text, rc]
@@ -216,6 +221,20 @@ def test_healthy_again_resumes_only_its_own_drain(node):
     node.state("IDLE+DRAIN", "bad DIMM, ticket 4711")  # a person's drain stays
     assert node.run().returncode == 0
     assert node.updates() == []
+
+
+def test_an_xid_drain_stays_until_the_machine_restarts(node):
+    node.answer("journalctl", "journal-xid-79.txt")
+    assert node.run().returncode == 1
+    reason = REASON_PREFIX + drained_with(node)
+    node.answer("journalctl", "journal-quiet.txt")  # the Xid was read: the next pass sees nothing new
+    node.state("IDLE+DRAIN", reason)
+    done = node.run()
+    assert done.returncode == 0 and "stays drained until it restarts" in done.stdout
+    assert node.updates() == []
+    node.boot("boot-2")  # restarted (on_failure: reboot, or a person): the next pass resumes it
+    assert node.run().returncode == 0
+    assert node.updates() == [["update", "nodename=train-001", "state=resume"]]
 
 
 def test_a_failure_does_not_overwrite_a_persons_drain_reason(node):
