@@ -22,10 +22,8 @@ config.schema.yaml); plan and diff leave out a diagram past these and say why.""
 MAX_EDGES = 500
 
 MARKS = ("added", "removed", "replaced", "updated")
-"""How a change touches a part, most telling last in this order of precedence: replaced > removed >
-added > updated (a part both added and replaced cannot happen; a replaced part of an updated fleet is
-replaced)."""
-_PRECEDENCE = ("updated", "added", "removed", "replaced")
+"""How a change touches a part: added or removed (only one side has it), replaced (a resource of it is
+replaced: a new id), else updated (a resource of it changed, created or deleted, or its label changed)."""
 STYLES = {"added": "fill:#e6ffec,stroke:#1a7f37,stroke-width:2px",
           "removed": "fill:#ffebe9,stroke:#cf222e,stroke-width:2px,stroke-dasharray:5 3",
           "replaced": "fill:#fff1e5,stroke:#bc4c00,stroke-width:3px",
@@ -48,7 +46,10 @@ def text(value: object) -> str:
             out.append("#65533;")
         else:
             out.append(f"#{ord(char)};")
-    return "".join(out)
+    # Mermaid's encodeEntities (mermaidAPI.ts) drops the last `;` of a line matching `style.*:\S*#.*;` or
+    # `classDef.*:\S*#.*;` before it decodes entity codes, which would show `#35f00` for `#f00` after the
+    # word `style` in a label: those words are written with an entity code for their first letter
+    return "".join(out).replace("style", "#115;tyle").replace("classDef", "#99;lassDef")
 
 
 def _label(*lines: object) -> str:
@@ -192,8 +193,9 @@ def _fleet(g: Graph, bp, fleet, eks) -> None:
         scale = ""
         if m.autoscale is not None and autoscaler != "none":
             scale = f"{autoscaler.upper()}: {m.autoscale.metric}, target {m.autoscale.target_per_replica:g} per replica"
+        gpus = f"{m.tensor_parallel} GPU" + ("s" if m.tensor_parallel > 1 else "")
         key = g.node(("fleet", name, "model", m.name), f"model {m.name}", m.model,
-                     f"{_count(m.replicas)} replicas x {m.tensor_parallel} GPU" + ("s" if m.tensor_parallel > 1 else ""), scale, shape="round", group=fg)
+                     f"{_count(m.replicas)} replicas x {gpus}", scale, shape="round", group=fg)
         g.edge(key, nodes, "runs on")
 
 
@@ -291,7 +293,8 @@ def merge(old: Graph, new: Graph, touched: dict[tuple, list[tuple[str, str]]],
         return key
 
     old_groups = {rename(k): Group(rename(k), v.title, v.parent and rename(v.parent)) for k, v in old.groups.items()}
-    old_nodes = {rename(k): Node(rename(k), v.lines, v.shape, v.group and rename(v.group)) for k, v in old.nodes.items()}
+    old_nodes = {rename(k): Node(rename(k), v.lines, v.shape, v.group and rename(v.group))
+                 for k, v in old.nodes.items()}
     out = Graph(dict(new.groups), dict(new.nodes), list(new.edges))
     marks: dict[tuple, Mark] = {}
     for key, grp in old_groups.items():
@@ -315,13 +318,12 @@ def merge(old: Graph, new: Graph, touched: dict[tuple, list[tuple[str, str]]],
         if key not in out.nodes and key not in out.groups:
             continue
         worst = max((cls for _, cls in items), key=CLASSES.index, default="none")
-        strongest = max((m for m, _ in items), key=_PRECEDENCE.index)
         current = marks.get(key)
-        if current is None or (current.mark not in ("added", "removed")
-                               and _PRECEDENCE.index(strongest) > _PRECEDENCE.index(current.mark)):
-            marks[key] = Mark(strongest, worst)
-        else:
+        if current is not None:  # the part itself is added or removed: so it stays marked
             current.worst = max((current.worst, worst), key=CLASSES.index)
+            continue
+        # on both sides: a resource of it created or deleted (a Service, an add-on) updates the part
+        marks[key] = Mark("replaced" if any(m == "replaced" for m, _ in items) else "updated", worst)
     for key, node in new.nodes.items():
         if key in old_nodes and key not in marks and old_nodes[key].lines != node.lines:
             marks[key] = Mark("updated")

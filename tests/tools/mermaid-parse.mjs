@@ -1,6 +1,7 @@
-// Parses Mermaid diagrams with Mermaid's own parser (the mermaid package pinned in package-lock.json,
-// the one GitHub-style renderers run): reads a JSON array of diagram sources on stdin, writes a JSON
-// array of the same length: null where a diagram parses, else the parser's error message.
+// Parses Mermaid diagrams with Mermaid's own parser (the mermaid package pinned in package-lock.json):
+// reads a JSON array of diagram sources on stdin, writes a JSON array of the same length: for each,
+// {"error": null or the parser's message, and for a flowchart that parses what the parser made of it:
+// "vertices": [[id, label], ...], "subgraphs": [[id, title, [member ids]], ...], "edges": [[from, to], ...]}.
 // Exit 0 when every diagram parses, 1 when one does not, 2 when the input is not such an array.
 //
 // mermaid.parse() sanitizes labels with DOMPurify, which needs a DOM: without one it throws
@@ -29,10 +30,18 @@ const results = [];
 for (const source of sources) {
   try {
     await mermaid.parse(source);
-    results.push(null);
+    const result = { error: null };
+    const diagram = await mermaid.mermaidAPI.getDiagramFromText(source);
+    const db = diagram.db;
+    if (typeof db.getVertices === "function") {
+      result.vertices = [...db.getVertices().values()].map((v) => [v.id, v.text]);
+      result.subgraphs = db.getSubGraphs().map((s) => [s.id, s.title, [...s.nodes]]);
+      result.edges = db.getEdges().map((e) => [e.start, e.end]);
+    }
+    results.push(result);
   } catch (err) {
-    results.push(String(err && err.message ? err.message : err));
+    results.push({ error: String(err && err.message ? err.message : err) });
   }
 }
 process.stdout.write(JSON.stringify(results) + "\n");
-process.exit(results.every((r) => r === null) ? 0 : 1);
+process.exit(results.every((r) => r.error === null) ? 0 : 1);
