@@ -95,7 +95,9 @@ def _count(size) -> str:
 
 def _storage_lines(s) -> tuple:
     if s.type == "fsx-lustre":
-        return (f"FSx for Lustre {s.name}", f"{s.capacity_gib:,} GiB, {s.throughput_mb_per_tib} MB/s per TiB",
+        size = f"{s.capacity_gib:,} GiB" if s.capacity_gib is not None else ""
+        speed = f"{s.throughput_mb_per_tib} MB/s per TiB" if s.throughput_mb_per_tib is not None else ""
+        return (f"FSx for Lustre {s.name}", ", ".join(x for x in (size, speed) if x),
                 f"mounted at {s.mount_path}" if s.mount_path else "")
     return (f"S3 bucket {s.name}", "versioned" if s.versioning else "not versioned")
 
