@@ -4,6 +4,8 @@
 // "vertices": [[id, label], ...], "subgraphs": [[id, title, [member ids]], ...], "edges": [[from, to], ...]}.
 // Exit 0 when every diagram parses, 1 when one does not, 2 when the input is not such an array.
 //
+// @mermaid-js/parser alone (1.2.1, mermaid's dependency) has grammars for info, packet, pie, architecture,
+// gitGraph, radar, treemap and a few more, not flowchart: the flowchart grammar is in mermaid itself.
 // mermaid.parse() sanitizes labels with DOMPurify, which needs a DOM: without one it throws
 // "DOMPurify.addHook is not a function" on any label. jsdom gives it one (no browser is needed).
 import { JSDOM } from "jsdom";
