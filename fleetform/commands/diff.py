@@ -237,6 +237,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     if not unrecorded:
         owners = {**_components(old["resources"]), **_components(new["resources"])}
         disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
+    per_resource = list(disruptions)  # one per resource change, in its order: the diagram marks their parts
     grouped: dict[tuple, list] = {}  # the files of one fleet that do the same, on one line
     for item in files:
         found = file_disruption(item["path"], item["change"], old_files.get(item["path"]), new_files.get(item["path"]))
@@ -276,13 +277,16 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     worst = disruptions[0].cls if disruptions else "none"
     if move and move["data_lost"]:  # also when the resources were not compared: the move loses them all the same
         worst = "data loss"
+    diagram = None
+    if old_model is not None and new_model is not None:
+        diagram = _diagram(old_model, new_model, old, new, resources, per_resource, files, old_files, new_files)
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
             "summary": {"resources": None if unrecorded else counts, "effects": effects,
                         "disruption": worst,
                         "rendered_files_changed": len(files),
                         "findings_introduced": len(introduced)},
             "disruptions": [d.to_dict() for d in disruptions],
-            "model_changes": swaps, "region_move": move,
+            "model_changes": swaps, "region_move": move, "diagram": diagram,
             "resources": [c.to_dict() for c in resources],
             "cost": _cost(old, new), "sizing": _sizing(old, new),
             "rendered_files": files,
@@ -290,6 +294,20 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
             "findings_changed": [{"old": a.to_dict(), "new": b.to_dict()} for a, b in changed],
             "findings_resolved": [f.to_dict() for f in resolved],
             "_introduced": introduced, "_changed": changed, "_resolved": resolved}
+
+
+def _diagram(old_model, new_model, old: dict, new: dict, resources, per_resource, files, old_files, new_files) -> str:
+    """The new blueprint's diagram with what the old one had and the new one lacks, each part a change
+    touches marked (fleetform/diagram.py)."""
+    from ..changes import _components
+    from ..diagram import graph, merge, mermaid, touched_parts
+
+    owners = {**_components(old["resources"] or []), **_components(new["resources"] or [])}
+    touched = touched_parts(old_model, new_model, resources, per_resource, owners,
+                            [(item, old_files.get(item["path"]), new_files.get(item["path"])) for item in files])
+    merged, marks = merge(graph(old_model, old["resources"]), graph(new_model, new["resources"]), touched,
+                          _renames(new))
+    return mermaid(merged, marks)
 
 
 def has_changes(data: dict) -> bool:
@@ -384,6 +402,10 @@ def render_text(data: dict, markdown: bool) -> str:
                else f"fleetform diff {data['old']} -> {data['new']}")
     out += heading("What this change does")
     out += _summary_lines(data, markdown)
+    if markdown:
+        from ..diagram import markdown as diagram_markdown
+
+        out += diagram_markdown(data.get("diagram"), "Diagram: what the change touches")
     if data["region_move"]:
         out += heading(f"Region move: {data['region_move']['old']} -> {data['region_move']['new']}")
         out += _region_lines(data["region_move"], markdown)

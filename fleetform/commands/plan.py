@@ -97,8 +97,10 @@ def build(path: str, resources: bool = True, display: str | None = None):
         violations = check_policies(recorded, model)
         for pid, name, message in violations:
             findings.append(doc.finding(fleet_paths.get(owner.get(name), ()), f"{name}: {message}", pid))
+    from ..diagram import graph, mermaid
+
     data = {"blueprint": {"name": model.name, "version": model.version, "sha256": model.sha256},
-            **as_dict(model), "resources": recorded,
+            **as_dict(model), "resources": recorded, "diagram": mermaid(graph(model, recorded)),
             "findings": [f.to_dict() for f in sorted(findings, key=Finding.sort_key)]}
     if recorded is not None:
         from ..policies import POLICIES
@@ -126,6 +128,10 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
     h = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", t])
     bp = data["blueprint"]
     lines.append(f"### fleetform plan: {bp['name']} {bp['version']}" if markdown else f"{bp['name']} {bp['version']}")
+    if markdown:  # the picture first: Mermaid, which GitHub renders in a comment
+        from ..diagram import markdown as diagram_markdown
+
+        lines += diagram_markdown(data.get("diagram"), "Diagram: networks, fleets, storage and schedulers")
     lines += h("Sizing")
     for index, fleet in enumerate(data["sizing"]):
         if markdown and index:
