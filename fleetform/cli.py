@@ -27,6 +27,7 @@ COMMANDS = {
     "schema": "print the blueprint JSON Schema (Draft 2020-12)",
     "catalog": "list GPU instance types with GPU facts and prices",
     "rules": "list the checks fleetform makes",
+    "init": "write a starter blueprint and the files of a blueprint repository for `pulumi up`",
 }
 """Every subcommand (fleetform/commands/<name>.py) with its one-line help, in the order --help lists them."""
 
