@@ -28,6 +28,7 @@ COMMANDS = {
     "catalog": "list GPU instance types with GPU facts and prices",
     "rules": "list the checks fleetform makes",
     "init": "write a starter blueprint and the files of a blueprint repository for `pulumi up`",
+    "explain": "describe a blueprint field: type, default, allowed values, fields, an example",
 }
 """Every subcommand (fleetform/commands/<name>.py) with its one-line help, in the order --help lists them."""
 
