@@ -29,6 +29,7 @@ COMMANDS = {
     "rules": "list the checks fleetform makes",
     "init": "write a starter blueprint and the files of a blueprint repository for `pulumi up`",
     "explain": "describe a blueprint field: type, default, allowed values, fields, an example",
+    "completion": "print a bash or zsh completion script",
 }
 """Every subcommand (fleetform/commands/<name>.py) with its one-line help, in the order --help lists them."""
 
