@@ -282,31 +282,44 @@ def requirements_text() -> str:
 
 def readme_text(s: Starter) -> str:
     bp = f"{s.name}.yaml"
+
+    def block(rows: list[tuple[str, str]]) -> str:
+        width = max(len(command) for command, comment in rows if comment) + 2
+        return "\n".join(f"{command:<{width}}# {comment}" if comment else command for command, comment in rows)
+
+    local = block([
+        (f"python3 -m venv .venv && .venv/bin/pip install 'fleetform[aws]=={__version__}'", ""),
+        (f".venv/bin/fleetform validate {bp}", "every error and warning, at its line"),
+        (".venv/bin/fleetform explain fleets.models", "what a field means: type, default, values, example"),
+        (f".venv/bin/fleetform plan {bp}", "sizing, cost and the AWS resources, offline"),
+        (f".venv/bin/fleetform render {bp}", f"the Slurm, NCCL and Kubernetes files, into rendered/{s.name}/"),
+    ])
+    deploy = block([
+        ("pulumi login", "or: pulumi login --local"),
+        (f"pulumi stack init {STACK}", f"its config is Pulumi.{STACK}.yaml"),
+        ("pulumi preview", "Pulumi makes venv/ from requirements.txt on the first run"),
+        ("pulumi up", ""),
+    ])
     return f"""# {s.name}
 
 GPU fleets described by the fleetform blueprint `{bp}`, built on AWS with Pulumi.
 
 ```sh
-python3 -m venv .venv && .venv/bin/pip install 'fleetform[aws]=={__version__}'
-.venv/bin/fleetform validate {bp}          # every error and warning, at its line
-.venv/bin/fleetform explain fleets.models  # what a field means, its type, default and an example
-.venv/bin/fleetform plan {bp}              # sizing, cost and the AWS resources, offline
-.venv/bin/fleetform render {bp}            # the Slurm, NCCL and Kubernetes files, into rendered/{s.name}/
+{local}
 ```
 
 To build it (the Pulumi CLI and AWS credentials):
 
 ```sh
-pulumi login                                # or: pulumi login --local
-pulumi stack init {STACK}                      # Pulumi.{STACK}.yaml holds its config
-pulumi preview                              # Pulumi makes venv/ from requirements.txt on the first run
-pulumi up
+{deploy}
 ```
 
 Files: `{bp}` (the blueprint), `{SCHEMA_FILE}` (its JSON Schema: editors with the YAML language server
 check the blueprint as you type), `Pulumi.yaml` and `__main__.py` (the project: fleetform's own program),
 `Pulumi.{STACK}.yaml` (the stack's config), `requirements.txt` (fleetform pinned). Add `venv/` and
 `rendered/` to `.gitignore`, or commit `rendered/` and check it in CI with `fleetform render --check`.
+A model that reads a Kubernetes Secret (`hf_token_secret`) needs its value first:
+`pulumi config set --secret fleetform:secret-<Secret name> <value>`.
 """
 
 
