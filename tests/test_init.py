@@ -160,3 +160,16 @@ def test_default_name_is_the_folders(tmp_path):
     odd = tmp_path / "My Fleets"
     assert main(["init", str(odd), "--region", "us-west-2", "--gpu", "l4"]) == 0
     assert (odd / "fleets.yaml").exists()
+
+
+def test_a_dir_that_is_a_file_or_unwritable_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "taken").write_text("x")
+    assert main(["init", str(tmp_path / "taken"), *GOLDEN_ARGS]) == 2
+    assert f"{tmp_path / 'taken'} is not a folder" in capsys.readouterr().err
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    if os.access(locked, os.W_OK):  # root writes anywhere: a folder under a file cannot be made instead
+        locked = tmp_path / "taken" / "sub"
+    assert main(["init", str(locked), *GOLDEN_ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fleetform: error: cannot write ") and "nothing was written" in err, err
