@@ -276,7 +276,9 @@ main(Path(__file__).parent)  # a relative fleetform:blueprint is read from this 
 
 def requirements_text() -> str:
     return ("# The stack's virtualenv (venv/): fleetform at the version that wrote this repository, with the Pulumi\n"
-            "# SDKs it builds AWS resources with. Raise it together with the blueprint's fleetform.\n"
+            "# SDKs it builds AWS resources with. Raise it together with the blueprint's fleetform. Where fleetform\n"
+            "# is not on your package index, name its source instead, as fleetform's README (Install) does:\n"
+            f"# fleetform[aws] @ git+https://github.com/<your-org>/fleetform@v{__version__}\n"
             f"fleetform[aws]=={__version__}\n")
 
 
