@@ -326,6 +326,22 @@ def _walk(data: Any, steps: list) -> Any:
     return _walk(value, rest)
 
 
+def _map(node: dict) -> dict | None:
+    """A free-form mapping (labels, nccl.env): what its keys and values must be."""
+    keys, values = node.get("propertyNames"), node.get("additionalProperties")
+    if not isinstance(keys, dict) and not isinstance(values, dict):
+        return None
+    out = {}
+    if isinstance(keys, dict):
+        out["keys"] = {"title": keys.get("title"), "allowed": allowed(keys)}
+    if isinstance(values, dict):
+        out["values"] = {"title": values.get("title"), "type": type_text(values), "allowed": allowed(values),
+                         "description": _deref(values).get("description", "")}
+    if "maxProperties" in node:
+        out["max_entries"] = node["maxProperties"]
+    return out
+
+
 def explain(path: str) -> dict:
     """Everything `fleetform explain` prints for PATH, as data (the json format)."""
     current = resolve(path)
@@ -345,6 +361,7 @@ def explain(path: str) -> dict:
                       "forbids": sorted(n for n, s in then.get("properties", {}).items() if s == {"not": {}})}
                      for key, value, then in _conditions(_items(node) or node if "properties" not in node else node)]
         if not current.chosen else [],
+        "map": _map(node),
         "fields": children(current),
         "example": example(current),
     }
@@ -393,6 +410,18 @@ def text(data: dict) -> str:
             if b["forbids"]:
                 parts.append(f"forbids {', '.join(b['forbids'])}")
             lines += _wrap(f"{key} = {value}: {'; '.join(parts) or 'no other rule'}", "  ")
+    if data["map"]:
+        lines += ["", "ENTRIES:"]
+        for part in ("keys", "values"):
+            entry = data["map"].get(part)
+            if entry:
+                head = f"  {part}: {entry.get('type') or 'string'}" + (f" ({entry['title']})" if entry["title"] else "")
+                lines.append(head)
+                lines += [f"    {LABELS.get(k, k).lower()}: {v}" for k, v in entry["allowed"].items() if k != "values"]
+                if entry.get("description"):
+                    lines += _wrap(entry["description"], "    ")
+        if "max_entries" in data["map"]:
+            lines.append(f"  at most {data['map']['max_entries']} entries")
     if data["fields"]:
         lines += ["", "FIELDS:"]
         width = max(len(f["name"]) + (11 if f["required"] else 0) for f in data["fields"])

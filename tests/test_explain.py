@@ -105,3 +105,12 @@ def test_every_schema_path_explains():
     for path in found:
         data = explain(path)
         assert data["type"] and text(data)
+
+
+def test_a_mapping_says_what_its_keys_and_values_are():
+    labels = explain("metadata.labels")
+    node = schema()["$defs"]["metadata"]["properties"]["labels"]
+    assert labels["map"]["keys"]["allowed"]["pattern"] == node["propertyNames"]["pattern"]
+    assert labels["map"]["values"]["title"] == "Kubernetes label value" and labels["map"]["max_entries"] == 40
+    assert "ENTRIES:\n  keys: string (Kubernetes label key)\n" in text(labels)
+    assert explain("fleets.models")["map"] is None
