@@ -8,7 +8,9 @@ blueprint at the same path. No description is kept a second time here.
 A PATH is dot-separated field names; a list is entered by naming a field of its items (`fleets.models`) or
 with brackets (`fleets[].models`, `fleets[0].models`); `[type=s3]` picks the branch of a conditional
 (the schema's if/then on a discriminator such as storage `type`, scheduler `type`, provider `cloud`),
-which shows the fields that branch requires and leaves out those it forbids.
+which shows the fields that branch requires and leaves out those it forbids; a discriminator's value as a
+segment does the same (`fleets[].training` is `fleets[role=training]`, `storage.s3` is `storage[type=s3]`).
+Fields whose description scopes them to another value (`inference: ...`) leave the listing.
 """
 
 from __future__ import annotations
@@ -156,10 +158,13 @@ def resolve(path: str) -> Field:
                 node = current.node
             props = _properties(node)
             if name not in props or name in current.forbidden:
-                for key, sub in props.items():  # a value of a discriminator: fleets.training -> fleets[role=training]
-                    if name in [str(v) for v in _values(_deref(sub)) or []]:
-                        raise ExplainError(f"unknown field {name!r} of {current.path or 'the blueprint'}; did you "
-                                           f"mean {current.path.removesuffix('[]')}[{key}={name}]?")
+                # a value of a discriminator picks its branch: fleets[].training = fleets[role=training]
+                keys = [key for key, sub in props.items() if name in [str(v) for v in _values(_deref(sub)) or []]
+                        and key not in current.chosen and len(_values(_deref(sub)) or []) > 1]
+                if len(keys) == 1 and m.group("brackets") == "":
+                    _apply(current, keys[0], name)
+                    current.path = current.path.removesuffix("[]") + f"[{keys[0]}={name}]"
+                    continue
                 names = [n for n in props if n not in current.forbidden]
                 raise ExplainError(_unknown(name, current.path, names))
             child = _deref(props[name])

@@ -72,6 +72,10 @@ def test_discriminator_branches():
     assert "models" in inference and "workload" not in inference and "checkpoint" not in inference
     assert "workload" in training and "models" not in training and "instance_type" in training
     assert explain("fleets[role=inference].models") == explain("fleets.models") | {"path": "fleets[role=inference].models"}
+    # a discriminator's value names its branch too: fleets[].training = fleets[role=training]
+    assert explain("fleets[].training.storage") == explain("fleets[role=training].storage")
+    assert explain("fleets.inference")["path"] == "fleets[role=inference]"
+    assert explain("storage.s3") == explain("storage[type=s3]")
     # without a branch, the branches are listed
     branches = explain("storage")["branches"]
     assert [b["when"] for b in branches] == [{"type": "fsx-lustre"}, {"type": "s3"}]
@@ -79,7 +83,7 @@ def test_discriminator_branches():
 
 @pytest.mark.parametrize("path, says", [
     ("fleets.models.autoscal", "unknown field 'autoscal' of fleets[].models[]; did you mean 'autoscale'?"),
-    ("fleets[].training.storage", "unknown field 'training' of fleets[]; did you mean fleets[role=training]?"),
+    ("fleets[].training.storag", "unknown field 'storag' of fleets[role=training]; did you mean 'storage'?"),
     ("fleets[role=serving]", "fleets[]: role is never 'serving'; did you mean 'training'?"),
     ("storage[kind=s3]", "unknown discriminator 'kind' of storage[]"),
     ("metadata.name[0]", "metadata.name is not a list"),
