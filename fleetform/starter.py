@@ -177,24 +177,36 @@ def blueprint_text(s: Starter) -> str:
 def _description(s: Starter) -> str:
     parts = []
     if s.training is not None:
-        parts.append(f"train on 2 x {s.training.name}")
+        parts.append(f"train on {training_nodes(s.training)} x {s.training.name}")
     if s.inference is not None:
         parts.append(f"serve {s.model[1]} on {s.inference.name}")
     text = " and ".join(parts)
     return text[0].upper() + text[1:] + "."
 
 
+def training_nodes(i: InstanceType) -> int:
+    """2 nodes over EFA; 1 on a type without EFA, whose nodes would all-reduce over TCP (efa-multinode)."""
+    return 2 if i.has_efa else 1
+
+
 def _training(i: InstanceType) -> list[str]:
     gpus = f"{i.gpu_count} x {i.gpu.name}"
     efa = f", {i.max_efa} EFA" if i.has_efa else ""
+    if i.has_efa:
+        size = [_c("    nodes: 2", "# a fixed count, or {min: N, max: M}: Slurm powers nodes up on demand"),
+                "    capacity:",
+                _c("      type: on-demand", "# on-demand | spot | reservation | capacity-block"),
+                _c("    placement: cluster", "# nodes close together: a cluster placement group")]
+    else:
+        size = [_c("    nodes: 1", f"# {i.name} has no EFA: more nodes would all-reduce over TCP"),
+                "    capacity:",
+                _c("      type: on-demand", "# on-demand | spot | reservation | capacity-block"),
+                _c("    placement: none", "# one node: no placement group")]
     return [
         "  - name: train",
         "    role: training",
         _c(f"    instance_type: {i.name}", f"# {gpus}{efa} (`fleetform catalog`)"),
-        _c("    nodes: 2", "# a fixed count, or {min: N, max: M}: Slurm powers nodes up on demand"),
-        "    capacity:",
-        _c("      type: on-demand", "# on-demand | spot | reservation | capacity-block"),
-        _c("    placement: cluster", "# nodes close together: a cluster placement group"),
+        *size,
         "    storage: [checkpoints]",
         "    scheduler:",
         "      type: slurm",

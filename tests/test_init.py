@@ -44,6 +44,21 @@ def test_every_starter_validates_without_a_finding(kind, gpu, tmp_path):
                                                       "both": ["training", "inference"]}[kind]
 
 
+def test_every_instance_type_of_the_catalog_makes_a_starter_without_a_finding(tmp_path):
+    """--gpu may name any instance type: one without EFA trains on one node (two would all-reduce over TCP,
+    efa-multinode's warning)."""
+    catalog = load_catalog()
+    found = {}
+    for name, instance in catalog.instances.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(starter.blueprint_text(starter.starter(catalog, "both", "us-east-1", name, "fleets")))
+        result = check(path)
+        found.update({f"{name}: {f.to_text()}": 1 for f in result.findings})
+        train = result.model.fleets[0]
+        assert (train.nodes.max, train.placement) == ((2, "cluster") if instance.has_efa else (1, "none")), name
+    assert list(found) == []
+
+
 def test_a_gpu_name_picks_a_node_for_each_role():
     catalog = load_catalog()
     picks = {gpu: tuple(i.name for i in starter.pick_instances(catalog, gpu)) for gpu in ("h100", "L4", "h200")}
