@@ -188,3 +188,16 @@ def test_a_dir_that_is_a_file_or_unwritable_is_a_usage_error(tmp_path, capsys):
     assert main(["init", str(locked), *GOLDEN_ARGS]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fleetform: error: cannot write ") and "nothing was written" in err, err
+
+
+@pytest.mark.parametrize("gpu", ["h100", "g5.xlarge"])
+def test_a_starter_plans_with_every_security_policy_met(gpu, tmp_path):
+    """The starter goes through the Pulumi program under mocks (`fleetform plan`): its resources meet every
+    security policy, and its rendered files render (a Slurm fleet and an EKS fleet)."""
+    assert main(["init", str(tmp_path), "--region", "us-east-1", "--gpu", gpu, "--name", "p"]) == 0
+    plan = run_cli("plan", "p.yaml", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    policies = [line for line in plan.stdout.splitlines() if line.startswith("Security policies:")]
+    assert len(policies) == 1 and ", 0 violated:" in policies[0], policies
+    assert run_cli("render", "p.yaml", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "rendered/p/train/slurm/slurm.conf").exists() and (tmp_path / "rendered/p/serve/k8s").is_dir()
