@@ -83,21 +83,32 @@ def bash() -> str:
     out = [
         "# bash completion for fleetform (`fleetform completion bash`): source it, or save it as",
         "# ~/.local/share/bash-completion/completions/fleetform. Made from fleetform's own argument parser.",
+        "# shellcheck disable=SC2016  # explain's word list holds the field $schema, meant literally",
+        "",
+        "_fleetform_add() {",
+        "    # append each line of the standard input to COMPREPLY (bash and zsh alike; zsh has no mapfile)",
+        "    local w",
+        "    while IFS= read -r w; do [[ -n $w ]] && COMPREPLY+=(\"$w\"); done",
+        "    return 0",
+        "}",
+        "",
         "_fleetform_complete_kind() {",
         "    # $1: files | dirs | words | paths, $2: the words, $3: the word being completed",
-        "    local IFS=$'\\n'",
+        "    COMPREPLY=()",
         "    case \"$1\" in",
-        "        files) COMPREPLY=($(compgen -d -- \"$3\") $(compgen -f -X '!*.yaml' -- \"$3\")"
-        " $(compgen -f -X '!*.yml' -- \"$3\")) ;;",
-        "        dirs) COMPREPLY=($(compgen -d -- \"$3\")) ;;",
+        "        files)",
+        "            _fleetform_add < <(compgen -d -- \"$3\")",
+        "            _fleetform_add < <(compgen -f -X '!*.yaml' -- \"$3\")",
+        "            _fleetform_add < <(compgen -f -X '!*.yml' -- \"$3\") ;;",
+        "        dirs) _fleetform_add < <(compgen -d -- \"$3\") ;;",
+        "        words) _fleetform_add < <(IFS=$' \\t\\n'; compgen -W \"$2\" -- \"$3\") ;;",
         "        paths) # one level at a time: the fields under what is typed, not all their descendants",
-        "            local w dots=\"${3//[^.]/}\" wd; COMPREPLY=()",
-        "            IFS=$' \\t\\n'; for w in $(compgen -W \"$2\" -- \"$3\"); do",
-        "                wd=\"${w//[^.]/}\"; [[ ${#wd} -le ${#dots} ]] && COMPREPLY+=(\"$w\")",
-        "            done ;;",
-        "        words) IFS=$' \\t\\n'; COMPREPLY=($(compgen -W \"$2\" -- \"$3\")) ;;",
-        "        *) COMPREPLY=() ;;",
+        "            local w dots=\"${3//[^.]/}\" wd",
+        "            while IFS= read -r w; do",
+        "                wd=\"${w//[^.]/}\"; [[ -n $w && ${#wd} -le ${#dots} ]] && COMPREPLY+=(\"$w\")",
+        "            done < <(IFS=$' \\t\\n'; compgen -W \"$2\" -- \"$3\") ;;",
         "    esac",
+        "    return 0",
         "}",
         "",
         "_fleetform() {",
@@ -148,7 +159,8 @@ def bash() -> str:
                 pattern = "*" if last and positional["many"] else f"{index}"
                 out.append(f"                {pattern}) _fleetform_complete_kind {positional['kind']} "
                            f"{_q(positional['words'])} \"$cur\" ;;")
-            out.append("                *) COMPREPLY=() ;;")
+            if not positionals[-1]["many"]:
+                out.append("                *) COMPREPLY=() ;;")
             out.append("            esac")
         else:
             out.append("            COMPREPLY=()")

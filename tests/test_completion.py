@@ -93,3 +93,10 @@ def test_zsh_script(scripts, work):
     assert words("completion", "") == ["bash", "zsh"]
     assert "fleets.models.autoscale" in words("explain", "fleets.models.au")
     assert "fleets.models.autoscale.metric" not in words("explain", "fleets.models.au")
+
+
+def test_bash_script_is_shellcheck_clean(scripts):
+    shellcheck = require("shellcheck", "shellcheck")
+    result = subprocess.run([shellcheck, "-s", "bash", str(scripts / "fleetform.bash")], capture_output=True,
+                            text=True)
+    assert result.returncode == 0, result.stdout
