@@ -28,9 +28,9 @@ SMALL_GPU_GIB = 40
 leaves an L4 less than kv-cache-room's 20% of usable memory for the KV cache."""
 
 MODELS = {
-    # parameters: the Hugging Face model cards' "Number of Parameters" (7.61B, 3.09B), as quoted on
-    # fitmygpu.com/models/qwen-2.5-3b ("3.09B total parameters") and in the Qwen2.5 technical report's
-    # size table (read 2026-11-24; the cards themselves were not reachable from here). Both are ungated
+    # parameters: the Hugging Face model cards' "Number of Parameters": 3.09B as quoted on
+    # fitmygpu.com/models/qwen-2.5-3b (read 2026-11-24); 7.61B for the 7B, the figure blueprints/inference-l4.yaml
+    # already uses (7.6) for its FP8 copy. The cards themselves were not reachable from here. Both are ungated
     # (providers/hf-gated-models.tsv lists no Qwen/ prefix) and stored in bf16.
     "large": ("qwen-7b", "Qwen/Qwen2.5-7B-Instruct", 7.6),
     "small": ("qwen-3b", "Qwen/Qwen2.5-3B-Instruct", 3.1),
