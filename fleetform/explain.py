@@ -15,12 +15,23 @@ Fields whose description scopes them to another value (`inference: ...`) leave t
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from difflib import get_close_matches
 from typing import Any
 
-from .schema import schema
+SCHEMA_FILE = "fleetform-v1.schema.json"
+"""fleetform.schema.SCHEMA_FILE, read here without importing jsonschema (a third of a second explain and
+completion would pay for a validator they do not use)."""
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    from importlib import resources
+
+    return json.loads(resources.files("fleetform.blueprints").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
 
 SEGMENT = re.compile(r"^(?P<name>[A-Za-z_$][A-Za-z0-9_$-]*)?(?P<brackets>(\[[^\]]*\])*)$")
 BRACKET = re.compile(r"\[([^\]]*)\]")

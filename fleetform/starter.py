@@ -340,9 +340,8 @@ A model that reads a Kubernetes Secret (`hf_token_secret`) needs its value first
 
 
 def schema_text() -> str:
-    from .schema import schema_text as text
-
-    return text()
+    """The schema file as fleetform ships it (fleetform.schema.schema_text, without importing jsonschema)."""
+    return resources.files("fleetform.blueprints").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
 
 
 def files(s: Starter) -> dict[str, str]:

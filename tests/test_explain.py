@@ -118,3 +118,16 @@ def test_a_mapping_says_what_its_keys_and_values_are():
     assert labels["map"]["values"]["title"] == "Kubernetes label value" and labels["map"]["max_entries"] == 40
     assert "ENTRIES:\n  keys: string (Kubernetes label key)\n" in text(labels)
     assert explain("fleets.models")["map"] is None
+
+
+def test_explain_reads_the_shipped_schema_without_jsonschema():
+    """explain and completion read the same file the validator does, without importing the validator."""
+    import subprocess
+    import sys
+
+    from fleetform import explain as module
+    from fleetform.schema import SCHEMA_FILE
+
+    assert module.SCHEMA_FILE == SCHEMA_FILE and module.schema() == schema()
+    code = "import sys, fleetform.explain as e; e.explain('fleets.models'); print('jsonschema' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
