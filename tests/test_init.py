@@ -150,6 +150,16 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "cannot write" in err and "Permission denied; nothing was written" in err, err
     assert len(opened) == 4 and list(tmp_path.iterdir()) == []
+    opened.clear()  # a folder init makes is removed again
+    assert main(["init", str(tmp_path / "new"), *GOLDEN_ARGS]) == 2
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_in_the_way_stops_even_force(tmp_path, capsys):
+    (tmp_path / "README.md").mkdir()
+    assert main(["init", str(tmp_path), *GOLDEN_ARGS, "--force"]) == 2
+    assert "README.md: a folder where init writes a file; nothing was written" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["README.md"]
 
 
 @pytest.mark.parametrize("args, says", [

@@ -56,11 +56,22 @@ def run(args) -> int:
     if existing and not args.force:
         raise UsageError(f"{', '.join(str(folder / n) for n in existing)} already exist{'s' if len(existing) == 1 else ''}; "
                          "nothing was written (--force replaces them)")
+    folders = [name for name in existing if (folder / name).is_dir() and not (folder / name).is_symlink()]
+    if folders:  # a folder cannot be replaced by a file: found now, before any file is renamed into place
+        raise UsageError(f"{', '.join(str(folder / n) for n in folders)}: a folder where init writes a file; "
+                         "nothing was written")
+    created = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _write_all(folder, texts)
     except OSError as err:
         from ..cli import _MACHINE_ERRORS
+
+        if created:
+            try:
+                folder.rmdir()  # the folder init made, empty again: as it was, absent
+            except OSError:
+                pass
 
         if err.errno in _MACHINE_ERRORS:  # a full disk and the like: the CLI reports the machine's errors
             raise
