@@ -112,7 +112,7 @@ def test_the_written_repository_fits_together(tmp_path):
     project = yaml.safe_load((tmp_path / "Pulumi.yaml").read_text())
     assert project["name"] == "demo" and project["runtime"]["name"] == "python"
     assert run_cli("validate", "demo.yaml", cwd=tmp_path).stdout.splitlines()[-1] == \
-        "1 blueprint valid: no errors, no warnings"
+        "1 blueprint checked, valid: 0 errors, 0 warnings"
 
 
 def _snapshot(folder):
