@@ -1,4 +1,5 @@
 """Imports every rule module so their rules register, in the order `fleetform rules` lists them."""
 
 from . import blueprint, fleets, inference, kubernetes, nccl, slurm, storage, training  # noqa: F401
+from . import models  # noqa: F401  (the model catalog's rules: after inference's memory rules)
 from . import cluster  # noqa: F401  (the cluster stage: after every fleet is checked on its own)
