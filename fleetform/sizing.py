@@ -16,7 +16,7 @@ from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,
 
 HOURS_PER_MONTH = 730
 PRICES = "on-demand prices of us-east-1: AWS Price List API, 2026-07-20"
-KV_CACHE_SHARE = 0.2  # the same room the kv-cache-room rule asks for
+from .fit import KV_CACHE_SHARE  # noqa: E402 (the same room the kv-cache-room rule asks for)
 
 NVLINK_GBYTES = {
     # GPU-to-GPU bandwidth inside a node, GB/s per GPU and direction (the datasheets quote both
@@ -107,48 +107,6 @@ def smallest_tensor_parallel(weights_gb: float, gpu_gb: float, gpus_per_node: in
         if weights_gb + tp * overhead_gb <= usable * (1 - KV_CACHE_SHARE):
             return tp
     return None
-
-
-KV_DTYPE_BYTES = {"fp32": 4.0}
-"""Bytes of one KV cache element: vLLM's --kv-cache-dtype auto stores it in the model's dtype, 16-bit for
-every precision but fp32 (a quantized checkpoint computes in its 16-bit torch_dtype; vllm/config
-CacheConfig.cache_dtype); an fp8 --kv-cache-dtype in extra_args halves it."""
-
-
-def kv_dtype_bytes(model) -> float:
-    """Bytes one KV cache element takes for the model as fleetform starts vLLM."""
-    args = list(model.extra_args)
-    for i, arg in enumerate(args):
-        value = (arg.split("=", 1)[1] if arg.startswith("--kv-cache-dtype=") else
-                 args[i + 1] if arg == "--kv-cache-dtype" and i + 1 < len(args) else None)
-        if value is not None and value.startswith("fp8"):
-            return 1.0
-    return KV_DTYPE_BYTES.get(model.precision, 2.0)
-
-
-def fits(model, gpu_gb: float, tp: int, tokens: int | None) -> bool:
-    """Whether `tp` GPUs of `gpu_gb` hold the model: its weights (and the 16-bit copy of a checkpoint
-    quantized on load), vLLM's overhead per GPU and the KV cache's share of what vLLM may use
-    (smallest_tensor_parallel's test), and, for a model of the catalog, one sequence of `tokens`."""
-    usable = tp * gpu_gb * model.gpu_memory_utilization
-    if model.weights_gb + tp * GPU_OVERHEAD_GB > usable * (1 - KV_CACHE_SHARE) or model.load_gb > usable:
-        return False
-    if model.spec is None or tokens is None:
-        return True
-    kv_gb = model.spec.kv_bytes_per_token(tp, kv_dtype_bytes(model)) * tokens / 1e9
-    return model.weights_gb + tp * GPU_OVERHEAD_GB + kv_gb <= usable
-
-
-def instances_that_fit(model, instances, tokens: int | None) -> list[tuple[object, int]]:
-    """(instance type, the smallest tensor_parallel that holds the model on it) for every instance type
-    whose GPUs hold the model on one node, cheapest first (unpriced last)."""
-    found = []
-    for instance in instances:
-        g = instance.gpu_count
-        tp = next((d for d in range(1, g + 1) if g % d == 0 and fits(model, instance.gpu.memory_gb, d, tokens)), None)
-        if tp is not None:
-            found.append((instance, tp))
-    return sorted(found, key=lambda x: (x[0].price_usd_hr is None, x[0].price_usd_hr or 0.0, x[0].name))
 
 
 def slo_gpus(peak_qps: float, qps_per_gpu: float, redundancy: int, headroom: float) -> tuple[int, int, int]:
@@ -266,6 +224,10 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
     per_node, device_gb, device = devices
     shared = fleet.gpu_sharing.strategy != "none"
     for model in fleet.models:
+        tokens = model.context_tokens
+        if model.spec is not None and tokens is not None:
+            _known_model(model, tokens, device_gb, device, 1 if shared else shape.gpu_count, out)
+            continue
         tp = smallest_tensor_parallel(model.weights_gb, device_gb, 1 if shared else shape.gpu_count,
                                       model.gpu_memory_utilization, GPU_OVERHEAD_GB)
         out.add(f"{model.name}: smallest tensor parallel",
@@ -292,6 +254,26 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         out.notes.append(f"nodes scale from {fleet.nodes.min} to {fleet.nodes.max} only with a node autoscaler in "
                          "the cluster (Cluster Autoscaler with auto-discovery, or Karpenter): the replicas "
                          "autoscaler adds pods, not nodes")
+
+
+def _known_model(model, tokens: int, device_gb: float, device: str, gpus: int, out: FleetSizing) -> None:
+    """A model of the model catalog: the KV cache of one sequence from its attention layout, and the smallest
+    tensor parallel that holds the weights, the overhead, the KV cache's share and that sequence."""
+    from .fit import fits, kv_dtype_bytes
+    from .models import GIB
+
+    spec, size = model.spec, kv_dtype_bytes(model)
+    tp = next((d for d in range(1, gpus + 1) if gpus % d == 0 and fits(model, device_gb, d, tokens)), None)
+    at = tp or model.tensor_parallel
+    kv = spec.kv_bytes_per_token(at, size) * tokens
+    out.add(f"{model.name}: KV cache of one {tokens:,}-token sequence",
+            f"2 x {spec.layers} layers x {spec.kv_heads_stored(at)} KV heads x {spec.head_dim} x {size:g} B x "
+            f"{tokens:,} tokens ({spec.id}, fleetform catalog --models)", f"{kv / GIB:.2f} GiB")
+    out.add(f"{model.name}: smallest tensor parallel",
+            f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB x "
+            f"{model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g}, and + {kv / 1e9:.1f} GB of KV cache "
+            f"<= TP x {device_gb:.1f} GB x {model.gpu_memory_utilization:g}",
+            f"TP {tp} on {device}" if tp else f"does not fit one {device}")
 
 
 def _unpriced(fleet: Fleet) -> str:

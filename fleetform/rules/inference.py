@@ -61,7 +61,7 @@ def fit_options(model: Model, fleet, tokens: int | None) -> list[str]:
     for it, else (AWS) the catalog's instance types whose GPUs hold it on one node, with the
     tensor_parallel to use there; never a tensor_parallel the node does not have."""
     from ..catalog import load_catalog
-    from ..sizing import fits, instances_that_fit
+    from ..fit import fits, instances_that_fit
 
     options = []
     devices = fleet.devices()

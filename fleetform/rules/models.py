@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..model import Blueprint, Model
 from ..models import GIB
-from ..sizing import kv_dtype_bytes
+from ..fit import kv_dtype_bytes
 from . import Reporter, rule
 from .inference import _inference, _usable_gb, fit_options
 
