@@ -227,13 +227,13 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         tokens = model.context_tokens
         if model.spec is not None and tokens is not None:
             _known_model(model, tokens, device_gb, device, 1 if shared else shape.gpu_count, out)
-            continue
-        tp = smallest_tensor_parallel(model.weights_gb, device_gb, 1 if shared else shape.gpu_count,
-                                      model.gpu_memory_utilization, GPU_OVERHEAD_GB)
-        out.add(f"{model.name}: smallest tensor parallel",
-                f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB x "
-                f"{model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
-                f"TP {tp} on {device}" if tp else f"does not fit one {device}")
+        else:
+            tp = smallest_tensor_parallel(model.weights_gb, device_gb, 1 if shared else shape.gpu_count,
+                                          model.gpu_memory_utilization, GPU_OVERHEAD_GB)
+            out.add(f"{model.name}: smallest tensor parallel",
+                    f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB "
+                    f"x {model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
+                    f"TP {tp} on {device}" if tp else f"does not fit one {device}")
         if model.slo is None:
             continue
         slo = model.slo

@@ -247,3 +247,16 @@ def test_catalog_models_lists_every_model_with_its_sources():
     llama = next(m for m in data["models"] if m["id"] == "meta-llama/Llama-3.1-8B-Instruct")
     assert llama["kv_bytes_per_token_16bit"] == 131072 and llama["gated"] is True
     assert run_cli("catalog", "--models", "--gpu", "H100").returncode == 2
+
+
+def test_the_plan_sizes_a_catalogued_model_from_its_layout():
+    """The reference's llama-70b at 8192 tokens: 2 x 80 x 8 x 128 x 2 B x 8192 = 2.50 GiB of KV cache, TP 4 on
+    H100s (Llama-3.1-70B-Instruct in bf16 needs 4 of them), and the SLO steps still follow."""
+    from fleetform.sizing import sizing
+
+    model = check(ROOT / "blueprints/reference.yaml").model
+    serve = next(s for s in sizing(model) if s.fleet == "serve")
+    steps = {s.what: s.result for s in serve.steps}
+    assert steps["llama-70b: KV cache of one 8,192-token sequence"] == "2.50 GiB"
+    assert steps["llama-70b: smallest tensor parallel"] == "TP 4 on H100-80GB"
+    assert steps["llama-70b: replicas and nodes"] == "2 replicas on 1 node"
