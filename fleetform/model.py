@@ -13,6 +13,7 @@ from typing import Literal, Mapping
 from .catalog import Gpu, InstanceType
 from .cluster import Cluster
 from .k8s import KubeFleet
+from .models import ModelSpec
 from .records import frozen
 from .health import HealthConfig
 from .slurm import SlurmConfig
@@ -273,6 +274,17 @@ class Model:
     extra_args: tuple[str, ...] = ()
     drain_s: int = 120
     api_key_secret: str | None = None
+    spec: ModelSpec | None = None  # the model catalog's entry for `model`, None for a model it does not list
+    params_given: bool = True  # model_params_billion written in the blueprint (else the catalog's)
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The longest sequence vLLM serves: max_model_len, or where the blueprint sets none the model's
+        own maximum, which vLLM then takes (--max-model-len defaults to config.json's
+        max_position_embeddings). None when neither is known."""
+        if self.max_model_len is not None:
+            return self.max_model_len
+        return self.spec.max_context if self.spec is not None else None
 
     @property
     def weights_gb(self) -> float:

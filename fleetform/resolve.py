@@ -15,6 +15,7 @@ from . import cluster, health, k8s, nccl, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
+from .models import load_models
 from .model import (
     IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
     KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch,
@@ -93,9 +94,13 @@ def _model(item: dict, path: tuple) -> Model:
     auto = item.get("autoscale")
     slo = item.get("slo")
     weights = item.get("weights")
+    spec = load_models().find(item["model"])
+    given = "model_params_billion" in item
     return Model(
         name=item["name"], image=item["image"], model=item["model"],
-        model_params_billion=item["model_params_billion"], precision=item["precision"],
+        # the schema asks for model_params_billion unless the model catalog lists the model
+        model_params_billion=item["model_params_billion"] if given else spec.params_billion,
+        precision=item["precision"],
         tensor_parallel=item["tensor_parallel"], max_model_len=item.get("max_model_len"),
         gpu_memory_utilization=item.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
         port=item.get("port", DEFAULT_PORT),
@@ -118,6 +123,7 @@ def _model(item: dict, path: tuple) -> Model:
         extra_args=tuple(item.get("extra_args", ())),
         drain_s=item.get("drain_s", DEFAULT_DRAIN_S),
         api_key_secret=item.get("api_key_secret"),
+        spec=spec, params_given=given,
     )
 
 

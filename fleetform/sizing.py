@@ -16,7 +16,7 @@ from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,
 
 HOURS_PER_MONTH = 730
 PRICES = "on-demand prices of us-east-1: AWS Price List API, 2026-07-20"
-KV_CACHE_SHARE = 0.2  # the same room the kv-cache-room rule asks for
+from .fit import KV_CACHE_SHARE  # noqa: E402 (the same room the kv-cache-room rule asks for)
 
 NVLINK_GBYTES = {
     # GPU-to-GPU bandwidth inside a node, GB/s per GPU and direction (the datasheets quote both
@@ -224,12 +224,16 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
     per_node, device_gb, device = devices
     shared = fleet.gpu_sharing.strategy != "none"
     for model in fleet.models:
-        tp = smallest_tensor_parallel(model.weights_gb, device_gb, 1 if shared else shape.gpu_count,
-                                      model.gpu_memory_utilization, GPU_OVERHEAD_GB)
-        out.add(f"{model.name}: smallest tensor parallel",
-                f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB x "
-                f"{model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
-                f"TP {tp} on {device}" if tp else f"does not fit one {device}")
+        tokens = model.context_tokens
+        if model.spec is not None and tokens is not None:
+            _known_model(model, tokens, device_gb, device, 1 if shared else shape.gpu_count, out)
+        else:
+            tp = smallest_tensor_parallel(model.weights_gb, device_gb, 1 if shared else shape.gpu_count,
+                                          model.gpu_memory_utilization, GPU_OVERHEAD_GB)
+            out.add(f"{model.name}: smallest tensor parallel",
+                    f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB "
+                    f"x {model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
+                    f"TP {tp} on {device}" if tp else f"does not fit one {device}")
         if model.slo is None:
             continue
         slo = model.slo
@@ -250,6 +254,26 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         out.notes.append(f"nodes scale from {fleet.nodes.min} to {fleet.nodes.max} only with a node autoscaler in "
                          "the cluster (Cluster Autoscaler with auto-discovery, or Karpenter): the replicas "
                          "autoscaler adds pods, not nodes")
+
+
+def _known_model(model, tokens: int, device_gb: float, device: str, gpus: int, out: FleetSizing) -> None:
+    """A model of the model catalog: the KV cache of one sequence from its attention layout, and the smallest
+    tensor parallel that holds the weights, the overhead, the KV cache's share and that sequence."""
+    from .fit import fits, kv_dtype_bytes
+    from .models import GIB
+
+    spec, size = model.spec, kv_dtype_bytes(model)
+    tp = next((d for d in range(1, gpus + 1) if gpus % d == 0 and fits(model, device_gb, d, tokens)), None)
+    at = tp or model.tensor_parallel
+    kv = spec.kv_bytes_per_token(at, size) * tokens
+    out.add(f"{model.name}: KV cache of one {tokens:,}-token sequence",
+            f"2 x {spec.layers} layers x {spec.kv_heads_stored(at)} KV heads x {spec.head_dim} x {size:g} B x "
+            f"{tokens:,} tokens ({spec.id}, fleetform catalog --models)", f"{kv / GIB:.2f} GiB")
+    out.add(f"{model.name}: smallest tensor parallel",
+            f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB x "
+            f"{model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g}, and + {kv / 1e9:.1f} GB of KV cache "
+            f"<= TP x {device_gb:.1f} GB x {model.gpu_memory_utilization:g}",
+            f"TP {tp} on {device}" if tp else f"does not fit one {device}")
 
 
 def _unpriced(fleet: Fleet) -> str:

@@ -331,7 +331,7 @@ def _inference_blueprint(sharing: dict, autoscaler: str) -> dict:
             "nodes": {"min": 1, "max": 2}, "capacity": {"type": "on-demand"},
             "scheduler": {"type": "kubernetes", "version": "1.33", "namespace": "llm", "autoscaler": autoscaler},
             "gpu_sharing": sharing,
-            "models": [{"name": "chat", "image": "vllm/vllm-openai:v0.11.0", "model": "Qwen/Qwen2.5-7B-Instruct",
+            "models": [{"name": "chat", "image": "vllm/vllm-openai:v0.11.0", "model": "Qwen/Qwen2.5-1.5B-Instruct",
                         "model_params_billion": 1.5, "precision": "bf16", "tensor_parallel": 1,
                         "max_model_len": 4096, "replicas": {"min": 1, "max": 2},
                         "autoscale": {"metric": "queue_depth", "target_per_replica": 4},

@@ -1,4 +1,5 @@
-"""fleetform catalog [--gpu NAME]: GPU instance types with their GPU facts and prices, and sources."""
+"""fleetform catalog [--gpu NAME] [--models]: GPU instance types with their GPU facts and prices, or the
+open models fleetform knows, and the sources of every figure."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ def add_parser(sub) -> None:
                        description="List the GPU instance types fleetform knows, with GPU facts and on-demand "
                                    "prices, and the source and date of every figure.")
     p.add_argument("--gpu", metavar="NAME", help="only this GPU (a family like H100, or a model like A100-80GB)")
+    p.add_argument("--models", action="store_true",
+                   help="list the model catalog instead: parameters, context, gated, attention layout, sources")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.set_defaults(run=run)
 
@@ -40,9 +43,48 @@ def _gpu_block(gpu: Gpu) -> list[str]:
     return lines
 
 
+def _models(fmt: str) -> int:
+    from ..models import GIB, load_models
+
+    catalog = load_models()
+    specs = list(catalog.models.values())
+    if fmt == "json":
+        data = {"about": catalog.about,
+                "models": [{"id": m.id, "params_billion": m.params_billion, "active_params_billion": m.active_params_billion,
+                            "max_context": m.max_context, "gated": m.gated, "layers": m.layers,
+                            "attention_heads": m.attention_heads, "kv_heads": m.kv_heads, "head_dim": m.head_dim,
+                            "kv_bytes_per_token_16bit": m.kv_bytes_per_token(1, 2.0), "sources": dict(m.sources)}
+                           for m in specs]}
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    header = ["MODEL", "PARAMS B", "ACTIVE B", "CONTEXT", "GATED", "LAYERS", "HEADS", "KV HEADS", "HEAD DIM",
+              "KV KiB/TOKEN", "KV GiB AT CONTEXT"]
+    rows = [[m.id, f"{m.params_billion:g}", "-" if m.active_params_billion is None else f"{m.active_params_billion:g}",
+             f"{m.max_context:,}", "yes" if m.gated else "no", m.layers, m.attention_heads, m.kv_heads, m.head_dim,
+             f"{m.kv_bytes_per_token(1, 2.0) / 1024:g}", f"{m.kv_bytes_per_token(1, 2.0) * m.max_context / GIB:.2f}"]
+            for m in specs]
+    lines = _table(header, rows, right=set(range(1, len(header))) - {4})
+    lines.append("")
+    lines.append("KV cache: 2 x layers x KV heads x head dim x 2 bytes (16-bit, vLLM's --kv-cache-dtype auto) a token, "
+                 "on one GPU; one sequence of the whole context needs the last column")
+    lines.append("Gated: the Hub asks for a token (hf_token_secret); providers/hf-gated-models.tsv names the page")
+    lines.append("")
+    lines.append("Sources")
+    for m in specs:
+        lines.append(f"  {m.id}")
+        for key, text in m.sources.items():
+            lines.append(f"    {key}: {' '.join(text.split())}")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
 def run(args) -> int:
     from ..cli import UsageError
 
+    if args.models:
+        if args.gpu:
+            raise UsageError("--gpu lists instance types; --models lists models: give one of them")
+        return _models(args.format)
     catalog = load_catalog()
     gpus = list(catalog.gpus.values())
     if args.gpu:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
+from importlib import resources
+
 from ..catalog import load_catalog
 from ..model import Blueprint, Fleet, Size
 from ..slurm import MAX_HOSTS as MAX_NODES  # the largest fleet fleetform renders
@@ -18,8 +22,38 @@ def instance_type(bp: Blueprint, report: Reporter) -> None:
             report(fleet.path, f"fleet '{fleet.name}' names no instance_type",
                    "add e.g. `instance_type: p5.48xlarge`; `fleetform catalog` lists the choices")
         elif fleet.instance is None:
-            report(fleet.path + ("instance_type",), f"'{fleet.instance_type}' is not a GPU instance type in the catalog",
-                   did_you_mean(fleet.instance_type, catalog.instances, "see `fleetform catalog`; known"))
+            known = uncataloged_instances().get(fleet.instance_type)
+            if known is None:
+                report(fleet.path + ("instance_type",), f"'{fleet.instance_type}' is not a GPU instance type in the catalog",
+                       did_you_mean(fleet.instance_type, catalog.instances, "see `fleetform catalog`; known"))
+                continue
+            total = known["gpu_count"] * known["gpu_gb_each"]
+            report(fleet.path + ("instance_type",),
+                   f"'{fleet.instance_type}' ({known['gpu_count']} x NVIDIA {known['gpu']}, {known['gpu_gb_each']} GB each) "
+                   "is an EC2 GPU instance type that fleetform's catalog does not list: the catalog holds A10G and "
+                   "newer GPUs (G5, G6, G6e, P4d and later), whose prices, network cards and EFA it knows",
+                   f"nearest catalogued types with at least its {total} GB of GPU memory: "
+                   + ", ".join(f"{i.name} ({i.gpu_count} x {i.gpu.name}, {i.gpu_count * i.gpu.memory_gb:.0f} GB)"
+                               for i in nearest_by_gpu_memory(catalog, total))
+                   + "; `fleetform catalog` lists them all")
+
+
+NEAREST = 4
+"""Catalogued instance types an uncatalogued type's finding names at most."""
+
+
+@lru_cache(maxsize=1)
+def uncataloged_instances() -> dict[str, dict]:
+    """EC2 GPU instance types fleetform's catalog leaves out, with their GPUs (providers/aws/uncataloged-instances.json)."""
+    text = resources.files("fleetform.providers.aws").joinpath("uncataloged-instances.json").read_text(encoding="utf-8")
+    return {row["instance_type"]: row for row in json.loads(text)["rows"]}
+
+
+def nearest_by_gpu_memory(catalog, total_gb: float) -> list:
+    """The catalogued instance types with at least `total_gb` of GPU memory in all, least memory first, then cheapest."""
+    bigger = [i for i in catalog.instances.values() if i.gpu_count * i.gpu.memory_gb >= total_gb]
+    return sorted(bigger, key=lambda i: (round(i.gpu_count * i.gpu.memory_gb), i.price_usd_hr is None,
+                                         i.price_usd_hr or 0.0, i.name))[:NEAREST]
 
 
 @rule("onprem-nodes", "error", "an on-prem fleet lists its hosts and hardware, and no cloud-only fields")

@@ -52,6 +52,40 @@ def _usable_gb(model: Model, device_gb: float) -> float:
     return model.tensor_parallel * device_gb * model.gpu_memory_utilization
 
 
+SUGGESTED_INSTANCES = 4
+"""Instance types a hint names at most, cheapest first."""
+
+
+def fit_options(model: Model, fleet, tokens: int | None) -> list[str]:
+    """What holds the model when its GPUs do not: a larger tensor_parallel where the node has the GPUs
+    for it, else (AWS) the catalog's instance types whose GPUs hold it on one node, with the
+    tensor_parallel to use there; never a tensor_parallel the node does not have."""
+    from ..catalog import load_catalog
+    from ..fit import fits, instances_that_fit
+
+    options = []
+    devices = fleet.devices()
+    if devices is not None and fleet.gpu_sharing.strategy == "none":
+        per_node, device_gb, _ = devices
+        larger = next((d for d in range(model.tensor_parallel + 1, per_node + 1)
+                       if per_node % d == 0 and fits(model, device_gb, d, tokens)), None)
+        if larger is not None:
+            options.append(f"raise tensor_parallel to {larger} (the node has {per_node} GPUs)")
+    if fleet.instance is not None:
+        found = [(i, tp) for i, tp in instances_that_fit(model, load_catalog().instances.values(), tokens)
+                 if i.name != fleet.instance.name]
+        if found:
+            shown = ", ".join(f"{i.name} ({i.gpu_count} x {i.gpu.name}, tensor_parallel {tp}"
+                              + (f", ${i.price_usd_hr:.2f}/h)" if i.price_usd_hr is not None else ")")
+                              for i, tp in found[:SUGGESTED_INSTANCES])
+            options.append(f"use an instance type whose GPUs hold it: {shown}; `fleetform catalog` lists them all")
+        else:
+            options.append("no instance type in fleetform's catalog holds it on one node")
+    elif fleet.shape is not None:
+        options.append("use GPUs with more memory")
+    return options
+
+
 @rule("model-fits", "error", "a model's weights fit the memory of its tensor_parallel GPUs, while loading too")
 def model_fits(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
@@ -64,16 +98,18 @@ def model_fits(bp: Blueprint, report: Reporter) -> None:
             where = (f"the {usable:.1f} GB vLLM may use on {model.tensor_parallel} x {device} "
                      f"({device_gb:.1f} GB x {model.gpu_memory_utilization:g})")
             if model.weights_gb > usable:
+                options = fit_options(model, fleet, model.context_tokens)
+                if model.precision not in ("int4",):
+                    options.append("serve a quantized precision")
                 report(model.path + ("tensor_parallel",),
                        f"{model.model_params_billion:g}B parameters in {model.precision} take {model.weights_gb:.1f} GB, "
-                       f"more than {where}",
-                       "raise tensor_parallel, pick a GPU with more memory, or serve a quantized precision")
+                       f"more than {where}", "; or ".join(options))
             elif model.load_gb > usable:
+                options = ["serve an fp8 checkpoint (checkpoint_precision: fp8)"] + fit_options(
+                    model, fleet, model.context_tokens)
                 report(model.path + ("tensor_parallel",),
                        f"vLLM loads the {model.checkpoint} checkpoint whole before quantizing it to fp8: "
-                       f"{model.load_gb:.1f} GB while loading, more than {where}",
-                       "serve an fp8 checkpoint (checkpoint_precision: fp8), raise tensor_parallel, "
-                       "or pick a GPU with more memory")
+                       f"{model.load_gb:.1f} GB while loading, more than {where}", "; or ".join(options))
 
 
 QUANTIZED = ("fp8", "int8", "int4")

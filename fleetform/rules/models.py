@@ -1,0 +1,107 @@
+"""Rules that hold a served model against the model catalog (providers/models.json): its parameter
+count, its longest context, and whether one sequence of that context fits the KV cache."""
+
+from __future__ import annotations
+
+from ..model import Blueprint, Model
+from ..models import GIB
+from ..fit import kv_dtype_bytes
+from . import Reporter, rule
+from .inference import _inference, _usable_gb, fit_options
+
+PARAMS_TOLERANCE = 0.10
+"""How far model_params_billion may be from the catalog's figure: model cards round (8B for 8.03B,
+7.6B for 7.61B); more than 10% off is a different model's figure."""
+
+BLOCK_TOKENS = 16
+"""vLLM's default KV cache block size in tokens (CacheConfig.block_size 16 on CUDA): the KV cache is
+handed out in whole blocks, so a longest context that fits is a multiple of it."""
+
+
+def _catalog_source(model: Model, key: str) -> str:
+    """Where the catalog read the figure: its first words (`fleetform catalog --models` shows the rest)."""
+    return model.spec.sources[key].split(" (", 1)[0]
+
+
+@rule("model-params", "error", "model_params_billion agrees within 10% with the model catalog's figure for the "
+      "named model")
+def model_params(bp: Blueprint, report: Reporter) -> None:
+    """An error, not a warning: the figure sizes the weights (model-fits, kv-cache-room, kv-cache-fit),
+    the cache volume the checkpoint is downloaded to and the startup probe's budget (k8s.py). A Hub id
+    names one checkpoint, whose parameter count is a fact: a figure more than 10% off makes every one
+    of those wrong, and the fix is to correct it or leave it out for the catalog to give."""
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            spec = model.spec
+            if spec is None or not model.params_given:
+                continue
+            given, known = model.model_params_billion, spec.params_billion
+            if abs(given - known) > PARAMS_TOLERANCE * known:
+                moe = (f" ({spec.active_params_billion:g}B active per token; every expert sits in GPU memory)"
+                       if spec.active_params_billion else "")
+                report(model.path + ("model_params_billion",),
+                       f"'{model.model}' has {known:g}B parameters{moe}, not {given:g}B: {abs(given - known) / known:.0%} "
+                       f"off, and the memory sizing, cache volume and startup budget follow this figure "
+                       f"(source: {_catalog_source(model, 'params_billion')})",
+                       f"write model_params_billion: {known:g}, or leave it out and fleetform takes the catalog's")
+
+
+@rule("model-context", "error", "max_model_len is at most the model's maximum context")
+def model_context(bp: Blueprint, report: Reporter) -> None:
+    """vLLM refuses to start: 'User-specified max_model_len (N) is greater than the derived max_model_len
+    (max_position_embeddings=M ... in model's config.json)' (vllm/config ModelConfig, _get_and_verify_max_len),
+    unless VLLM_ALLOW_LONG_MAX_MODEL_LEN is set, which its own message says 'may lead to incorrect model
+    outputs or CUDA errors'."""
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            spec = model.spec
+            if spec is None or model.max_model_len is None or model.max_model_len <= spec.max_context:
+                continue
+            report(model.path + ("max_model_len",),
+                   f"max_model_len {model.max_model_len:,} is more than the {spec.max_context:,} tokens of "
+                   f"'{model.model}' (max_position_embeddings of its config.json, {_catalog_source(model, 'max_context')}): "
+                   "vLLM refuses to start",
+                   f"use max_model_len: {spec.max_context} or less; a longer context needs a rope_scaling "
+                   "override the model card documents (vLLM --hf-overrides in extra_args)")
+
+
+@rule("kv-cache-fit", "error", "one sequence of max_model_len tokens (or the model's whole context where max_model_len "
+      "is not set) fits the KV cache left after the weights")
+def kv_cache_fit(bp: Blueprint, report: Reporter) -> None:
+    """vLLM v1 refuses to start when the KV cache cannot hold one request of the longest context: 'To serve at
+    least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger
+    than the available KV cache memory (...)' (vllm/v1/core/kv_cache_utils.py, check_enough_kv_cache_memory;
+    the 16.00 GiB is Llama-3.1-8B's 2 x 32 layers x 8 KV heads x 128 x 2 B x 131072 tokens, as this rule
+    computes it). The room is what kv-cache-room counts: vLLM's budget less the weights and its overhead."""
+    for fleet in _inference(bp):
+        devices = fleet.devices()
+        if devices is None:
+            continue
+        _, device_gb, device = devices
+        for model in fleet.models:
+            spec, tokens = model.spec, model.context_tokens
+            if spec is None or tokens is None:
+                continue
+            usable = _usable_gb(model, device_gb)
+            if model.weights_gb > usable or model.load_gb > usable:
+                continue  # model-fits reports it
+            dtype = kv_dtype_bytes(model)
+            per_token = spec.kv_bytes_per_token(model.tensor_parallel, dtype)
+            room = max(usable - model.weights_gb - model.overhead_gb, 0.0) * 1e9
+            need = per_token * tokens
+            if need <= room:
+                continue
+            longest = int(room // per_token) // BLOCK_TOKENS * BLOCK_TOKENS
+            stored = spec.kv_heads_stored(model.tensor_parallel)
+            formula = (f"2 x {spec.layers} layers x {stored} KV heads x {spec.head_dim} x {dtype:g} B = "
+                       f"{per_token / 1024:g} KiB a token")
+            given = (f"at max_model_len {tokens:,}," if model.max_model_len is not None else
+                     f"max_model_len is not set, so vLLM takes the model's {tokens:,} tokens, and")
+            options = [f"set max_model_len: {longest}" if longest >= BLOCK_TOKENS else
+                       "the weights leave no room for a KV cache"]
+            options += [o for o in fit_options(model, fleet, tokens) if "holds it on one node" not in o]
+            report(model.path + (("max_model_len",) if model.max_model_len is not None else ("model",)),
+                   f"{given} one sequence needs {need / GIB:.2f} GiB of KV cache ({formula}), more than the "
+                   f"{room / GIB:.2f} GiB left on {model.tensor_parallel} x {device} after {model.weights_gb * 1e9 / GIB:.2f} "
+                   f"GiB of weights and {model.overhead_gb * 1e9 / GIB:.2f} GiB of vLLM overhead: vLLM refuses to start",
+                   "; or ".join(options))
