@@ -16,8 +16,10 @@ from fleetform.pipeline import check
 from fleetform.providers.aws.common import ClusterIdError, cluster_id
 from fleetform.providers.aws.deployer import deployer_cidr
 from fleetform.providers.aws.inference import secret_config_keys
+from fleetform.providers.aws.kube import deployer_open_message
 from fleetform.providers.aws.program import build
 from fleetform.render import render
+from fleetform.rules.cluster import covers_internet
 
 config = pulumi.Config("fleetform")
 blueprint = Path(config.require("blueprint"))
@@ -59,6 +61,8 @@ if model.cluster is not None:
             except ValueError:
                 raise pulumi.RunError(f"{blueprint}: fleetform:deployer-cidr is {deployer!r}, not an address or a "
                                       "CIDR range. Nothing was built.") from None
+            if covers_internet([deployer.strip()]):
+                raise pulumi.RunError(f"{blueprint}: {deployer_open_message(deployer.strip())}. Nothing was built.")
         if deployer is None:
             try:
                 deployer = deployer_cidr()

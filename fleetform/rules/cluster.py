@@ -276,12 +276,18 @@ def eks_subnets(bp: Blueprint, report: Reporter) -> None:
                "add provider.eks.subnet_ids: [<a subnet of the VPC in another zone>]")
 
 
-def _covers_internet(cidrs) -> bool:
+def covers_internet(cidrs) -> bool:
     """Whether the CIDR blocks together cover the whole IPv4 Internet, however they are split
-    (0.0.0.0/1 + 128.0.0.0/1, or 1.2.3.4/0 with host bits set)."""
+    (0.0.0.0/1 + 128.0.0.0/1, or 1.2.3.4/0 with host bits set). The plan check eks-api-open and the
+    stack's fleetform:deployer-cidr (stacks/__main__.py, providers/aws/kube.py api_access) ask the same."""
     networks = [ipaddress.ip_network(c, strict=False) for c in cidrs]
     merged = list(ipaddress.collapse_addresses(n for n in networks if n.version == 4))
     return any(n.prefixlen == 0 for n in merged)
+
+
+def api_open_message(what: str) -> str:
+    """The eks-api-open finding's words, for the blueprint's api_access_cidrs and the stack's deployer-cidr."""
+    return f"{what} together admit the whole Internet to the cluster's API endpoint"
 
 
 @rule("eks-api-open", "warning", "the EKS API endpoint is not open to the whole Internet, however the ranges are split",
@@ -290,8 +296,7 @@ def eks_api_open(bp: Blueprint, report: Reporter) -> None:
     cluster = bp.cluster
     if cluster is None or not cluster.api_access_cidrs:
         return
-    if _covers_internet(cluster.api_access_cidrs):
+    if covers_internet(cluster.api_access_cidrs):
         report(("provider", "eks", "api_access_cidrs"),
-               f"api_access_cidrs ({', '.join(cluster.api_access_cidrs)}) together admit the whole Internet to the "
-               "cluster's API endpoint", "list only the networks `pulumi up` and kubectl run from, or remove "
+               api_open_message(f"api_access_cidrs ({', '.join(cluster.api_access_cidrs)})"), "list only the networks `pulumi up` and kubectl run from, or remove "
                "api_access_cidrs (then the endpoint answers the address `pulumi up` runs from)")
