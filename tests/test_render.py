@@ -24,7 +24,7 @@ REF = ROOT / "blueprints/reference.yaml"
 
 def test_render_writes_the_layout_of_the_design(tmp_path):
     result = run_cli("render", str(REF), cwd=tmp_path)
-    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\nrendered 44 files to rendered/llm-70b/\n")
+    assert result.returncode == 0 and result.stdout.endswith("[hf-revision-unpinned]\nrendered 44 files to rendered/llm-70b/\n")
     files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
                    for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
     assert [f for f in files if not f.startswith(("serve/", "small-models/"))] == [
@@ -78,7 +78,7 @@ def test_check_lists_stale_missing_and_extra_and_writes_nothing(tmp_path):
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     result = run_cli("render", str(REF), "-o", str(out), "--check")
     assert result.returncode == 1
-    assert [line for line in result.stdout.splitlines() if "[capacity-duration]" not in line][:3] == [f"stale: {out}/train/nccl.env", f"missing: {out}/train/slurm/gres.conf",
+    assert [line for line in result.stdout.splitlines() if ": warning: " not in line][:3] == [f"stale: {out}/train/nccl.env", f"missing: {out}/train/slurm/gres.conf",
                                               f"extra: {out}/notes.txt"]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 

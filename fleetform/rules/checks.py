@@ -2,3 +2,4 @@
 
 from . import blueprint, fleets, inference, kubernetes, nccl, slurm, storage, training  # noqa: F401
 from . import cluster  # noqa: F401  (the cluster stage: after every fleet is checked on its own)
+from . import eks  # noqa: F401  (the cluster's Kubernetes version against EKS's calendar)

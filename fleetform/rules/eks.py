@@ -1,0 +1,139 @@
+"""The EKS cluster's Kubernetes version against EKS's release calendar (providers/aws/eks-versions.tsv,
+with its sources): a version past its end of standard support costs extended support per cluster hour
+(a warning); one past its end of extended support cannot be created any more, and one the calendar does
+not list is not known to be offered (errors).
+
+Dates are compared with the day of the run in UTC; FLEETFORM_TODAY=YYYY-MM-DD sets it (tests pin it, as
+the keeper's tests pin FLEETFORM_NOW).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from functools import lru_cache
+from importlib import resources
+
+from ..model import Blueprint
+from ..records import frozen
+from . import Reporter, rule
+
+EXTENDED_PRICE = "$0.60 per cluster per hour, against $0.10 in standard support"
+"""EKS's price of a cluster in extended support (AWS Containers blog, "Amazon EKS extended support for
+Kubernetes versions pricing", effective April 2024; EKS pricing page)."""
+CALENDAR_SOURCE = "EKS release calendar, providers/aws/eks-versions.tsv"
+
+
+@frozen
+class EksVersion:
+    version: str
+    end_of_standard: datetime.date
+    end_of_extended: datetime.date
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")
+        return int(major), int(minor)
+
+
+@lru_cache(maxsize=1)
+def calendar() -> tuple[EksVersion, ...]:
+    """Every version of the calendar, oldest first."""
+    text = resources.files("fleetform.providers.aws").joinpath("eks-versions.tsv").read_text(encoding="utf-8")
+    rows = []
+    for line in text.splitlines():
+        if line and not line.startswith("#") and not line.startswith("version\t"):
+            version, _released, standard, extended, _source = line.split("\t")
+            rows.append(EksVersion(version, datetime.date.fromisoformat(standard), datetime.date.fromisoformat(extended)))
+    return tuple(sorted(rows, key=lambda r: r.minor))
+
+
+def today() -> datetime.date:
+    """The day of the run (UTC), or FLEETFORM_TODAY's; ValueError names a FLEETFORM_TODAY that is no date."""
+    value = os.environ.get("FLEETFORM_TODAY")
+    if value:
+        try:
+            return datetime.date.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"FLEETFORM_TODAY={value!r} is not a date (YYYY-MM-DD)") from None
+    return datetime.datetime.now(datetime.timezone.utc).date()
+
+
+def in_standard_support(day: datetime.date) -> list[EksVersion]:
+    """Versions EKS supports on that day without the extended-support charge, oldest first (standard support
+    ends at the beginning of its end date, UTC: billing for extended support starts that day)."""
+    return [v for v in calendar() if day < v.end_of_standard]
+
+
+def newest_in_standard_support(day: datetime.date, highest: tuple[int, int]) -> str | None:
+    """The version to suggest where none is chosen: the newest in standard support that fleetform renders for."""
+    fits = [v for v in in_standard_support(day) if v.minor <= highest]
+    return fits[-1].version if fits else None
+
+
+def _eks_fleets(bp: Blueprint):
+    cluster = bp.cluster
+    if cluster is None:
+        return []
+    return [f for f in bp.fleets if f.name in cluster.fleets and f.scheduler is not None]
+
+
+def _first_per_version(bp: Blueprint):
+    """One fleet per distinct version (cluster-version reports fleets that disagree)."""
+    seen: dict[str, object] = {}
+    for fleet in _eks_fleets(bp):
+        seen.setdefault(fleet.scheduler.version, fleet)
+    return list(seen.values())
+
+
+@rule("eks-version", "error", "the EKS cluster's Kubernetes version is one EKS still offers, by its release calendar",
+      stage="cluster")
+def eks_version(bp: Blueprint, report: Reporter) -> None:
+    fleets = _first_per_version(bp)
+    if not fleets:
+        return
+    try:
+        day = today()
+    except ValueError as err:
+        report(fleets[0].scheduler.path + ("version",), f"{err}: the EKS support dates cannot be compared",
+               "unset FLEETFORM_TODAY, or give it as 2026-11-24")
+        return
+    known = {v.version: v for v in calendar()}
+    offered = [v.version for v in calendar() if day < v.end_of_extended]
+    for fleet in fleets:
+        version = fleet.scheduler.version
+        entry = known.get(version)
+        path = fleet.scheduler.path + ("version",)
+        if entry is None:
+            report(path, f"Kubernetes {version} is not in fleetform's EKS release calendar (known: "
+                   f"{', '.join(known)}; {CALENDAR_SOURCE})",
+                   f"use a version EKS offers: {', '.join(offered)}" if offered else "add the version's row to "
+                   "providers/aws/eks-versions.tsv with its source")
+        elif day >= entry.end_of_extended:
+            report(path, f"EKS ended extended support of Kubernetes {version} on {entry.end_of_extended}: no new "
+                   f"cluster can be created with it, and existing ones are upgraded by EKS ({CALENDAR_SOURCE})",
+                   f"use a version in standard support: {', '.join(v.version for v in in_standard_support(day))}")
+
+
+@rule("eks-version-support", "warning",
+      "the EKS cluster's Kubernetes version is in EKS standard support (extended support is billed per cluster hour)",
+      stage="cluster")
+def eks_version_support(bp: Blueprint, report: Reporter) -> None:
+    fleets = _first_per_version(bp)
+    try:
+        day = today()
+    except ValueError:
+        return  # eks-version reports it
+    known = {v.version: v for v in calendar()}
+    standard = in_standard_support(day)
+    for fleet in fleets:
+        entry = known.get(fleet.scheduler.version)
+        if entry is None or not entry.end_of_standard <= day < entry.end_of_extended:
+            continue
+        oldest = f"the oldest in standard support is {standard[0].version}" if standard else "none is in standard support"
+        report(fleet.scheduler.path + ("version",),
+               f"EKS standard support of Kubernetes {entry.version} ended on {entry.end_of_standard}: the cluster "
+               f"runs in extended support until {entry.end_of_extended}, billed {EXTENDED_PRICE} (AWS Containers "
+               f"blog, \"Amazon EKS extended support for Kubernetes versions pricing\"; {CALENDAR_SOURCE})",
+               f"upgrade to a version in standard support; {oldest}"
+               + (f", the newest {standard[-1].version}" if len(standard) > 1 else ""))
