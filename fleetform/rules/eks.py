@@ -75,7 +75,9 @@ def _eks_fleets(bp: Blueprint):
     cluster = bp.cluster
     if cluster is None:
         return []
-    return [f for f in bp.fleets if f.name in cluster.fleets and f.scheduler is not None]
+    # by the scheduler, not the name alone: a training fleet may share a serving fleet's name (unique-names
+    # reports it, and this rule must not crash on it)
+    return [f for f in bp.fleets if f.name in cluster.fleets and getattr(f.scheduler, "type", None) == "kubernetes"]
 
 
 def _first_per_version(bp: Blueprint):
