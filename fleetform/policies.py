@@ -225,7 +225,7 @@ def eks_api_open(resources, bp):
     address only when the blueprint lists such ranges in provider.eks.api_access_cidrs (then the rule
     eks-api-open warns at validate). Anything else that opened it (the stack's fleetform:deployer-cidr, a
     program change) would open the cluster's API to the Internet with no finding in the review."""
-    from .rules.cluster import covers_internet
+    from .cidrs import covers_internet
 
     asked = bp.cluster is not None and bool(bp.cluster.api_access_cidrs) and covers_internet(bp.cluster.api_access_cidrs)
     out = []

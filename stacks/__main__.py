@@ -19,7 +19,7 @@ from fleetform.providers.aws.inference import secret_config_keys
 from fleetform.providers.aws.kube import deployer_open_message
 from fleetform.providers.aws.program import build
 from fleetform.render import render
-from fleetform.rules.cluster import covers_internet
+from fleetform.cidrs import covers_internet
 
 config = pulumi.Config("fleetform")
 blueprint = Path(config.require("blueprint"))

@@ -10,8 +10,7 @@ import pytest
 
 from conftest import ROOT, TODAY, run_cli
 from fleetform.pipeline import check
-from fleetform.rules.eks import calendar, in_standard_support, newest_in_standard_support
-from fleetform.rules.inference import K8S_MAX, K8S_MIN
+from fleetform.eks_versions import calendar, in_standard_support, newest_in_standard_support
 
 BODY = (ROOT / "tests/corpus/382-hf-revision-unpinned.yaml").read_text()
 REFERENCE = ROOT / "blueprints/reference.yaml"
@@ -27,6 +26,9 @@ def _findings(tmp_path, version: str = "1.35", model_extra: str = "", day: str |
 
 def _rule(findings, rule):
     return [f for f in findings if f[1] == rule]
+
+
+K8S_MIN, K8S_MAX = (1, 25), (1, 37)  # fleetform/rules/inference.py: the versions fleetform renders for
 
 
 def test_the_calendar_follows_the_eks_policy_of_14_plus_12_months():

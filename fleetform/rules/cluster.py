@@ -15,9 +15,8 @@ in CPU, memory or ephemeral storage, and everything about the system node group.
 
 from __future__ import annotations
 
-import ipaddress
-
 from ..cluster import Cluster, NodeGroup, Workload, addons_data
+from ..cidrs import api_open_message, covers_internet
 from ..model import Blueprint
 from . import Reporter, did_you_mean, rule
 
@@ -274,20 +273,6 @@ def eks_subnets(bp: Blueprint, report: Reporter) -> None:
                "the EKS cluster would get the single subnet subnet_id; CreateCluster requires subnets in at least "
                "two availability zones",
                "add provider.eks.subnet_ids: [<a subnet of the VPC in another zone>]")
-
-
-def covers_internet(cidrs) -> bool:
-    """Whether the CIDR blocks together cover the whole IPv4 Internet, however they are split
-    (0.0.0.0/1 + 128.0.0.0/1, or 1.2.3.4/0 with host bits set). The plan check eks-api-open and the
-    stack's fleetform:deployer-cidr (stacks/__main__.py, providers/aws/kube.py api_access) ask the same."""
-    networks = [ipaddress.ip_network(c, strict=False) for c in cidrs]
-    merged = list(ipaddress.collapse_addresses(n for n in networks if n.version == 4))
-    return any(n.prefixlen == 0 for n in merged)
-
-
-def api_open_message(what: str) -> str:
-    """The eks-api-open finding's words, for the blueprint's api_access_cidrs and the stack's deployer-cidr."""
-    return f"{what} together admit the whole Internet to the cluster's API endpoint"
 
 
 @rule("eks-api-open", "warning", "the EKS API endpoint is not open to the whole Internet, however the ranges are split",

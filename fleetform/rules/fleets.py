@@ -158,8 +158,8 @@ def _scheduler_hint(fleet: Fleet) -> str:
 
 def suggested_k8s_version() -> str:
     """The version a hint suggests: the newest in EKS standard support that fleetform renders for
-    (fleetform/rules/eks.py), else the newest it renders for."""
-    from .eks import newest_in_standard_support, today
+    (fleetform/eks_versions.py), else the newest it renders for."""
+    from ..eks_versions import newest_in_standard_support, today
     from .inference import K8S_MAX
 
     try:

@@ -33,7 +33,7 @@ import yaml
 from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, deep_merge
 from fleetform.k8s import GPU_OPERATOR_NAMESPACE
 from fleetform.model import Blueprint
-from fleetform.rules.cluster import api_open_message, covers_internet
+from fleetform.cidrs import api_open_message, covers_internet
 
 from .common import TAINT_EFFECTS, _opts, cluster_id
 from .iam import POD_IDENTITY_TRUST, Iam, cluster_autoscaler_policy
