@@ -603,3 +603,36 @@ def rollout_fit(new_model, disruptions: list[Disruption], changes: list[Change])
                             f"reserve {surge} more nodes for the update, or first lower nodes.max to "
                             f"{max(fleet.nodes.max - surge, 0)}, apply, then make this change"))
     return out
+
+
+def _cluster_ids(resources: list[dict]) -> set[str]:
+    return {(r.get("inputs") or {}).get("tags", {}).get("fleetform:cluster") for r in resources
+            if isinstance((r.get("inputs") or {}).get("tags"), dict)} - {None}
+
+
+EKS_CLUSTER_TYPE = "aws:eks/cluster:Cluster"
+
+
+def cluster_id_change(old_resources: list[dict], new_resources: list[dict], changes: list[Change],
+                      disruptions: list[Disruption]) -> dict | None:
+    """A change of the cluster id (`<metadata.name>_<stack>`, the tag fleetform:cluster on every resource):
+    the EKS cluster is named after it and the buckets' prefixes after the blueprint, so the same stack
+    replaces them and everything built on them; what it replaces, what data it loses, and how to rename
+    without losing anything. Read from the two recorded plans (the id is an input of every resource)."""
+    old_ids, new_ids = _cluster_ids(old_resources), _cluster_ids(new_resources)
+    if not old_ids or not new_ids or old_ids == new_ids:
+        return None
+    clusters = [c for c in changes if c.type == EKS_CLUSTER_TYPE and c.action in ("replace", "delete", "create")]
+    replaced = sum(1 for c in changes if c.action == "replace")
+    eks = [f"EKS cluster {c.name} (named after the id): {'replaced by a new, empty cluster' if c.action == 'replace' else c.action + 'd'}"
+           for c in clusters]
+    steps = ["a new metadata.name (or a new Pulumi stack) is a new deployment: keep metadata.name to change anything "
+             "else in place",
+             "to rename, bring the renamed blueprint up as another stack beside the running one: nothing is lost "
+             "until the old stack is destroyed",
+             "copy the data first: checkpoint buckets (`aws s3 sync`), FSx data exported to S3; drain the Slurm queue "
+             "(the controller's state volume is not carried over)",
+             "move clients to the new cluster's endpoint (`aws eks update-kubeconfig --name <new id>`) and Secrets "
+             "(`pulumi config set --secret` on the new stack), then `pulumi destroy` the old stack"]
+    return {"old": sorted(old_ids)[0], "new": sorted(new_ids)[0], "replaced": replaced, "eks": eks,
+            "data_lost": [d.what for d in disruptions if d.cls == "data loss"], "steps": steps}

@@ -28,10 +28,13 @@ CACHE_EXTRA_GIB = 10
 """The model cache holds the downloaded weights (plus 20% and 10 GiB for tokenizer and compile caches)."""
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
-HPA_METRIC = QUEUE_METRIC
-"""The HPA asks the custom metrics API for the queue under vLLM's own name: the rendered Prometheus
-adapter rule (ADAPTER_RULE) exposes it so, and the HPA's metric name may hold ':' (Kubernetes
-validates it with IsValidPathSegmentName, which refuses only '/', '%', '.' and '..')."""
+HPA_METRIC = "vllm_num_requests_waiting"
+"""The name the HPA asks the custom metrics API for: the rendered Prometheus adapter rule matches vLLM's
+series (QUEUE_METRIC) and exports it under this name (rules.custom[].name.as). Kubernetes would take ':'
+in the HPA (IsValidPathSegmentName refuses only '/', '%', '.' and '..'), but the name is also a path
+segment of the custom metrics API (/apis/custom.metrics.k8s.io/.../pods/*/<name>) and a Prometheus
+recording-rule name with ':' was served through the adapter only once renamed without it
+(kubernetes-sigs/prometheus-adapter #307): a plain name leaves no doubt on that path."""
 
 ADAPTER_METRICS_QUERY = "sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)"
 """The Prometheus adapter's per-pod query template (its documented default form)."""

@@ -219,6 +219,25 @@ def eks_endpoint(resources, bp):
     return out
 
 
+@policy("eks-api-open", "an EKS API endpoint admits the whole Internet only where the blueprint's api_access_cidrs ask")
+def eks_api_open(resources, bp):
+    """The plan's publicAccessCidrs, however split (0.0.0.0/1 + 128.0.0.0/1, 1.2.3.4/0), may cover every IPv4
+    address only when the blueprint lists such ranges in provider.eks.api_access_cidrs (then the rule
+    eks-api-open warns at validate). Anything else that opened it (the stack's fleetform:deployer-cidr, a
+    program change) would open the cluster's API to the Internet with no finding in the review."""
+    from .cidrs import covers_internet
+
+    asked = bp.cluster is not None and bool(bp.cluster.api_access_cidrs) and covers_internet(bp.cluster.api_access_cidrs)
+    out = []
+    for r in _of(resources, EKS_CLUSTER):
+        vpc = r["inputs"].get("vpcConfig") or {}
+        cidrs = vpc.get("publicAccessCidrs") or []
+        if vpc.get("endpointPublicAccess") and cidrs and covers_internet(cidrs) and not asked:
+            out.append((r["name"], f"publicAccessCidrs ({', '.join(cidrs)}) admit the whole Internet to the API "
+                                   "endpoint, which the blueprint's api_access_cidrs do not ask for"))
+    return out
+
+
 @policy("eks-subnets", "an EKS cluster has subnets in at least two availability zones")
 def eks_subnets(resources, bp):
     """CreateCluster needs "at least two subnets that are in different Availability Zones" (EKS User Guide,

@@ -21,11 +21,13 @@ from pathlib import Path
 
 import pulumi
 
+from .cidrs import covers_internet
 from .findings import report_text
 from .pipeline import check
 from .providers.aws.common import ClusterIdError, cluster_id
 from .providers.aws.deployer import deployer_cidr
 from .providers.aws.inference import secret_config_keys
+from .providers.aws.kube import deployer_open_message
 from .providers.aws.program import build
 from .render import render
 
@@ -84,6 +86,8 @@ def main(root: str | Path | None = None) -> None:
                 except ValueError:
                     raise pulumi.RunError(f"{blueprint}: fleetform:deployer-cidr is {deployer!r}, not an address or "
                                           "a CIDR range. Nothing was built.") from None
+                if covers_internet([deployer.strip()]):
+                    raise pulumi.RunError(f"{blueprint}: {deployer_open_message(deployer.strip())}. Nothing was built.")
             if deployer is None:
                 try:
                     deployer = deployer_cidr()

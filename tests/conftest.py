@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+TODAY = "2026-11-24"
+"""The day the suite's EKS support dates are judged on (fleetform/rules/eks.py reads FLEETFORM_TODAY), so a
+finding does not appear or vanish as the calendar moves; tests of the calendar set their own days."""
+os.environ["FLEETFORM_TODAY"] = TODAY
 EXAMPLES = sorted((ROOT / "blueprints").glob("*.yaml"))
 
 AWS_TRAINING_HEAD = """apiVersion: fleetform/v1

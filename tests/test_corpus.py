@@ -63,7 +63,10 @@ GENERATED: dict[str, tuple[Callable[[], bytes], list[Expected]]] = {
     # Exactly at the limit: a valid blueprint stays valid (the bound is not off by one), with the
     # reference's own warning (a 512-day run on a Capacity Block).
     "gen-exactly-4mib.yaml": (lambda: _padded_reference(MAX_BYTES),
-                              [("warning", "capacity-duration", "fleets[0].capacity.type", 46)]),
+                              [("warning", "capacity-duration", "fleets[0].capacity.type", 46),
+                               ("warning", "eks-version-support", "fleets[1].scheduler.version", 83),
+                               ("warning", "hf-revision-unpinned", "fleets[1].models[0].model", 89),
+                               ("warning", "hf-revision-unpinned", "fleets[2].models[0].model", 124)]),
 }
 
 @dataclass(frozen=True)

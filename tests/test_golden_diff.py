@@ -53,6 +53,9 @@ CASES = {
     # the serving fleet from p5 to p4d: cost and sizing deltas on both sides
     "p5-to-p4d": _edit("  - name: serve\n    role: inference\n    instance_type: p5.48xlarge\n",
                        "  - name: serve\n    role: inference\n    instance_type: p4d.24xlarge\n"),
+    # a new metadata.name is a new cluster id (<name>_<stack>): the same stack replaces the EKS cluster, the buckets
+    # and file systems named after the blueprint, and everything built on them; diff says so in plain words
+    "blueprint-renamed": _edit("  name: llm-70b  ", "  name: llm-70c  "),
     # a model added to the small-models fleet
     "model-added": _edit("        hf_token_secret: hf-token   # Meta's models are gated: without a token the download "
                          "gets HTTP 401\n", "        hf_token_secret: hf-token\n" + MODEL),

@@ -598,21 +598,21 @@ def test_flag_names_are_read_as_vllms_parser_reads_them():
 
 
 def test_hpa_reads_the_metric_the_adapter_rule_serves(tmp_path):
-    """vLLM 0.11 exports the queue as vllm:num_requests_waiting (vllm/v1/metrics/loggers.py); the HPA asks for
-    that very name (':' passes the HPA's IsValidPathSegmentName check), and the rendered Prometheus adapter
-    rule exposes the per-pod series under it. Before, the HPA asked for vllm_num_requests_waiting, which no
-    rule served. The adapter's values name the Prometheus to read: before, they had no prometheus block and
-    the chart's default pointed at a service that does not exist."""
+    """vLLM 0.11 exports the queue as vllm:num_requests_waiting (vllm/v1/metrics/loggers.py); the rendered
+    Prometheus adapter rule matches that series and exports it as vllm_num_requests_waiting, the name the HPA
+    asks for: no ':' in a custom metrics API path (a recording-rule name with ':' was served only once renamed,
+    kubernetes-sigs/prometheus-adapter #307). The adapter's values name the Prometheus to read: before, they
+    had no prometheus block and the chart's default pointed at a service that does not exist."""
     _, files = _reference(tmp_path)
     hpa = yaml.safe_load(files["small-models/k8s/llama-8b-hpa.yaml"])
     (metric,) = hpa["spec"]["metrics"]
     name = metric["pods"]["metric"]["name"]
-    assert name == "vllm:num_requests_waiting"
+    assert name == "vllm_num_requests_waiting" and ":" not in name
     values = yaml.safe_load(files["small-models/prometheus-adapter-values.yaml"])
     (rule,) = values["rules"]["custom"]
     assert values["rules"]["default"] is False
-    assert rule["name"]["as"] == name and re.fullmatch(rule["name"]["matches"], name)
-    assert rule["seriesQuery"].startswith(name + "{")
+    assert rule["name"]["as"] == name and re.fullmatch(rule["name"]["matches"], "vllm:num_requests_waiting")
+    assert rule["seriesQuery"].startswith("vllm:num_requests_waiting{")
     assert rule["resources"]["overrides"] == {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}
     assert "<<.LabelMatchers>>" in rule["metricsQuery"] and "<<.GroupBy>>" in rule["metricsQuery"]
     # the chart's default Prometheus is http://prometheus.default.svc:9090 (prometheus-community/helm-charts

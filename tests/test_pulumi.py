@@ -452,7 +452,8 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     second = run_cli("plan", "blueprints/reference.yaml", "--format", "json")
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
-    assert [f["rule"] for f in data["findings"]] == ["capacity-duration"] and len(data["resources"]) == 113
+    assert [f["rule"] for f in data["findings"]] == ["capacity-duration", "eks-version-support", "hf-revision-unpinned",
+                                                      "hf-revision-unpinned"] and len(data["resources"]) == 113
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
     assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases",
                                                "depends_on"}

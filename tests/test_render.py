@@ -24,7 +24,7 @@ REF = ROOT / "blueprints/reference.yaml"
 
 def test_render_writes_the_layout_of_the_design(tmp_path):
     result = run_cli("render", str(REF), cwd=tmp_path)
-    assert result.returncode == 0 and result.stdout.endswith("[capacity-duration]\n1 blueprint checked, valid: 0 errors, 1 warning\n"
+    assert result.returncode == 0 and result.stdout.endswith("[hf-revision-unpinned]\n1 blueprint checked, valid: 0 errors, 4 warnings\n"
                                                      "rendered 47 files to rendered/llm-70b/\n")
     files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
                    for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
@@ -79,7 +79,7 @@ def test_check_lists_stale_missing_and_extra_and_writes_nothing(tmp_path):
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     result = run_cli("render", str(REF), "-o", str(out), "--check")
     assert result.returncode == 1
-    assert [line for line in result.stdout.splitlines() if "[capacity-duration]" not in line][:3] == [f"stale: {out}/train/nccl.env", f"missing: {out}/train/slurm/gres.conf",
+    assert [line for line in result.stdout.splitlines() if ": warning: " not in line][:3] == [f"stale: {out}/train/nccl.env", f"missing: {out}/train/slurm/gres.conf",
                                               f"extra: {out}/notes.txt"]
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 

@@ -106,12 +106,32 @@ def inference(name: str, *, instance: str = "p5.48xlarge", nodes: int = 4, versi
                             sharing=f"    gpu_sharing: {sharing}\n" if sharing else "", models=body)
 
 
+def on_premises(text: str, hardware: str, hosts: str) -> str:
+    """An inference variant on premises: Kubernetes versions EKS no longer offers (1.25) or that its release
+    calendar does not list yet (1.37) are refused on AWS (eks-version), yet fleetform renders for them."""
+    aws = "provider: {cloud: aws, region: us-east-1, availability_zone: us-east-1a, network: {cidr: 10.0.0.0/16}}"
+    lines = text.replace(aws, "provider: {cloud: onprem}").splitlines(keepends=True)
+    out = []
+    for line in lines:
+        if line.startswith("    instance_type: "):
+            line = f"    hardware: {hardware}\n    hosts: {hosts}\n"
+        elif line.startswith("    nodes: "):
+            continue  # the hosts are the nodes: on-prem fleets are fixed
+        out.append(line)
+    return "".join(out)
+
+
 INFERENCE_VARIANTS: dict[str, str] = {
     "hpa-three-models": inference("hpa", autoscaler="hpa", models=3),
     "fixed-replicas": inference("fixed", autoscaler="none", models=2),
-    "tp8-k8s-125": inference("big", params=70, tp=8, nodes=2, version="1.25"),
-    "time-slicing-k8s-137": inference("ts", instance="g6e.12xlarge", sharing="{strategy: time-slicing, replicas: 2}",
-                                      version="1.37", models=2),
+    "tp8-k8s-125": on_premises(inference("big", params=70, tp=8, nodes=2, version="1.25"),
+                               "{gpu: H100-80GB, gpu_count: 8, sockets: 2, cores_per_socket: 56, threads_per_core: 2, "
+                               "memory_gib: 2048}", "gpu-[01-02]"),
+    "time-slicing-k8s-137": on_premises(inference("ts", instance="g6e.12xlarge",
+                                                  sharing="{strategy: time-slicing, replicas: 2}", version="1.37",
+                                                  models=2),
+                                        "{gpu: L40S, gpu_count: 4, sockets: 1, cores_per_socket: 24, "
+                                        "threads_per_core: 2, memory_gib: 384}", "ts-[01-04]"),
     "mps": inference("mps", instance="g6.12xlarge", sharing="{strategy: mps, replicas: 2}", autoscaler="hpa", params=3),
     "mig-single": inference("migs", instance="p5.48xlarge", sharing="{strategy: mig, profile: 1g.20gb}", models=4),
     "mig-mixed": inference("migm", instance="p4de.24xlarge",

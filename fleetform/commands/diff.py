@@ -223,7 +223,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     change does to running machines (its disruption class), which models are swapped, what a region
     move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
     from ..changes import CLASSES, SIGNS, Disruption, classify, compare, file_disruption, model_changes, \
-        region_move, rollout_fit, _components
+        region_move, rollout_fit, _components, cluster_id_change
     from ..rules import REPLACE_STATEFUL, ROLLOUT_FIT
 
     (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
@@ -250,6 +250,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
         d.waived = d.part in allowed
     swaps = model_changes(old_model, new_model, _renames(new)) if old_model and new_model else []
     move = region_move(old_model, new_model, disruptions) if old_model and new_model else None
+    renamed = None if unrecorded else cluster_id_change(old["resources"], new["resources"], resources, disruptions)
     change_findings = []
     if new_model is not None and new_result.document is not None:
         doc = new_result.document
@@ -287,6 +288,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
                         "findings_introduced": len(introduced)},
             "disruptions": [d.to_dict() for d in disruptions],
             "model_changes": swaps, "region_move": move, "diagram": diagram,
+            **({"cluster_id_change": renamed} if renamed else {}),  # only where the id moves: other diffs keep their keys
             "resources": [c.to_dict() for c in resources],
             "cost": _cost(old, new), "sizing": _sizing(old, new),
             "rendered_files": files,
@@ -394,6 +396,17 @@ def _region_lines(move: dict, markdown: bool) -> list[str]:
     return lines
 
 
+def _cluster_id_lines(change: dict, markdown: bool) -> list[str]:
+    bullet = (lambda t: f"- {t}") if markdown else (lambda t: f"  {t}")
+    lines = [bullet(f"the cluster id (metadata.name and the Pulumi stack) moves from {change['old']} to {change['new']}: "
+                    f"`pulumi up` on the same stack replaces {change['replaced']} resources named after it or built "
+                    "on them, and re-tags the rest")]
+    lines += [bullet(line) for line in change["eks"]]
+    lines += [bullet(f"data lost: {what}") for what in change["data_lost"]]
+    lines += [bullet(f"to rename safely, step {i}: {step}") for i, step in enumerate(change["steps"], 1)]
+    return lines
+
+
 def render_text(data: dict, markdown: bool) -> str:
     out: list[str] = []
     heading = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", f"== {t}"])
@@ -409,6 +422,10 @@ def render_text(data: dict, markdown: bool) -> str:
     if data["region_move"]:
         out += heading(f"Region move: {data['region_move']['old']} -> {data['region_move']['new']}")
         out += _region_lines(data["region_move"], markdown)
+    if data.get("cluster_id_change"):
+        change = data["cluster_id_change"]
+        out += heading(f"Cluster id change: {change['old']} -> {change['new']}")
+        out += _cluster_id_lines(change, markdown)
     if data["disruptions"]:
         out += heading(f"What running machines and stored data go through: {len(data['disruptions'])} changes, "
                        "most disruptive first (classes: docs/update-safety.md)")

@@ -15,9 +15,8 @@ in CPU, memory or ephemeral storage, and everything about the system node group.
 
 from __future__ import annotations
 
-import ipaddress
-
 from ..cluster import Cluster, NodeGroup, Workload, addons_data
+from ..cidrs import api_open_message, covers_internet
 from ..model import Blueprint
 from . import Reporter, did_you_mean, rule
 
@@ -276,22 +275,13 @@ def eks_subnets(bp: Blueprint, report: Reporter) -> None:
                "add provider.eks.subnet_ids: [<a subnet of the VPC in another zone>]")
 
 
-def _covers_internet(cidrs) -> bool:
-    """Whether the CIDR blocks together cover the whole IPv4 Internet, however they are split
-    (0.0.0.0/1 + 128.0.0.0/1, or 1.2.3.4/0 with host bits set)."""
-    networks = [ipaddress.ip_network(c, strict=False) for c in cidrs]
-    merged = list(ipaddress.collapse_addresses(n for n in networks if n.version == 4))
-    return any(n.prefixlen == 0 for n in merged)
-
-
 @rule("eks-api-open", "warning", "the EKS API endpoint is not open to the whole Internet, however the ranges are split",
       stage="cluster")
 def eks_api_open(bp: Blueprint, report: Reporter) -> None:
     cluster = bp.cluster
     if cluster is None or not cluster.api_access_cidrs:
         return
-    if _covers_internet(cluster.api_access_cidrs):
+    if covers_internet(cluster.api_access_cidrs):
         report(("provider", "eks", "api_access_cidrs"),
-               f"api_access_cidrs ({', '.join(cluster.api_access_cidrs)}) together admit the whole Internet to the "
-               "cluster's API endpoint", "list only the networks `pulumi up` and kubectl run from, or remove "
+               api_open_message(f"api_access_cidrs ({', '.join(cluster.api_access_cidrs)})"), "list only the networks `pulumi up` and kubectl run from, or remove "
                "api_access_cidrs (then the endpoint answers the address `pulumi up` runs from)")

@@ -187,7 +187,19 @@ def spread_placement(bp: Blueprint, report: Reporter) -> None:
 def _scheduler_hint(fleet: Fleet) -> str:
     if fleet.training:
         return "add scheduler: {type: slurm, partitions: [{name: gpu, default: true}]}"
-    return 'add scheduler: {type: kubernetes, version: "1.33", namespace: ..., autoscaler: keda}'
+    return f'add scheduler: {{type: kubernetes, version: "{suggested_k8s_version()}", namespace: ..., autoscaler: keda}}'
+
+
+def suggested_k8s_version() -> str:
+    """The version a hint suggests: the newest in EKS standard support that fleetform renders for
+    (fleetform/eks_versions.py), else the newest it renders for."""
+    from ..eks_versions import newest_in_standard_support, today
+    from .inference import K8S_MAX
+
+    try:
+        return newest_in_standard_support(today(), K8S_MAX) or ".".join(map(str, K8S_MAX))
+    except ValueError:  # FLEETFORM_TODAY is no date: eks-version says so
+        return ".".join(map(str, K8S_MAX))
 
 
 @rule("role-scheduler", "error", "training fleets are scheduled by Slurm, inference fleets by Kubernetes")

@@ -170,6 +170,36 @@ def hf_gated(bp: Blueprint, report: Reporter) -> None:
                        "or load the weights from s3 or a volume")
 
 
+HF_COMMIT = re.compile(r"[0-9a-f]{40}")
+"""A Hub commit id: 40 lower-case hex digits (a branch or tag name is a pointer the repository can move)."""
+
+
+@rule("hf-revision-unpinned", "warning", "weights from the Hugging Face Hub name the commit to load (weights.revision)")
+def hf_revision_unpinned(bp: Blueprint, report: Reporter) -> None:
+    """Without --revision vLLM loads the repository's `main` as it is when each replica starts (vLLM 0.11
+    ModelConfig.revision, which --revision fills through vllm/engine/arg_utils.py: "The specific model version to use. It can be a branch
+    name, a tag name, or a commit id. If unspecified, will use the default version."): replicas started a
+    week apart may serve different weights under one pinned image, each downloading them through the NAT."""
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            weights = model.weights
+            if weights is not None and weights.source != "hub":
+                continue
+            revision = weights.revision if weights is not None else None
+            if revision is not None and HF_COMMIT.fullmatch(revision):
+                continue
+            if revision is None:
+                path = model.path + ("model",)
+                what = (f"'{model.model}' comes from the Hugging Face Hub without a revision: every replica loads "
+                        "whatever `main` is when it starts")
+            else:
+                path = weights.path + ("revision",)
+                what = (f"revision '{revision}' of '{model.model}' is a branch or tag name, which the repository can "
+                        "move: replicas started at different times may load different weights")
+            report(path, what, "set weights: {revision: <the 40-digit commit id>} (the model page's Files and "
+                   "versions, History), or stream the weights from S3 (weights: {source: s3, uri: ...})")
+
+
 @rule("weight-source", "error", "a model's weight source has what it needs, and only that")
 def weight_source(bp: Blueprint, report: Reporter) -> None:
     needs = {"hub": set(), "s3": {"uri"}, "volume": {"claim"}}

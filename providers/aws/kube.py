@@ -33,6 +33,7 @@ import yaml
 from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, deep_merge
 from fleetform.k8s import GPU_OPERATOR_NAMESPACE
 from fleetform.model import Blueprint
+from fleetform.cidrs import api_open_message, covers_internet
 
 from .common import TAINT_EFFECTS, _opts, cluster_id
 from .iam import POD_IDENTITY_TRUST, Iam, cluster_autoscaler_policy
@@ -270,7 +271,18 @@ def api_access(model: Cluster, deployer_cidr: str | None) -> tuple[str, ...]:
                          "could not reach the cluster's API endpoint")
     # fleetform:deployer-cidr is typed by hand: `203.0.113.10` is the /32 it means (EKS takes CIDR notation
     # only), a range with host bits the network it names
-    return (str(ipaddress.ip_network(deployer_cidr.strip(), strict=False)),)
+    network = str(ipaddress.ip_network(deployer_cidr.strip(), strict=False))
+    if covers_internet([network]):
+        # the stack's config would open what the blueprint's review never saw; only api_access_cidrs may ask
+        raise ValueError(deployer_open_message(deployer_cidr.strip()))
+    return (network,)
+
+
+def deployer_open_message(deployer_cidr: str) -> str:
+    """Why fleetform:deployer-cidr may not cover the Internet: the eks-api-open finding, and where to ask for it."""
+    return (api_open_message(f"fleetform:deployer-cidr ({deployer_cidr})") + " [eks-api-open]; set it to the "
+            "address `pulumi up` runs from (a /32), or, to open the endpoint on purpose, list the ranges in the "
+            "blueprint's provider.eks.api_access_cidrs, where review and `fleetform validate` see them")
 
 
 def _weights_policy(uris: tuple[str, ...]) -> str:

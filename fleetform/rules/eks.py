@@ -1,0 +1,84 @@
+"""The EKS cluster's Kubernetes version against EKS's release calendar (providers/aws/eks-versions.tsv,
+with its sources): a version past its end of standard support costs extended support per cluster hour
+(a warning); one past its end of extended support cannot be created any more, and one the calendar does
+not list is not known to be offered (errors).
+
+Dates are compared with the day of the run in UTC; FLEETFORM_TODAY=YYYY-MM-DD sets it (tests pin it, as
+the keeper's tests pin FLEETFORM_NOW).
+"""
+
+from __future__ import annotations
+
+from ..eks_versions import CALENDAR_SOURCE, EXTENDED_PRICE, calendar, in_standard_support, today
+from ..model import Blueprint
+from . import Reporter, rule
+
+
+def _eks_fleets(bp: Blueprint):
+    cluster = bp.cluster
+    if cluster is None:
+        return []
+    # by the scheduler, not the name alone: a training fleet may share a serving fleet's name (unique-names
+    # reports it, and this rule must not crash on it)
+    return [f for f in bp.fleets if f.name in cluster.fleets and getattr(f.scheduler, "type", None) == "kubernetes"]
+
+
+def _first_per_version(bp: Blueprint):
+    """One fleet per distinct version (cluster-version reports fleets that disagree)."""
+    seen: dict[str, object] = {}
+    for fleet in _eks_fleets(bp):
+        seen.setdefault(fleet.scheduler.version, fleet)
+    return list(seen.values())
+
+
+@rule("eks-version", "error", "the EKS cluster's Kubernetes version is one EKS still offers, by its release calendar",
+      stage="cluster")
+def eks_version(bp: Blueprint, report: Reporter) -> None:
+    fleets = _first_per_version(bp)
+    if not fleets:
+        return
+    try:
+        day = today()
+    except ValueError as err:
+        report(fleets[0].scheduler.path + ("version",), f"{err}: the EKS support dates cannot be compared",
+               "unset FLEETFORM_TODAY, or give it as 2026-11-24")
+        return
+    known = {v.version: v for v in calendar()}
+    offered = [v.version for v in calendar() if day < v.end_of_extended]
+    for fleet in fleets:
+        version = fleet.scheduler.version
+        entry = known.get(version)
+        path = fleet.scheduler.path + ("version",)
+        if entry is None:
+            report(path, f"Kubernetes {version} is not in fleetform's EKS release calendar (known: "
+                   f"{', '.join(known)}; {CALENDAR_SOURCE})",
+                   f"use a version EKS offers: {', '.join(offered)}" if offered else "add the version's row to "
+                   "providers/aws/eks-versions.tsv with its source")
+        elif day >= entry.end_of_extended:
+            report(path, f"EKS ended extended support of Kubernetes {version} on {entry.end_of_extended}: no new "
+                   f"cluster can be created with it, and existing ones are upgraded by EKS ({CALENDAR_SOURCE})",
+                   f"use a version in standard support: {', '.join(v.version for v in in_standard_support(day))}")
+
+
+@rule("eks-version-support", "warning",
+      "the EKS cluster's Kubernetes version is in EKS standard support (extended support is billed per cluster hour)",
+      stage="cluster")
+def eks_version_support(bp: Blueprint, report: Reporter) -> None:
+    fleets = _first_per_version(bp)
+    try:
+        day = today()
+    except ValueError:
+        return  # eks-version reports it
+    known = {v.version: v for v in calendar()}
+    standard = in_standard_support(day)
+    for fleet in fleets:
+        entry = known.get(fleet.scheduler.version)
+        if entry is None or not entry.end_of_standard <= day < entry.end_of_extended:
+            continue
+        oldest = f"the oldest in standard support is {standard[0].version}" if standard else "none is in standard support"
+        report(fleet.scheduler.path + ("version",),
+               f"EKS standard support of Kubernetes {entry.version} ended on {entry.end_of_standard}: the cluster "
+               f"runs in extended support until {entry.end_of_extended}, billed {EXTENDED_PRICE} (AWS Containers "
+               f"blog, \"Amazon EKS extended support for Kubernetes versions pricing\"; {CALENDAR_SOURCE})",
+               f"upgrade to a version in standard support; {oldest}"
+               + (f", the newest {standard[-1].version}" if len(standard) > 1 else ""))
