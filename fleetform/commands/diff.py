@@ -1,5 +1,6 @@
 """fleetform diff OLD NEW [--format text|markdown|json] [--detailed-exitcode]: what a blueprint
-change does, for a pull request.
+change does, for a pull request. (`diff --base REV BLUEPRINT...`, every blueprint of a pull request
+in one call: fleetform/commands/diff_many.py.)
 
 Each side is a blueprint file or a git `REV:path`. The diff leads with what costs money or loses
 data: resources replaced (`-/+`, from the input that forces it, fleetform/changes.py), nodes rolled
