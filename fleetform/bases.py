@@ -187,19 +187,45 @@ def _extends(doc: Document) -> tuple[str, str] | None:
     return name, version
 
 
+def _git_top(path: str) -> Path | None:
+    """The git top level of a file (the nearest folder at or above it holding `.git`, a folder or a
+    worktree's file), or None outside git."""
+    folder = Path(os.path.abspath(path)).parent
+    for candidate in (folder, *folder.parents):
+        if os.path.lexists(candidate / ".git"):
+            return candidate
+    return None
+
+
 def _namer(source: str, display: str):
-    """How findings name a base file read for a blueprint shown under another name: the base's path
-    from the blueprint's folder, joined to the shown name's folder (`HEAD:blueprints/bases/x/1.0.0.yaml`
-    for `HEAD:blueprints/llm.yaml`); None (the real path) when the names agree or the base lies
-    outside the blueprint's folder (a base fleetform ships)."""
+    """How findings name a base file. Relative to the repository, so a CI annotation lands on the file
+    and a log reads the same on every machine: the path from the blueprint's git top level, or from
+    the working folder outside git. A base fleetform ships, outside both, is `fleetform:bases/NAME/X.Y.Z.yaml`.
+    A blueprint read from an exported copy and shown under another name (`fleetform diff REV:path`)
+    names a base beside it by the base's path from the blueprint's folder, joined to the shown name's
+    folder (`HEAD:blueprints/bases/x/1.0.0.yaml` for `HEAD:blueprints/llm.yaml`)."""
     folder = os.path.realpath(os.path.dirname(os.path.abspath(source)))
     head = (display.rpartition("/")[0] + "/" if "/" in display else
             display.partition(":")[0] + ":" if ":" in display else "")
+    top = _git_top(source)
+    cwd = os.getcwd()
+    packaged = os.path.realpath(str(resources.files("fleetform.blueprints"))) + os.sep + "bases"
 
-    def name(path: Path) -> str | None:
-        if source == display or not inside(path, folder):
-            return None
-        return head + os.path.relpath(os.path.realpath(path), folder).replace(os.sep, "/")
+    def relative(path: str, root: str) -> str:
+        return os.path.relpath(path, os.path.realpath(root)).replace(os.sep, "/")
+
+    def name(path: Path) -> str:
+        real = os.path.realpath(path)
+        if source != display and inside(real, folder):
+            return head + relative(real, folder)
+        for root in ([top] if top is not None else [cwd]):
+            if inside(real, root):
+                return relative(real, root)
+        if inside(real, packaged):
+            return "fleetform:bases/" + relative(real, packaged)
+        if inside(real, folder):  # beside a blueprint outside git and the working folder: named as it is
+            return head + relative(real, folder)
+        return relative(real, cwd)
     return name
 
 
@@ -231,4 +257,5 @@ def resolve(doc: Document, _chain: tuple[tuple[str, str], ...] = (), _roots_of: 
         raise LoadError(sorted(merge.findings, key=Finding.sort_key))
     data["extends"] = copy.deepcopy(doc.data["extends"])
     record = {"name": pin[0], "version": pin[1], "sha256": base.sha256}
-    return Document(doc.file, data, doc.sha256, merge.values, merge.keys, (record,) + base.bases)
+    return Document(doc.file, data, doc.sha256, merge.values, merge.keys, (record,) + base.bases,
+                    {**base.written, **doc.written})

@@ -27,6 +27,9 @@ COMMANDS = {
     "schema": "print the blueprint JSON Schema (Draft 2020-12)",
     "catalog": "list GPU instance types with GPU facts and prices",
     "rules": "list the checks fleetform makes",
+    "init": "write a starter blueprint and the files to run `pulumi up` on it",
+    "explain": "describe a blueprint field: type, default, values, fields, example",
+    "completion": "print a bash or zsh completion script",
 }
 """Every subcommand (fleetform/commands/<name>.py) with its one-line help, in the order --help lists them."""
 

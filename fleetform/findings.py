@@ -82,16 +82,36 @@ def describe(value: object) -> str:
 
 
 def summary_line(findings: Sequence[Finding], files: int, waived: int = 0) -> str:
+    """The one summary line every command that checks blueprints ends its findings with (validate,
+    render, plan, a diff whose side does not validate): `N blueprint(s) checked, valid|invalid:
+    E error(s), W warning(s)`, then `(K warning(s) waived)` where waivers silenced some."""
     errors = sum(1 for f in findings if f.severity is Severity.ERROR)
     warnings = len(findings) - errors
     what = "blueprint" if files == 1 else "blueprints"
     note = f" ({waived} warning{'s' if waived != 1 else ''} waived)" if waived else ""
-    if not findings:
-        return f"{files} {what} valid: no errors, no warnings{note}"
     e = f"{errors} error{'s' if errors != 1 else ''}"
     w = f"{warnings} warning{'s' if warnings != 1 else ''}"
     verdict = "invalid" if errors else "valid"
     return f"{files} {what} checked, {verdict}: {e}, {w}{note}"
+
+
+def unique(findings: Iterable[Finding]) -> list[Finding]:
+    """The findings with each repeat left out: one at the same file:line:col with the same severity,
+    rule and message is the same problem, seen again (two blueprints that extend one base, a
+    command that validates twice). A CI log reads each once; counts count each once."""
+    return fresh(findings, set())
+
+
+def fresh(findings: Iterable[Finding], seen: set[tuple]) -> list[Finding]:
+    """The findings not in seen (nor repeated among themselves), which are added to it: what a command
+    that reports several blueprints in turn has not printed yet."""
+    out = []
+    for f in findings:
+        key = (f.file, f.line, f.column, f.severity, f.rule, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
 
 
 MAX_PRINTED = 200
@@ -101,7 +121,7 @@ MAX_PRINTED = 200
 def printed(findings: Iterable[Finding]) -> tuple[list[Finding], str | None]:
     """The findings a report prints (sorted, at most MAX_PRINTED) and, when some are left out, the
     line that counts them."""
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     if len(items) <= MAX_PRINTED:
         return items, None
     rest = items[MAX_PRINTED:]
@@ -113,7 +133,7 @@ def printed(findings: Iterable[Finding]) -> tuple[list[Finding], str | None]:
 
 
 def report_text(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     shown, rest = printed(items)
     lines = [f.to_text() for f in shown] + ([rest] if rest else [])
     lines.append(summary_line(items, files, waived))
@@ -121,7 +141,7 @@ def report_text(findings: Iterable[Finding], files: int, waived: int = 0) -> str
 
 
 def report_json(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     errors = sum(1 for f in items if f.severity is Severity.ERROR)
     data = {
         "findings": [f.to_dict() for f in items[:MAX_PRINTED]],
@@ -148,7 +168,7 @@ def _workflow_escape(text: str, property_: bool = False) -> str:
 def report_github(findings: Iterable[Finding], files: int, waived: int = 0) -> str:
     """One GitHub Actions `::error`/`::warning` workflow command per finding, so a pull request shows
     each problem at its line, then the summary line for the job log."""
-    items = sorted(findings, key=Finding.sort_key)
+    items = sorted(unique(findings), key=Finding.sort_key)
     shown, rest = printed(items)
     lines = []
     for f in shown:

@@ -77,6 +77,11 @@ class Document:
     values: dict[Path_, tuple] = field(default_factory=dict)  # (line, col), or (line, col, file) from a base
     keys: dict[Path_, tuple] = field(default_factory=dict)
     bases: tuple[dict, ...] = ()  # the versioned bases merged in: name, version, sha256, file
+    written: dict[tuple, str] = field(default_factory=dict)  # (file, line, col) -> a plain number's source text
+
+    def source_text(self, path: Path_) -> str | None:
+        """How the plain number at path was written (`1.30`, which YAML reads as 1.3), or None."""
+        return self.written.get(self.locate(path))
 
     def locate(self, path: Path_, key: bool = False) -> tuple[str, int, int]:
         """File, line and column of the value (or key) at path, or of its nearest written ancestor."""
@@ -184,6 +189,7 @@ class _Builder:
         self.nodes = 0  # values built so far: those written out plus those aliases repeat
         self.aliased = 0  # of which aliases repeated
         self.findings: list[Finding] = []
+        self.written: dict[tuple, str] = {}
 
     def count(self, n: int, mark, alias: bool = False) -> None:
         self.nodes += n
@@ -226,6 +232,8 @@ class _Builder:
         anchor = getattr(event, "anchor", None)
         if isinstance(event, yaml.ScalarEvent):
             value = _scalar(event)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and event.implicit[0]:
+                self.written[(self.file, *self.values[path])] = event.value  # a hint quotes it as written
             if anchor:
                 self.anchors[anchor] = (value, 1)
             return value
@@ -406,7 +414,7 @@ def parse(raw: bytes, file: str) -> Document:
         line, column = builder.values.get((), (1, 1))
         raise fail(line, column, f"a blueprint is a mapping of fields, not {describe(data)}", "blueprint-type",
                    f"start with `apiVersion: {API_VERSION}` and `kind: {KIND}`")
-    doc = Document(file, data, sha, builder.values, builder.keys)
+    doc = Document(file, data, sha, builder.values, builder.keys, written=builder.written)
     api, kind = data.get("apiVersion"), data.get("kind")
     problems = []
     if "apiVersion" in data and api != API_VERSION:

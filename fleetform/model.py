@@ -14,6 +14,7 @@ from .catalog import Gpu, InstanceType
 from .cluster import Cluster
 from .k8s import KubeFleet
 from .records import frozen
+from .health import HealthConfig
 from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
@@ -352,6 +353,8 @@ class Fleet:
     slurm: SlurmConfig | None = None  # training fleets scheduled by Slurm, when their shape is known
     nccl_env: tuple[EnvVar, ...] = ()  # training fleets: what nccl.env sets, each with its reason
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
+    health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
+    health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
 
     @property
     def training(self) -> bool:

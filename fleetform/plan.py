@@ -56,7 +56,7 @@ MOCK_SECRET = "mock-secret-value"
 """What the mocks give each Pulumi secret config value the program reads (the Kubernetes Secrets of the
 models): the record shows it only as the secret placeholder, never as this text."""
 MOCK_DEPLOYER_CIDR = "203.0.113.10/32"
-"""The mocks' stand-in for the public address `pulumi up` runs from (stacks/__main__.py looks the real one
+"""The mocks' stand-in for the public address `pulumi up` runs from (fleetform/pulumi_program.py looks the real one
 up): an address of TEST-NET-3, which RFC 5737 reserves for documentation."""
 
 

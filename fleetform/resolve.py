@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, k8s, nccl, slurm
+from . import cluster, health, k8s, nccl, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -231,6 +231,9 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                    for i, f in enumerate(data["fleets"]))
     fleets = tuple(replace(f, checkpoint=replace(f.checkpoint, export=_checkpoint_export(f, storage)))
                    if f.checkpoint is not None else f for f in fleets)
+    fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
+                           health_declared="health" in item)
+                   for f, item in zip(fleets, data["fleets"]))
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),

@@ -173,7 +173,11 @@ def _translate(err: ValidationError, doc: Document) -> Iterator[Finding]:
         message = f"'{field}' does not apply when type is {kind!r}" if kind else f"'{field}' is not allowed here"
         yield _finding(doc, path, message, "remove it, or change the type", key=True)
     elif v == "type":
-        yield _finding(doc, path, f"expected {_types(value)}, got {describe(instance)}", _type_hint(value, instance, err))
+        source = doc.source_text(path)
+        got = describe(instance)
+        if source is not None and source != str(instance):  # `1.30`: YAML reads the float 1.3
+            got = f"a number ({source}, which YAML reads as {instance})"
+        yield _finding(doc, path, f"expected {_types(value)}, got {got}", _type_hint(value, instance, err, source))
     elif v == "enum":
         options = ", ".join(str(o) for o in value)
         guess = _did_you_mean(str(instance), value) if isinstance(instance, (str, int)) else None
@@ -213,12 +217,14 @@ def _types(value: Any) -> str:
     return " or ".join(_TYPE_NAMES.get(n, n) for n in names)
 
 
-def _type_hint(expected: Any, instance: Any, err: ValidationError) -> str:
+def _type_hint(expected: Any, instance: Any, err: ValidationError, source: str | None = None) -> str:
+    """`source`: the number as the file writes it (`1.30`, read as the float 1.3): quoting that text is
+    what keeps the value the user meant."""
     names = {expected} if isinstance(expected, str) else set(expected)
     if instance is None:
         return "the value is empty: write one, or remove the key"
     if "string" in names and isinstance(instance, (int, float, bool)):
-        written = str(instance).lower() if isinstance(instance, bool) else str(instance)
+        written = str(instance).lower() if isinstance(instance, bool) else source or str(instance)
         sub = _resolve(err.schema)
         if sub.get("pattern") and not re.search(sub["pattern"], written) and sub.get("examples"):
             return f"write it as text, e.g. \"{sub['examples'][0]}\""  # quoting alone would not make it valid

@@ -1,72 +1,8 @@
-"""The Pulumi program users run `pulumi up` in: validate the blueprint named by the stack config
-key fleetform:blueprint, render its files, and build its fleets on AWS.
+"""The Pulumi program users run `pulumi up` in: fleetform's own, shipped in the package
+(fleetform/pulumi_program.py), as in every blueprint repository `fleetform init` writes."""
 
-A blueprint with errors stops the program before any resource exists, with the same findings
-`fleetform validate` prints; so does a stack whose AWS region is not the blueprint's.
-"""
-
-import ipaddress
-import os
 from pathlib import Path
 
-import pulumi
+from fleetform.pulumi_program import main
 
-from fleetform.findings import report_text
-from fleetform.pipeline import check
-from fleetform.providers.aws.common import ClusterIdError, cluster_id
-from fleetform.providers.aws.deployer import deployer_cidr
-from fleetform.providers.aws.inference import secret_config_keys
-from fleetform.providers.aws.program import build
-from fleetform.render import render
-
-config = pulumi.Config("fleetform")
-blueprint = Path(config.require("blueprint"))
-if not blueprint.is_absolute():
-    blueprint = Path(__file__).resolve().parent / blueprint
-result = check(blueprint, display=str(blueprint))
-if result.model is None:
-    raise pulumi.RunError("the blueprint has errors; nothing was built:\n" + report_text(result.findings, 1))
-model = result.model
-if model.cloud == "aws":
-    # the AWS provider builds in aws:region (or AWS_REGION); a blueprint sized, priced and zoned for
-    # another region must not land there silently
-    region = pulumi.Config("aws").get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region != model.region:
-        where = f"the stack builds in {region}" if region else "the stack names no AWS region"
-        raise pulumi.RunError(f"{blueprint}: the blueprint's provider.region is {model.region}, but {where}; "
-                              f"run `pulumi config set aws:region {model.region}`. Nothing was built.")
-    try:
-        cluster_id(model)
-    except ClusterIdError as error:
-        raise pulumi.RunError(f"{blueprint}: {error}. Nothing was built.") from None
-deployer = None
-if model.cluster is not None:
-    # every Kubernetes Secret the models read is created from a Pulumi secret: all must be set before
-    # anything is built
-    missing = [key for key in secret_config_keys(model)
-               if pulumi.Config("fleetform").get_secret(key.split(":", 1)[1]) is None]
-    if missing:
-        raise pulumi.RunError(f"{blueprint}: the models read Kubernetes Secrets whose values are not set; run "
-                              + "; ".join(f"`pulumi config set --secret {key} <value>`" for key in missing)
-                              + ". Nothing was built.")
-    if model.cluster.api_access_cidrs is None:
-        # the EKS endpoint answers this run's own address (provider.eks.api_access_cidrs absent);
-        # fleetform:deployer-cidr overrides the lookup where the egress address is known
-        deployer = pulumi.Config("fleetform").get("deployer-cidr")
-        if deployer is not None:
-            try:
-                ipaddress.ip_network(deployer.strip(), strict=False)
-            except ValueError:
-                raise pulumi.RunError(f"{blueprint}: fleetform:deployer-cidr is {deployer!r}, not an address or a "
-                                      "CIDR range. Nothing was built.") from None
-        if deployer is None:
-            try:
-                deployer = deployer_cidr()
-            except (OSError, ValueError) as err:
-                raise pulumi.RunError(f"{blueprint}: the public address this run comes from could not be found "
-                                      f"({err}); list the networks that reach the cluster's API in "
-                                      "provider.eks.api_access_cidrs. Nothing was built.") from None
-            pulumi.log.warn(f"the EKS API endpoint answers {deployer} (this run's address) and the VPC only; a run "
-                            "from another address moves it there: list the networks in provider.eks.api_access_cidrs "
-                            "to deploy from several places")
-build(model, render(model), deployer)
+main(Path(__file__).parent)  # a relative fleetform:blueprint is read from this folder

@@ -70,6 +70,23 @@ def test_a_stack_name_that_cannot_be_mapped_is_refused(stack, says):
         cluster_id(Named("a" * 40), stack)
 
 
+def test_a_cluster_id_too_long_for_a_dns_label_is_refused_where_a_slurm_fleet_names_its_zone():
+    """The node names' zone `<fleet>.<cluster>.fleetform.internal` has the cluster id as one label: past 63
+    octets Route 53 refuses the zone ("DNS domain name format", Route 53 Developer Guide) at `pulumi up`,
+    after the VPC is built. An inference-only blueprint has no zone: its limit stays EKS's 100."""
+    model = _model(ROOT / "blueprints" / "reference.yaml")
+    slurm = [f.name for f in model.fleets if f.training and f.slurm is not None]
+    assert slurm, "the reference has a Slurm fleet"
+    fits = "s" * (63 - len(model.name) - 1)
+    assert len(cluster_id(model, fits)) == 63
+    with pytest.raises(ClusterIdError, match=f"a DNS label has at most 63: use a stack name of at most {len(fits)}"):
+        cluster_id(model, fits + "s")
+    # a blueprint without Slurm fleets keeps the longer bound
+    inference = _model(ROOT / "blueprints" / "inference-l4.yaml")
+    assert not [f for f in inference.fleets if f.training and f.slurm is not None]
+    assert len(cluster_id(inference, "s" * (99 - len(inference.name)))) == 100
+
+
 def test_the_stack_program_refuses_such_a_stack_before_any_resource(monkeypatch):
     import pulumi
 

@@ -25,7 +25,7 @@ BROKEN = AWS_TRAINING_HEAD + """    instance_type: p5.48xlarg
 
 def test_valid_blueprint_exits_0_with_summary():
     result = run_cli("validate", "blueprints/onprem-ib.yaml")
-    assert (result.returncode, result.stdout, result.stderr) == (0, "1 blueprint valid: no errors, no warnings\n", "")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "1 blueprint checked, valid: 0 errors, 0 warnings\n", "")
     # the reference's 512-day run on a Capacity Block is a warning: still valid, exit 0
     result = run_cli("validate", REF)
     assert result.returncode == 0 and result.stdout.endswith("1 blueprint checked, valid: 0 errors, 1 warning\n")
@@ -186,7 +186,7 @@ def test_the_summary_counts_waived_warnings(write):
     reason: Short experiments that checkpoint every few minutes; a reclaim costs little.
 """)
     result = run_cli("validate", str(path))
-    assert (result.returncode, result.stdout) == (0, "1 blueprint valid: no errors, no warnings (1 warning waived)\n")
+    assert (result.returncode, result.stdout) == (0, "1 blueprint checked, valid: 0 errors, 0 warnings (1 warning waived)\n")
 
 
 def test_plan_and_diff_without_pulumi_show_the_rest_and_name_the_extra(monkeypatch, capsys):

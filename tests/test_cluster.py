@@ -21,7 +21,9 @@ Test-only overrides, applied to the rendered folder before anything runs (one ma
   4. SlurmdParameters=config_overrides: this host has 2 CPUs, not a p5.48xlarge's 192.
   5. gres.conf File= names links to /dev/null in the temp dir instead of /dev/nvidia[0-7].
   6. power_save_min_interval=0 instead of 30, so a resume starts within a second.
-  7. (in the bootstrap, with FLEETFORM_ROOT) `slurmd -b`: slurmd reports its start as the boot,
+  7. No HealthCheckProgram: this host has no GPUs, so bin/health would drain every node
+     (tests/test_health_cluster.py runs it with fakes).
+  8. (in the bootstrap, with FLEETFORM_ROOT) `slurmd -b`: slurmd reports its start as the boot,
      as a fresh instance would; this host booted before the resume and slurmctld would wait.
 The user data's own part (download the artifact, check sha256, extract) is train-aws's; here the
 programs run from the rendered folder directly. FLEETFORM_ROOT moves /etc, /var and /run of each
@@ -94,6 +96,8 @@ def _override(slurm: Path, tmp: Path, ports: dict[str, int]) -> None:
             line = "TaskPlugin=task/none"
         elif key == "SlurmctldParameters":
             line = line.replace("power_save_min_interval=30", "power_save_min_interval=0")
+        elif key.startswith("HealthCheck"):
+            continue
         elif key == "NodeName":
             names = hostlist.expand_hostlist(value.split()[0])
             rest = value.split(" ", 1)[1]

@@ -81,7 +81,7 @@ def test_a_change_of_instance_type_shows_cost_and_sizing_deltas_and_names_what_i
     assert ("train", "wall-clock time") in sizing and sizing[("train", "wall-clock time")][0] != \
         sizing[("train", "wall-clock time")][1]
     text = run_cli("diff", str(REF), str(_changed(tmp_path))).stdout
-    assert "train: 6 x p5.48xlarge (not priced a month) -> 8 x p5en.48xlarge (not priced a month)" in text
+    assert "train: 6 x p5.48xlarge (not priced) -> 8 x p5en.48xlarge (not priced)" in text
     assert "not priced (both sides): fleet train: Capacity Block prices are set per reservation" in text
 
 
@@ -89,7 +89,7 @@ def test_an_on_demand_change_is_priced_on_both_sides(tmp_path):
     path = _variant(tmp_path, "    nodes: {min: 1, max: 10}", "    nodes: {min: 2, max: 10}")
     out = run_cli("diff", str(REF), str(path)).stdout
     assert ("serve: 1-10 x p5.48xlarge ($40,179-$401,792 a month) -> 2-10 x p5.48xlarge ($80,358-$401,792 a "
-            "month), +40,179 to +0 a month") in out
+            "month), +$40,179 to +$0 a month") in out
     assert "replicas" not in out or "Sizing" in out
 
 

@@ -642,7 +642,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
 @pytest.mark.parametrize("body, expected", [(b"52.94.76.10\n", "52.94.76.10/32"), (b"<html>", None),
                                             (b"10.1.2.3\n", None), (b"198.51.100.7\n", None)])
 def test_the_deploying_address_is_one_public_ipv4_address(body, expected):
-    """stacks/__main__.py asks checkip.amazonaws.com; here a server on 127.0.0.1 answers instead."""
+    """fleetform/pulumi_program.py asks checkip.amazonaws.com; here a server on 127.0.0.1 answers instead."""
     from fleetform.providers.aws.deployer import deployer_cidr
 
     handler = type("Handler", (_Echo,), {"body": body})
@@ -663,7 +663,7 @@ def test_the_deploying_address_is_one_public_ipv4_address(body, expected):
 
 def test_a_non_http_answer_to_the_address_lookup_is_a_value_error():
     """A captive portal or a proxy that answers something other than HTTP raised http.client.BadStatusLine,
-    which is neither the OSError nor the ValueError stacks/__main__.py turns into one line: `pulumi up`
+    which is neither the OSError nor the ValueError fleetform/pulumi_program.py turns into one line: `pulumi up`
     printed a traceback."""
     from fleetform.providers.aws.deployer import deployer_cidr
 
@@ -698,7 +698,7 @@ def test_a_hand_typed_deployer_address_is_sent_to_eks_as_a_cidr(reference_plan):
     assert api_access(cluster, "203.0.113.10") == ("203.0.113.10/32",)
     assert api_access(cluster, "203.0.113.10/32\n") == ("203.0.113.10/32",)
     assert api_access(cluster, "198.51.100.7/24") == ("198.51.100.0/24",)
-    assert "ipaddress.ip_network(deployer.strip(), strict=False)" in (ROOT / "stacks/__main__.py").read_text()
+    assert "ipaddress.ip_network(deployer.strip(), strict=False)" in (ROOT / "fleetform/pulumi_program.py").read_text()
 
 
 FAKE_KUBECTL = r'''#!/usr/bin/env python3

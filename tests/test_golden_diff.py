@@ -66,13 +66,22 @@ def base():
     return built
 
 
+@pytest.fixture(scope="module")
+def base_result():
+    result, built = build(str(REF), display="blueprints/reference.yaml")
+    assert built is not None, [f.to_text() for f in result.findings]
+    return result, built
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_diff_matches_golden(case, base, tmp_path):
+def test_diff_matches_golden(case, base_result, tmp_path):
     path = tmp_path / f"{case}.yaml"
     path.write_text(CASES[case](REF.read_text()))
     result, built = build(str(path), display=f"{case}.yaml")  # findings name the case, not a temporary path
     assert built is not None, [f.to_text() for f in result.findings]
-    data = compute("blueprints/reference.yaml", base, f"{case}.yaml", built)
+    # with both sides' validation results, as `fleetform diff` calls it: disruptions, model swaps, the
+    # change's own findings and the diagram need the models
+    data = compute("blueprints/reference.yaml", base_result[1], f"{case}.yaml", built, base_result[0], result)
     outputs = {
         "txt": render_text(data, markdown=False),
         "md": render_text(data, markdown=True),

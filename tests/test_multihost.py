@@ -30,7 +30,8 @@ Test hooks (everything else runs as on an instance):
      rendered folder is put at its path in the host's file system before it boots.
   2. slurm.conf: ProctrackType=proctrack/linuxproc and TaskPlugin=task/none (no cgroup delegation
      in a namespace), SlurmdParameters=config_overrides (this host is not a p5.48xlarge),
-     power_save_min_interval=0 (the resume starts at once).
+     power_save_min_interval=0 (the resume starts at once), and no HealthCheckProgram: these hosts have
+     no GPUs, so bin/health would drain every node (tests/test_health_cluster.py runs it with fakes).
   3. The hosts run no systemd: the bootstrap starts the daemons itself (its path for a machine whose
      init is not systemd, sd_booted(3)), with `slurmd -b` (a namespace does not boot).
   4. /dev/nvidia0..7 are character devices 1:3 (/dev/null) standing in for the GPUs gres.conf names.
@@ -88,6 +89,8 @@ def _override(slurm: Path) -> None:
             line = "TaskPlugin=task/none"
         elif key == "SlurmctldParameters":
             line = line.replace("power_save_min_interval=30", "power_save_min_interval=0")
+        elif key.startswith("HealthCheck"):
+            continue
         out.append(line)
     conf.write_text("\n".join(out + ["SlurmdParameters=config_overrides"]) + "\n")
 

@@ -95,6 +95,7 @@ def test_wheel_has_only_the_fleetform_package_at_top_level(wheel):
     assert {t for t in top if not t.endswith(".dist-info")} == {"fleetform"}
     for data in ("fleetform/blueprints/fleetform-v1.schema.json", "fleetform/blueprints/reference.yaml",
                  "fleetform/providers/aws/instances.json", "fleetform/providers/aws/gpus.json",
+                 "fleetform/providers/aws/regions.json",
                  "fleetform/providers/nccl-variables.tsv", "fleetform/templates/slurm/slurm.conf.j2"):
         assert data in names
 
@@ -199,3 +200,57 @@ def test_plan_and_diff_with_the_aws_extra(with_aws):
 def test_development_install_finds_data_from_another_cwd(tmp_path):
     assert run_cli("catalog", "--gpu", "L4", cwd=tmp_path).returncode == 0
     assert run_cli("schema", cwd=tmp_path).returncode == 0
+
+
+MOCK_RUN = r'''
+"""Run a blueprint repository's Pulumi program (its __main__.py, as `pulumi up` would, in its folder) under
+Pulumi's mocks, with the stack config of Pulumi.dev.yaml; print the types of the resources it registers."""
+import json, runpy, sys
+import pulumi, yaml
+
+registered = []
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        registered.append(args.typ)
+        return [f"{args.name}-id", {**args.inputs, "arn": "arn", "name": args.name, "bucket": args.name,
+                                    "latestVersion": 1, "privateIp": "10.0.0.10", "endpoint": "https://eks.mock",
+                                    "certificateAuthority": {"data": "bW9jaw=="}}]
+
+    def call(self, args):
+        return {"value": "ami-0123456789abcdef0"} if "getParameter" in args.token else {}
+
+pulumi.runtime.set_mocks(Mocks(), project=yaml.safe_load(open("Pulumi.yaml"))["name"], stack="dev", preview=False)
+config = yaml.safe_load(open("Pulumi.dev.yaml"))["config"]
+config["fleetform:deployer-cidr"] = "198.51.100.7/32"  # instead of asking checkip.amazonaws.com
+pulumi.runtime.set_all_config(config)
+
+@pulumi.runtime.test
+def program():
+    runpy.run_path("__main__.py", run_name="__main__")
+
+program()
+json.dump({"fleetform": __import__("fleetform").__file__, "types": registered}, sys.stdout)
+'''
+
+
+def test_a_blueprint_repository_written_by_init_runs_the_installed_program(with_aws, tmp_path):
+    """Issue 19: a blueprint repository that is not fleetform's runs `pulumi up` with fleetform installed from
+    the wheel. `fleetform init` writes the repository; its __main__.py runs under Pulumi's mocks in that
+    folder (no Pulumi CLI here: the engine is the mocks, as in tests/test_pulumi.py) and builds the starter's
+    training fleet and EKS cluster."""
+    repo = tmp_path / "our-fleets"
+    result = with_aws.run("init", str(repo), "--kind", "both", "--region", "eu-west-1", "--gpu", "h100")
+    assert result.returncode == 0, result.stderr
+    assert (repo / "requirements.txt").read_text().splitlines()[-1] == "fleetform[aws]==0.1.0"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "AWS_REGION",
+                                                            "AWS_DEFAULT_REGION")}
+    run = subprocess.run([str(with_aws.python), "-c", MOCK_RUN], cwd=repo, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    assert out["fleetform"].startswith(str(with_aws.root)) and str(ROOT) not in out["fleetform"]
+    types = out["types"]
+    assert types.count("aws:eks/cluster:Cluster") == 1 and types.count("aws:eks/nodeGroup:NodeGroup") == 2
+    assert "aws:ec2/instance:Instance" in types and "aws:ec2/launchTemplate:LaunchTemplate" in types
+    assert "kubernetes:apps/v1:Deployment" in types

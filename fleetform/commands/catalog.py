@@ -28,12 +28,12 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
 
 def _gpu_block(gpu: Gpu) -> list[str]:
     lines = [
-        f"{gpu.name}: {gpu.memory_mib / 1024:.1f} GiB, {gpu.bf16_dense_tflops:g} TFLOPS BF16 dense, "
+        f"{gpu.name}: {gpu.memory_gb:.1f} GB, {gpu.bf16_dense_tflops:g} TFLOPS BF16 dense, "
         f"{gpu.hbm_gbps:g} GB/s memory bandwidth; GFD product {gpu.gfd_product}",
         f"  source: {gpu.source}",
     ]
     if gpu.mig:
-        profiles = ", ".join(f"{p.name} (x{p.max_per_gpu}, {p.memory_mib / 1024:.1f} GiB)" for p in gpu.mig.values())
+        profiles = ", ".join(f"{p.name} (x{p.max_per_gpu}, {p.memory_mib * 1048576 / 1e9:.1f} GB)" for p in gpu.mig.values())
         lines.append(f"  MIG profiles: {profiles}")
     else:
         lines.append("  MIG: not supported")
@@ -67,8 +67,8 @@ def run(args) -> int:
         }
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return 0
-    header = ["INSTANCE", "GPU", "GPUS", "GPU GiB", "vCPU", "MEM GiB", "EFA", "NET Gbps", "NVMe GB", "$/HOUR"]
-    rows = [[i.name, i.gpu.name, i.gpu_count, f"{i.gpu.memory_mib / 1024:.1f}", i.vcpus, i.mem_gib, i.max_efa,
+    header = ["INSTANCE", "GPU", "GPUS", "GPU GB", "vCPU", "MEM GiB", "EFA", "NET Gbit/s", "NVMe GB", "$/HOUR"]
+    rows = [[i.name, i.gpu.name, i.gpu_count, f"{i.gpu.memory_gb:.1f}", i.vcpus, i.mem_gib, i.max_efa,
              f"{i.net_baseline_gbps:g}", i.local_nvme_gb, "n/a" if i.price_usd_hr is None else f"{i.price_usd_hr:.2f}"]
             for i in instances]
     lines = _table(header, rows, right={2, 3, 4, 5, 6, 7, 8, 9})
@@ -81,5 +81,7 @@ def run(args) -> int:
     for key, text in list(catalog.instance_sources.items()) + list(catalog.gpu_sources.items()):
         lines.append(f"  {key}: {' '.join(text.split())}")
     lines.append("  $/HOUR: on-demand Linux in us-east-1; n/a where AWS publishes no on-demand price")
+    lines.append("  units: GPU memory in GB (10^9 bytes), as plan's sizing and the checks use it; host memory (MEM) in "
+                 "GiB (2^30 bytes), as EC2 reports it; NVMe in GB; network in Gbit/s")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

@@ -195,12 +195,19 @@ def _money_range(values) -> str:
     return f"${values[0]:,.0f}" if values[0] == values[1] else f"${values[0]:,.0f}-${values[1]:,.0f}"
 
 
+def _delta(low: float, high: float) -> str:
+    """A change of cost in dollars, one value where both ends of the range moved alike: `+$1,234`, `-$80 to +$0`."""
+    show = lambda d: f"{'-' if round(d) < 0 else '+'}${abs(d):,.0f}"  # noqa: E731
+    return show(low) if show(low) == show(high) else f"{show(low)} to {show(high)}"
+
+
 def _side_text(side: dict | None) -> str:
     if side is None:
         return "none"
     low, high = side["nodes"]
     count = f"{low}" if low == high else f"{low}-{high}"
-    return f"{count} x {side['instance_type']} ({_money_range(side['usd_per_month'])} a month)"
+    money = _money_range(side["usd_per_month"])
+    return f"{count} x {side['instance_type']} ({money if money == 'not priced' else money + ' a month'})"
 
 
 def _cost_lines(cost: dict) -> list[str]:
@@ -209,12 +216,12 @@ def _cost_lines(cost: dict) -> list[str]:
         line = f"{fleet['fleet']}: {_side_text(fleet['old'])} -> {_side_text(fleet['new'])}"
         a, b = (fleet["old"] or {}).get("usd_per_month"), (fleet["new"] or {}).get("usd_per_month")
         if a is not None and b is not None and None not in a and None not in b:
-            line += f", {b[0] - a[0]:+,.0f} to {b[1] - a[1]:+,.0f} a month"
+            line += f", {_delta(b[0] - a[0], b[1] - a[1])} a month"
         lines.append(line)
     total = cost["total_priced_usd_per_month"]
     ta, tb = total["old"], total["new"]
     lines.append(f"total of what is priced: {_money_range(ta)} -> {_money_range(tb)} a month "
-                 f"({tb[0] - ta[0]:+,.0f} to {tb[1] - ta[1]:+,.0f})")
+                 f"({_delta(tb[0] - ta[0], tb[1] - ta[1])})")
     unpriced_old, unpriced_new = set(cost["unpriced"]["old"]), set(cost["unpriced"]["new"])
     for item in sorted(unpriced_old | unpriced_new):
         side = "both sides" if item in unpriced_old and item in unpriced_new else \
@@ -243,6 +250,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     if not unrecorded:
         owners = {**_components(old["resources"]), **_components(new["resources"])}
         disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
+    per_resource = list(disruptions)  # one per resource change, in its order: the diagram marks their parts
     grouped: dict[tuple, list] = {}  # the files of one fleet that do the same, on one line
     for item in files:
         found = file_disruption(item["path"], item["change"], old_files.get(item["path"]), new_files.get(item["path"]))
@@ -282,13 +290,16 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     worst = disruptions[0].cls if disruptions else "none"
     if move and move["data_lost"]:  # also when the resources were not compared: the move loses them all the same
         worst = "data loss"
+    diagram = None
+    if old_model is not None and new_model is not None:
+        diagram = _diagram(old_model, new_model, old, new, resources, per_resource, files, old_files, new_files)
     return {"old": old_label, "new": new_label, "resources_not_recorded": unrecorded,
             "summary": {"resources": None if unrecorded else counts, "effects": effects,
                         "disruption": worst,
                         "rendered_files_changed": len(files),
                         "findings_introduced": len(introduced)},
             "disruptions": [d.to_dict() for d in disruptions],
-            "model_changes": swaps, "region_move": move,
+            "model_changes": swaps, "region_move": move, "diagram": diagram,
             "resources": [c.to_dict() for c in resources],
             "cost": _cost(old, new), "sizing": _sizing(old, new),
             "rendered_files": files,
@@ -296,6 +307,20 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
             "findings_changed": [{"old": a.to_dict(), "new": b.to_dict()} for a, b in changed],
             "findings_resolved": [f.to_dict() for f in resolved],
             "_introduced": introduced, "_changed": changed, "_resolved": resolved}
+
+
+def _diagram(old_model, new_model, old: dict, new: dict, resources, per_resource, files, old_files, new_files) -> str:
+    """The new blueprint's diagram with what the old one had and the new one lacks, each part a change
+    touches marked (fleetform/diagram.py)."""
+    from ..changes import _components
+    from ..diagram import graph, merge, mermaid, touched_parts
+
+    owners = {**_components(old["resources"] or []), **_components(new["resources"] or [])}
+    touched = touched_parts(old_model, new_model, resources, per_resource, owners,
+                            [(item, old_files.get(item["path"]), new_files.get(item["path"])) for item in files])
+    merged, marks = merge(graph(old_model, old["resources"]), graph(new_model, new["resources"]), touched,
+                          _renames(new))
+    return mermaid(merged, marks)
 
 
 def has_changes(data: dict) -> bool:
@@ -392,6 +417,10 @@ def render_text(data: dict, markdown: bool, limit: int = GITHUB_COMMENT_LIMIT) -
                else f"fleetform diff {data['old']} -> {data['new']}")
     out += heading("What this change does")
     out += _summary_lines(data, markdown)
+    if markdown:
+        from ..diagram import markdown as diagram_markdown
+
+        out += diagram_markdown(data.get("diagram"), "Diagram: what the change touches")
     if data["region_move"]:
         out += heading(f"Region move: {data['region_move']['old']} -> {data['region_move']['new']}")
         out += _region_lines(data["region_move"], markdown)
@@ -480,10 +509,9 @@ def run(args) -> int:
         tmp = Path(tmpdir)
         old_label, old_result, old_built = _side(args.old, tmp, not args.no_resources)
         new_label, new_result, new_built = _side(args.new, tmp, not args.no_resources)
-    if old_built is None or new_built is None:
-        for result in (old_result, new_result):
-            if result.model is None:
-                sys.stdout.write(report_text(result.findings, 1))
+    if old_built is None or new_built is None:  # the sides that do not validate, in one report: a finding both
+        failed = [r for r in (old_result, new_result) if r.model is None]  # share (a base) is printed once
+        sys.stdout.write(report_text([f for r in failed for f in r.findings], len(failed)))
         sys.stdout.write("no diff: a side does not validate\n")
         return 1
     data = compute(old_label, old_built, new_label, new_built, old_result, new_result)

@@ -13,7 +13,7 @@ import json
 import sys
 from collections import Counter
 
-from ..findings import Finding, Severity, printed, report_text
+from ..findings import Finding, Severity, printed, report_text, summary_line, unique
 
 
 def add_parser(sub) -> None:
@@ -97,8 +97,10 @@ def build(path: str, resources: bool = True, display: str | None = None):
         violations = check_policies(recorded, model)
         for pid, name, message in violations:
             findings.append(doc.finding(fleet_paths.get(owner.get(name), ()), f"{name}: {message}", pid))
+    from ..diagram import graph, mermaid
+
     data = {"blueprint": {"name": model.name, "version": model.version, "sha256": model.sha256},
-            **as_dict(model), "resources": recorded,
+            **as_dict(model), "resources": recorded, "diagram": mermaid(graph(model, recorded)),
             "findings": [f.to_dict() for f in sorted(findings, key=Finding.sort_key)]}
     if recorded is not None:
         from ..policies import POLICIES
@@ -115,11 +117,21 @@ def _money(value) -> str:
     return "not priced" if value is None else f"${value:,.2f}"
 
 
+def _span(pair, show) -> str:
+    """A range as one value where both ends are equal (`6`, `$27.45`), else `low-high` (`$55.04-$550.40`)."""
+    low, high = (show(v) for v in pair)
+    return low if low == high else f"{low}-{high}"
+
+
 def text_lines(data: dict, markdown: bool) -> list[str]:
     lines: list[str] = []
     h = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", t])
     bp = data["blueprint"]
     lines.append(f"### fleetform plan: {bp['name']} {bp['version']}" if markdown else f"{bp['name']} {bp['version']}")
+    if markdown:  # the picture first: Mermaid, which GitHub renders in a comment
+        from ..diagram import markdown as diagram_markdown
+
+        lines += diagram_markdown(data.get("diagram"), "Diagram: networks, fleets, storage and schedulers")
     lines += h("Sizing")
     for index, fleet in enumerate(data["sizing"]):
         if markdown and index:
@@ -134,14 +146,12 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
     prices = cost.get("prices")
     lines += h(f"Cost ({cost['hours_per_month']} h a month; {prices})" if prices
                else "Cost (on-prem: owned hardware has no hourly price in fleetform's catalog)")
-    rows = [(f["fleet"], f["instance_type"] or "-", f"{f['nodes'][0]}-{f['nodes'][1]}",
-             _money(f["usd_per_hour"][0]), _money(f["usd_per_hour"][1]),
-             _money(f["usd_per_month"][0]), _money(f["usd_per_month"][1])) for f in cost["fleets"]]
+    rows = [(f["fleet"], f["instance_type"] or "-", _span(f["nodes"], str),
+             _span(f["usd_per_hour"], _money), _span(f["usd_per_month"], _money)) for f in cost["fleets"]]
     if cost.get("priced_fleets", 1):  # no total of nothing: "$0.00" would read as free
-        rows.append(("total (priced)", "", "", _money(cost["total_usd_per_hour"][0]),
-                     _money(cost["total_usd_per_hour"][1]), _money(cost["total_usd_per_month"][0]),
-                     _money(cost["total_usd_per_month"][1])))
-    header = ("fleet", "instance", "nodes", "$/h min", "$/h max", "$/month min", "$/month max")
+        rows.append(("total (priced)", "", "", _span(cost["total_usd_per_hour"], _money),
+                     _span(cost["total_usd_per_month"], _money)))
+    header = ("fleet", "instance", "nodes", "$/h", "$/month")
     lines += _table(header, rows, markdown)
     lines += [f"- not priced: {u}" if markdown else f"  not priced: {u}" for u in cost["unpriced"]]
     if data["resources"] is None:
@@ -210,7 +220,8 @@ def run(args) -> int:
 
         out = Path(args.output) if args.output else Path("rendered") / data["blueprint"]["name"]
         plan_files = {"plan.json": (json.dumps(data, indent=2, sort_keys=True) + "\n").encode(),
-                      "plan.md": ("\n".join(_with_findings(text_lines(data, True), findings, True)) + "\n").encode()}
+                      "plan.md": ("\n".join(_with_findings(text_lines(data, True), findings, True, result.waived))
+                                 + "\n").encode()}
         try:
             write_into(plan_files, out)
         except OutputError as err:
@@ -219,16 +230,17 @@ def run(args) -> int:
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
     else:
         markdown = args.format == "markdown"
-        sys.stdout.write("\n".join(_with_findings(text_lines(data, markdown), findings, markdown)) + "\n")
+        sys.stdout.write("\n".join(_with_findings(text_lines(data, markdown), findings, markdown, result.waived)) + "\n")
     if incomplete:
         sys.stdout.flush()
         raise UsageError(data["resources_not_recorded"])
     return 1 if errors else 0
 
 
-def _with_findings(lines: list[str], findings: list, markdown: bool) -> list[str]:
+def _with_findings(lines: list[str], findings: list, markdown: bool, waived: int = 0) -> list[str]:
     if findings:
         lines = lines + (["", "#### Findings", ""] if markdown else ["", "Findings"])
         shown, rest = printed(findings)
         lines += [(f"- `{f.to_text()}`" if markdown else f.to_text()) for f in shown] + ([rest] if rest else [])
-    return lines
+    summary = summary_line(unique(findings), 1, waived)  # the line validate and render end with
+    return lines + ["", summary] if markdown else lines + [summary]

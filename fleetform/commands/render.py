@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..findings import Severity, printed, report_text
+from ..findings import Severity, fresh, printed, summary_line, unique
 from ..pipeline import check
 
 PLAN_FILES = ("plan.json", "plan.md")
@@ -50,8 +50,9 @@ def run(args) -> int:
             targets[real] = blueprint
         results.append((blueprint, result))
     status = 0
+    seen: set[tuple] = set()  # findings printed for an earlier blueprint (a base they share): once per run
     for blueprint, result in results:
-        status = max(status, _one(blueprint, result, args))
+        status = max(status, _one(blueprint, result, args, seen))
     return status
 
 
@@ -81,17 +82,20 @@ def _current_plan(out: Path, sha256: str) -> tuple[str, ...]:
     return PLAN_FILES if isinstance(plan, dict) and plan.get("blueprint", {}).get("sha256") == sha256 else ()
 
 
-def _one(blueprint: str, result, args) -> int:
+def _one(blueprint: str, result, args, seen: set[tuple]) -> int:
     from ..cli import UsageError
     from ..render import render
     from ..render.output import OutputError
 
     if result.model is None:
-        sys.stdout.write(report_text(result.findings, 1))
+        shown, rest = printed(fresh(result.findings, seen))
+        lines = [f.to_text() for f in shown] + ([rest] if rest else []) + [summary_line(unique(result.findings), 1)]
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
         sys.stdout.write("nothing rendered: fix the errors above\n")
         return 1
-    shown, rest = printed(f for f in result.findings if f.severity is Severity.WARNING)
-    sys.stdout.write("".join(f"{line}\n" for line in [f.to_text() for f in shown] + ([rest] if rest else [])))
+    shown, rest = printed(fresh((f for f in result.findings if f.severity is Severity.WARNING), seen))
+    summary = summary_line(unique(result.findings), 1, result.waived)
+    sys.stdout.write("".join(f"{line}\n" for line in [f.to_text() for f in shown] + ([rest] if rest else []) + [summary]))
     files = render(result.model)
     out = Path(args.output) if args.output else Path("rendered") / result.model.name
     try:

@@ -83,9 +83,29 @@ def checkpoint_location(bp: Blueprint, report: Reporter) -> None:
         buckets = [s for s in attached if s.type == "s3"]
         at = ckpt.path + ("path",)
         if ckpt.location.startswith("s3://"):
-            if not buckets:
-                report(at, f"checkpoints go to {ckpt.location}, but fleet '{fleet.name}' attaches no S3 bucket",
-                       "attach the checkpoint bucket in the fleet's storage list")
+            # s3://BUCKET/PREFIX/: BUCKET is the storage name of a bucket the fleet attaches (its real
+            # name is made by Pulumi from the prefix <blueprint>-<storage>-); a bucket fleetform does
+            # not make is one the fleet's role may not write, and the checkpoints would go nowhere.
+            named = ckpt.location[len("s3://"):].split("/", 1)[0]
+            defined = sorted(s.name for s in bp.storage if s.type == "s3")
+            prefix = ckpt.location[len("s3://") + len(named):]
+            if named in {s.name for s in buckets}:
+                continue
+            if named in defined:
+                report(at, f"checkpoints go to bucket '{named}', which fleet '{fleet.name}' does not attach",
+                       f"attach '{named}' in the fleet's storage list")
+            elif buckets:
+                names = ", ".join(f"'{s.name}' (s3://{s.name}{prefix})" for s in buckets)
+                report(at, f"checkpoints go to bucket '{named}', which is no bucket of fleet '{fleet.name}'",
+                       f"name a bucket the fleet attaches, by its storage name: {names}")
+            elif defined:
+                report(at, f"checkpoints go to bucket '{named}', but fleet '{fleet.name}' attaches no S3 bucket",
+                       f"attach one of the blueprint's buckets ({', '.join(defined)}) in the fleet's storage list "
+                       "and name it in the URI")
+            else:
+                report(at, f"checkpoints go to bucket '{named}', which the blueprint does not define",
+                       f"add `{{name: {named}, type: s3, versioning: true}}` under storage and attach it to "
+                       f"fleet '{fleet.name}'")
             continue
         fs = next((s for s in attached if s.type == "fsx-lustre" and s.mount_path
                    and under(ckpt.location, s.mount_path)), None)

@@ -33,6 +33,11 @@ starting with a letter or digit (Amazon EKS API Reference, CreateCluster, `name`
 value (at most 256 of letters, digits, spaces and `_ . : / = + - @`) and an IAM condition value."""
 
 
+DNS_LABEL_MAX = 63
+"""A label of a domain name has at most 63 octets (RFC 1035, 2.3.4); Route 53 refuses a hosted zone
+whose name has a longer one ("DNS domain name format", Amazon Route 53 Developer Guide)."""
+
+
 class ClusterIdError(ValueError):
     """A Pulumi stack whose name cannot be part of a cluster id."""
 
@@ -56,6 +61,12 @@ def cluster_id(bp: Blueprint, stack: str | None = None) -> str:
         raise ClusterIdError(f"the cluster id {cluster!r} (<blueprint>_<stack>) has {len(cluster)} characters, more "
                              f"than the {CLUSTER_ID_MAX} an EKS cluster name allows: use a stack name of at most "
                              f"{CLUSTER_ID_MAX - len(bp.name) - 1} characters")
+    slurm = [fleet.name for fleet in getattr(bp, "fleets", ()) if fleet.training and fleet.slurm is not None]
+    if slurm and len(cluster) > DNS_LABEL_MAX:
+        raise ClusterIdError(f"the cluster id {cluster!r} (<blueprint>_<stack>) has {len(cluster)} characters; it is "
+                             f"one label of the node names' zone <fleet>.<cluster>.fleetform.internal of the Slurm "
+                             f"fleet {slurm[0]!r}, and a DNS label has at most {DNS_LABEL_MAX}: use a stack name of "
+                             f"at most {DNS_LABEL_MAX - len(bp.name) - 1} characters")
     return cluster
 
 

@@ -18,7 +18,7 @@ CHECKIP_URL = "https://checkip.amazonaws.com"
 
 def deployer_cidr(url: str = CHECKIP_URL, timeout: float = 10.0) -> str:
     """The caller's public IPv4 address as a /32; ValueError when the answer is not one public address,
-    OSError when nothing answers (stacks/__main__.py turns both into one line)."""
+    OSError when nothing answers (fleetform/pulumi_program.py turns both into one line)."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (a fixed https URL, or a test's)
             text = response.read(64).decode("ascii", "replace").strip()

@@ -266,7 +266,7 @@ class EksCluster(pulumi.ComponentResource):
 
 def api_access(model: Cluster, deployer_cidr: str | None) -> tuple[str, ...]:
     """The networks the API endpoint answers outside the VPC: the blueprint's api_access_cidrs, or when it
-    has none, the public address `pulumi up` runs from (stacks/__main__.py looks it up), so the run's own
+    has none, the public address `pulumi up` runs from (fleetform/pulumi_program.py looks it up), so the run's own
     Kubernetes provider reaches the cluster it has just made. () keeps the endpoint private."""
     if model.api_access_cidrs is not None:  # as networks: 1.2.3.4/0 is 0.0.0.0/0
         return tuple(str(ipaddress.ip_network(c, strict=False)) for c in model.api_access_cidrs)

@@ -1,6 +1,6 @@
 """The Pulumi program: the resolved model and its rendered files -> AWS resources.
 
-stacks/__main__.py calls `build` under `pulumi up`; `fleetform plan` calls it under Pulumi's
+fleetform/pulumi_program.py (run by stacks/__main__.py and every blueprint repository) calls `build` under `pulumi up`; `fleetform plan` calls it under Pulumi's
 mocks to record what it would create. Both pass the same model and the same rendered bytes.
 """
 

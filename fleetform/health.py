@@ -1,0 +1,143 @@
+"""The node health check of a Slurm training fleet, as data: what `bin/health` checks on every node,
+how often slurmd runs it, and what a failure does. Everything the rendered slurm.conf lines and
+bin/health.json print is computed here from the resolved fleet (templates compute nothing).
+
+slurmd runs HealthCheckProgram as root on every node that is not NOT_RESPONDING, every
+HealthCheckInterval seconds on nodes in the HealthCheckNodeState states, and kills it when it has
+not ended within 60 seconds; any action is the program's own ("scontrol update NodeName=foo
+State=drain Reason=..."): slurm.conf(5) of Slurm 22.05, HealthCheckProgram and HealthCheckNodeState.
+
+A later slice (Kubernetes node agent, acceptance jobs) builds on the same record: the checks and
+their expected values do not depend on the scheduler.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Literal
+
+from .records import frozen
+from .slurm import PROGRAM_DIR, RENDERED_DIR
+
+SUITES: dict[str, tuple[str, ...]] = {
+    "light": ("gpus", "xid", "mounts"),
+    "standard": ("gpus", "xid", "mounts", "efa", "nvlink"),
+    "thorough": ("gpus", "xid", "mounts", "efa", "nvlink", "dcgm"),
+}
+"""The checks of each suite, light to thorough. `efa` and `nvlink` run only where the instance has
+EFA devices or NVSwitch (HealthConfig.checks drops them elsewhere)."""
+
+TIMEOUT_S: dict[str, int] = {"gpus": 8, "xid": 5, "efa": 5, "nvlink": 5, "fabric": 3, "dcgm": 25, "mount": 2}
+"""What bin/health gives each command before it counts as failed (it kills it then): fleetform's
+budgets, chosen so that the thorough suite on an NVSwitch host with one file system (53 s) ends
+within slurmd's 60 s. A suite's worst case is their sum: `dcgmi diag -r 1` is DCGM's quick level, "normally lasting seconds" (DCGM
+dcgmi-diag reference, https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html);
+levels 2 (about two minutes) and 3 (about 15 minutes) cannot run inside slurmd's 60 s."""
+
+SLURMD_KILL_S = 60
+"""slurmd kills a HealthCheckProgram that has not ended within 60 seconds (slurm.conf(5), 22.05)."""
+
+DEFAULT_SUITE = "standard"
+DEFAULT_INTERVAL_S = 300
+DEFAULT_NODE_STATE = ("any",)
+DEFAULT_ON_FAILURE = "drain"
+
+REASON_PREFIX = "fleetform-health: "
+"""Every drain reason bin/health sets starts with it, and it resumes only nodes whose reason does:
+a drain a person set is never undone. `sinfo -R` prints the first 20 characters of a reason
+(sinfo(1), --list-reasons: "%20E %9u %19H %N"); `sinfo -R -o '%60E %N'` prints all of ours."""
+REASON_MAX = 60
+"""bin/health keeps each reason within 60 characters, prefix included, so one `sinfo -R -o '%60E %N'`
+line shows it whole."""
+
+REBOOT_PROGRAM = "/usr/sbin/reboot"
+"""on_failure: reboot: Slurm reboots a node through RebootProgram (`scontrol reboot ASAP
+nextstate=RESUME`, scontrol(1)); without one slurmctld refuses the request."""
+
+NVSWITCH = "NVSwitch"
+"""Instances whose catalog interconnect names NVSwitch (p4d, p4de, p5, p5e, p5en, p6) run NVIDIA's
+fabric manager, without which their GPUs cannot reach each other (providers/aws/instances.json,
+gpu_interconnect)."""
+
+STATE_DIR = "/var/lib/fleetform"
+
+
+@frozen
+class HealthConfig:
+    suite: Literal["light", "standard", "thorough"]
+    checks: tuple[str, ...]  # the suite's checks that apply to this fleet's nodes
+    interval_s: int  # HealthCheckInterval
+    node_state: tuple[str, ...]  # HealthCheckNodeState values, upper case
+    on_failure: Literal["drain", "reboot", "replace"]
+    program: str  # HealthCheckProgram: bin/health on the nodes
+    gpus: int  # GPUs each node must show, all healthy
+    efa: int  # EFA devices fi_info must list (0: the check does not run)
+    nvswitch: bool  # NVLink links and the fabric manager are checked
+    mounts: tuple[str, ...]  # folders that must be mounted and writable
+    worst_case_s: int  # the longest a check can take: the sum of its commands' timeouts
+    aws: bool
+    path: tuple  # where the blueprint sets it (the fleet's `health`, or the fleet when defaulted)
+    declared: bool  # written in the blueprint, not defaulted
+
+    @property
+    def reboot_program(self) -> str | None:
+        return REBOOT_PROGRAM if self.on_failure == "reboot" else None
+
+    @property
+    def state_file(self) -> str:
+        """Where bin/health keeps the kernel journal's cursor: each check reads the Xid lines since the last."""
+        return f"{STATE_DIR}/health-journal.cursor"
+
+    @property
+    def timeouts(self) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted(TIMEOUT_S.items()))
+
+    @property
+    def reason_prefix(self) -> str:
+        return REASON_PREFIX
+
+    @property
+    def reason_max(self) -> int:
+        return REASON_MAX
+
+
+def worst_case(checks: tuple[str, ...], nvswitch: bool, mounts: int) -> int:
+    total = 0
+    for check in checks:
+        if check == "mounts":
+            total += TIMEOUT_S["mount"] * mounts
+        elif check == "nvlink":
+            total += TIMEOUT_S["nvlink"] + (TIMEOUT_S["fabric"] if nvswitch else 0)
+        else:
+            total += TIMEOUT_S[check]
+    return total
+
+
+def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
+    """The health check of a training fleet scheduled by Slurm whose node shape is known; None
+    otherwise (its Slurm config is None then too, and rules say why)."""
+    if fleet.slurm is None or fleet.shape is None:
+        return None
+    data = data or {}
+    suite = data.get("suite", DEFAULT_SUITE)
+    instance = fleet.instance
+    efa = instance.max_efa if instance is not None and fleet.interconnect is not None \
+        and fleet.interconnect.fabric == "efa" else 0
+    nvswitch = instance is not None and NVSWITCH in instance.gpu_interconnect
+    checks = tuple(c for c in SUITES[suite] if (c != "efa" or efa) and (c != "nvlink" or nvswitch))
+    attached = [s.mount_path for name in fleet.storage for s in storage
+                if s.name == name and s.type == "fsx-lustre" and s.mount_path]
+    mounts = tuple(dict.fromkeys(posixpath.normpath(m) for m in attached + list(data.get("mounts", ()))))
+    if not mounts:
+        checks = tuple(c for c in checks if c != "mounts")
+    aws = cloud == "aws"
+    program_dir = f"{RENDERED_DIR}/{fleet.name}/slurm/bin" if aws else PROGRAM_DIR
+    return HealthConfig(
+        suite=suite, checks=checks, interval_s=data.get("interval_s", DEFAULT_INTERVAL_S),
+        node_state=tuple(s.upper() for s in data.get("node_state", DEFAULT_NODE_STATE)),
+        on_failure=data.get("on_failure", DEFAULT_ON_FAILURE), program=f"{program_dir}/health",
+        gpus=fleet.shape.gpu_count, efa=efa, nvswitch=nvswitch, mounts=mounts,
+        worst_case_s=worst_case(checks, nvswitch, len(mounts)), aws=aws,
+        path=fleet.path + ("health",) if data else fleet.path,
+        declared=bool(data),
+    )
