@@ -292,11 +292,11 @@ def run() -> None:
     Python's own exit tears the interpreter down, freeing one by one every object the imports made:
     14 ms of the 100 of `python -c 'import yaml, jsonschema'`, and more for a command that imported
     more (benchmarks/startup.py). The operating system reclaims a process's memory whole, so when
-    the interpreter has nothing left to do at exit the command ends at once, its output flushed:
-    when no callback is registered with atexit (logging and weakref.finalize register one, and so
-    tempfile's TemporaryDirectory; plan's Pulumi engine does), no other thread runs (concurrent.futures'
-    workers, which it joins at exit) and no interactive prompt waits (`python -i`). Otherwise Python
-    exits as usual. A command must close the files it writes before it returns (with-blocks or raw
+    the interpreter has nothing left to do at exit but its atexit callbacks (logging and
+    weakref.finalize register one, and so tempfile's TemporaryDirectory; plan's imports do), those
+    run here and the command ends at once, its output flushed: when no other thread runs
+    (concurrent.futures' workers, which it joins at exit) and no interactive prompt waits (`python -i`).
+    Otherwise Python exits as usual. A command must close the files it writes before it returns (with-blocks or raw
     descriptors, as every command does): os._exit flushes no Python buffer but stdout's and stderr's."""
     global _whole_process
     _whole_process = True
@@ -323,14 +323,27 @@ def run() -> None:
 
 
 def _nothing_at_exit() -> bool:
-    """True when exiting needs no more than the flush already done: no atexit callback, one thread,
-    no interactive prompt to come."""
+    """True when exiting needs no more than the flush already done: one thread, no interactive prompt
+    to come, and the atexit callbacks run here, as Python's exit would run them (plan's imports
+    register logging's and certifi's; no other thread is left to run after them). Without CPython's
+    atexit._run_exitfuncs, exit as usual when any is registered."""
     import atexit
 
-    callbacks = getattr(atexit, "_ncallbacks", None)  # CPython's count; without it, exit as usual
     threading = sys.modules.get("threading")
-    return (callbacks is not None and callbacks() == 0 and not sys.flags.inspect
-            and (threading is None or threading.active_count() == 1))
+    if sys.flags.inspect or (threading is not None and threading.active_count() != 1):
+        return False
+    callbacks, run_them = getattr(atexit, "_ncallbacks", None), getattr(atexit, "_run_exitfuncs", None)
+    if callbacks is None or (callbacks() and run_them is None):
+        return False
+    if callbacks():
+        run_them()  # each one once, last registered first; an exception is printed, the exit code kept
+        for stream in (sys.stdout, sys.stderr):  # what they printed
+            try:
+                if stream is not None:
+                    stream.flush()
+            except OSError:
+                _discard(stream)
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

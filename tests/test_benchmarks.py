@@ -4,6 +4,8 @@ broke that way when the min-nodes-hold rule came)."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
 
 import pytest
@@ -34,3 +36,24 @@ def test_every_benchmark_blueprint_is_valid(make, tmp_path):
     result = check(path)
     assert [f.to_text() for f in result.findings if f.severity is Severity.ERROR] == []
     assert result.model is not None
+
+
+def _benchmark(script: str, *args: str) -> str:
+    """A benchmark script run briefly, as a user runs it: its figures are printed, never asserted (the
+    machine is shared); a script that cannot run, or prints no result, fails here."""
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode in (0, 1), result.stdout + result.stderr  # 1: a goal not met on this run
+    return result.stdout
+
+
+def test_the_plan_startup_benchmark_runs():
+    out = _benchmark("plan_startup.py", "--runs", "1")
+    assert re.search(r"^plan / importing what it uses, made and ended as fleetform makes and ends its imports: \d+\.\d\dx CPU", out, re.M), out
+    assert re.search(r"^plan / importing pulumi and pulumi_aws: \d+\.\d\dx CPU", out, re.M), out
+    assert re.search(r"the floor 'what it uses' imports \d+ modules", out), out
+
+
+def test_the_diff_many_benchmark_runs():
+    out = _benchmark("diff_many.py", "--runs", "1", "--blueprints", "2")
+    assert re.search(r"^one call / 2 calls: \d+\.\d\dx CPU", out, re.M), out

@@ -47,8 +47,8 @@ def test_example_workflow_calls_the_commands_with_a_read_only_token():
     workflow = _workflow("github-workflow.yml")
     steps = workflow["jobs"]["fleetform"]["steps"]
     scripts = "\n".join(step.get("run", "") for step in steps)
-    for command in ("fleetform validate --format github", "fleetform render --check", "fleetform diff",
-                    "--format markdown", "fleetform plan"):
+    for command in ("fleetform validate --format github", "fleetform render --check", "fleetform diff --base",
+                    "--format markdown", "--detailed-exitcode"):
         assert command in scripts
     # it runs the pull request's code (also from forks): it may read, never write
     assert workflow["permissions"] == {"contents": "read"}
@@ -132,37 +132,46 @@ def test_example_workflows_pass_actionlint(tmp_path):
 def test_a_failed_diff_reaches_the_comment_and_fails_the_job(tmp_path):
     """Issue 19, review defect 1: `fleetform diff ... || true` let a failed diff vanish from the pull
     request's comment. The workflow's diff step runs here as GitHub runs it (bash -e), in a
-    repository with a base branch, with a `fleetform` on PATH that fails for one blueprint."""
+    repository with a base branch, with the real `fleetform` on PATH: one `diff --base` call for
+    every changed blueprint, one of which no longer validates."""
     if shutil.which("git") is None:
         if os.environ.get("CI"):
             pytest.fail("git is missing in CI")
         pytest.skip("git is not installed")
     (step,) = [s for s in _workflow("github-workflow.yml")["jobs"]["fleetform"]["steps"]
                if s.get("name") == "Diff against the base branch"]
+    assert step["run"].count("fleetform diff --base") == 1 and "for bp in" not in step["run"]  # one call
     repo = tmp_path / "repo"
     (repo / "blueprints").mkdir(parents=True)
-    for name in ("a.yaml", "b.yaml"):
-        (repo / "blueprints" / name).write_text("v1\n")
+    onprem = (ROOT / "blueprints/onprem-ib.yaml").read_text()
+    for name in ("a", "b", "c"):
+        (repo / "blueprints" / f"{name}.yaml").write_text(onprem.replace("name: dgx-onprem", f"name: {name}"))
     git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
     subprocess.run(git[:3] + ["init", "-q", "-b", "main"], check=True)
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "base"], check=True)
     subprocess.run(git + ["checkout", "-qb", "pr"], check=True)
-    for name in ("a.yaml", "b.yaml"):
-        (repo / "blueprints" / name).write_text("v2\n")
+    a, b = repo / "blueprints/a.yaml", repo / "blueprints/b.yaml"
+    a.write_text(a.read_text().replace("tokens_billion: 300", "tokens_billion: 600"))
+    b.write_text(b.read_text().replace("fabric: infiniband", "fabric: infiniband\n      nodez: 3"))
     subprocess.run(git + ["commit", "-qam", "change"], check=True)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "fleetform"
-    fake.write_text('#!/bin/sh\ncase "$3" in blueprints/a.yaml) echo "### diff of a"; exit 0 ;; esac\n'
-                    'echo "fleetform: error: no base is named \'platform\'" >&2; exit 1\n')
+    fake.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m fleetform "$@"\n')
     fake.chmod(0o755)
     script = re.sub(r"\$\{\{[^}]*\}\}", "EXPR", step["run"])
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BASE": "main", "PR": "7"}
     result = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
     assert result.returncode != 0, "a failed diff must fail the job"
     comment = (repo / "comment/comment.md").read_text()
-    assert "### diff of a" in comment  # the blueprints that could be compared are still there
-    assert "`fleetform diff` failed on `blueprints/b.yaml` (exit 1)" in comment
-    assert "no base is named 'platform'" in comment
+    assert comment.startswith("## fleetform diff against ") and "1 failed, 1 changed" in comment
+    assert "### fleetform diff: " in comment and "-> blueprints/a.yaml" in comment  # still compared
+    assert "### blueprints/b.yaml: failed" in comment and "nodez" in comment
+    assert "blueprints/c.yaml" not in comment  # not changed by the pull request: not diffed
     assert sorted(p.name for p in (repo / "comment").iterdir()) == ["comment.md", "pr-number"]
+    b.write_text(b.read_text().replace("\n      nodez: 3", ""))
+    subprocess.run(git + ["commit", "-qam", "fixed"], check=True)
+    fixed = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
+    assert fixed.returncode == 0, fixed.stderr  # changes (exit 2 of the diff) pass the job
+    assert "1 changed" in (repo / "comment/comment.md").read_text()

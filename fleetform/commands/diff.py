@@ -1,5 +1,6 @@
 """fleetform diff OLD NEW [--format text|markdown|json] [--detailed-exitcode]: what a blueprint
-change does, for a pull request.
+change does, for a pull request. (`diff --base REV BLUEPRINT...`, every blueprint of a pull request
+in one call: fleetform/commands/diff_many.py.)
 
 Each side is a blueprint file or a git `REV:path`. The diff leads with what costs money or loses
 data: resources replaced (`-/+`, from the input that forces it, fleetform/changes.py), nodes rolled
@@ -30,8 +31,14 @@ def add_parser(sub) -> None:
                                    "origin/main:blueprints/llm.yaml), and report the rendered files that change, the "
                                    "cloud resources created, deleted and changed, the cost delta and the findings the "
                                    "change introduces.")
-    p.add_argument("old", metavar="OLD", help="the blueprint before the change: a file, or REV:path in git")
-    p.add_argument("new", metavar="NEW", help="the blueprint after the change: a file, or REV:path in git")
+    p.add_argument("sides", metavar="OLD NEW | BLUEPRINT", nargs="*",
+                   help="OLD and NEW, the blueprint before and after the change (each a file, or REV:path in git); "
+                        "with --base, any number of blueprints (paths), each compared with itself at REV")
+    p.add_argument("--base", metavar="REV",
+                   help="compare every BLUEPRINT given with its version at git revision REV in one call (a pull "
+                        "request's changed blueprints, and those whose bases changed): one report with a section "
+                        "per blueprint, added and removed ones included, one exit code")
+    p.add_argument("--head", metavar="REV", help="with --base: the new side of each BLUEPRINT is REV:path, not the file")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                    help="text for a terminal, markdown for a pull-request comment, json for tools (default: text)")
     p.add_argument("--detailed-exitcode", action="store_true",
@@ -62,7 +69,7 @@ def _extract(archive: bytes, target: Path) -> None:
         os.symlink(member.linkname, where)
 
 
-def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
+def _materialize(spec: str, tmp: Path, exports: dict[str, Path] | None = None) -> tuple[str, str]:
     """(path to read, label) for a file or a git REV:path (REV:path names a path from the top of the
     repository, as git does). The revision's whole tree is exported, with a `.git` marker at its top:
     the blueprint's bases, and what a base may link to in the repository, come from the same
@@ -79,18 +86,24 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
         top, _, prefix = subprocess.run(["git", "rev-parse", "--show-toplevel", "--show-prefix"],
                                         capture_output=True, check=True, text=True).stdout.partition("\n")
         top, prefix = top.strip(), prefix.strip()
-        # --end-of-options (git 2.24+): nothing after it is an option, whatever it starts with
-        archive = subprocess.run(["git", "archive", "--format=tar", "--end-of-options", rev],
-                                 capture_output=True, check=True, cwd=top)
+        if exports is None or rev not in exports:
+            # --end-of-options (git 2.24+): nothing after it is an option, whatever it starts with
+            archive = subprocess.run(["git", "archive", "--format=tar", "--end-of-options", rev],
+                                     capture_output=True, check=True, cwd=top)
     except (OSError, subprocess.CalledProcessError) as err:
         detail = getattr(err, "stderr", b"") or str(err).encode()
         if isinstance(detail, str):
             detail = detail.encode()
         raise UsageError(f"cannot read {spec} from git: {detail.decode(errors='replace').strip()}") from None
-    target = tmp / f"rev{len(list(tmp.iterdir()))}"
-    target.mkdir()
-    _extract(archive.stdout, target)
-    (target / ".git").write_text("")  # the exported tree's top is its repository's top, as in a checkout
+    if exports is not None and rev in exports:  # one export of a revision for every blueprint of a call
+        target = exports[rev]
+    else:
+        target = tmp / f"rev{len(list(tmp.iterdir()))}"
+        target.mkdir()
+        _extract(archive.stdout, target)
+        (target / ".git").write_text("")  # the exported tree's top is its repository's top, as in a checkout
+        if exports is not None:
+            exports[rev] = target
     # git reads REV:./x and REV:../x from the current folder, any other REV:x from the top
     relative = os.path.normpath(prefix + path if path.startswith(("./", "../")) else path)
     # an absolute path joined to the export is itself (a file of this machine, not of the revision)
@@ -101,11 +114,11 @@ def _materialize(spec: str, tmp: Path) -> tuple[str, str]:
     return str(target / relative), spec
 
 
-def _side(spec: str, tmp: Path, resources: bool):
+def _side(spec: str, tmp: Path, resources: bool, exports: dict[str, Path] | None = None):
     from ..cli import UsageError
     from .plan import build
 
-    path, label = _materialize(spec, tmp)
+    path, label = _materialize(spec, tmp, exports)
     try:  # findings name REV:path, not a temporary copy
         result, built = build(path, resources, display=label)
     except OSError as err:  # a missing file, a FIFO or a device: a usage error, as validate says it
@@ -407,7 +420,9 @@ def _cluster_id_lines(change: dict, markdown: bool) -> list[str]:
     return lines
 
 
-def render_text(data: dict, markdown: bool) -> str:
+def render_text(data: dict, markdown: bool, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+    """The diff as text or markdown; markdown longer than `limit` keeps everything before the file
+    diffs and as many of those as fit (diff --base gives each blueprint a share of one comment)."""
     out: list[str] = []
     heading = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", f"== {t}"])
     bullet = (lambda t: f"- {t}") if markdown else (lambda t: f"  {t}")
@@ -462,15 +477,15 @@ def render_text(data: dict, markdown: bool) -> str:
         else:
             out += [f"{item['change']} {item['path']}", item["diff"].rstrip("\n")]
     text = "\n".join(out) + "\n"
-    if markdown and len(text) > GITHUB_COMMENT_LIMIT:
-        text = _fit_comment(out[:files_at], data["rendered_files"])
+    if markdown and len(text) > limit:
+        text = _fit_comment(out[:files_at], data["rendered_files"], limit)
     return text
 
 
-def _fit_comment(lead: list[str], files: list[dict]) -> str:
+def _fit_comment(lead: list[str], files: list[dict], limit: int = GITHUB_COMMENT_LIMIT) -> str:
     """The comment within GitHub's limit: everything before the file diffs whole, then as many file
     diffs as fit, then the names of the rest."""
-    budget = GITHUB_COMMENT_LIMIT - 2000
+    budget = limit - 2000
     text = "\n".join(lead) + "\n"
     shown = 0
     for item in files:
@@ -485,7 +500,7 @@ def _fit_comment(lead: list[str], files: list[dict]) -> str:
         names = ", ".join(f"`{item['path']}`" for item in rest)
         note = (f"\n_{len(rest)} more changed files are not shown here (GitHub's comment limit is "
                 f"{GITHUB_COMMENT_LIMIT:,} characters); run `fleetform diff` locally for them: {names}_\n")
-        if len(text) + len(note) > GITHUB_COMMENT_LIMIT:
+        if len(text) + len(note) > limit:
             note = (f"\n_{len(rest)} more changed files are not shown here (GitHub's comment limit); run "
                     "`fleetform diff` locally for them._\n")
         text += note
@@ -493,6 +508,20 @@ def _fit_comment(lead: list[str], files: list[dict]) -> str:
 
 
 def run(args) -> int:
+    from ..cli import UsageError
+
+    if args.base is not None:
+        if not args.sides:
+            raise UsageError("--base REV needs the blueprints to compare (BLUEPRINT...)")
+        from .diff_many import run_many
+
+        return run_many(args)
+    if args.head is not None:
+        raise UsageError("--head needs --base")
+    if len(args.sides) != 2:
+        raise UsageError(f"diff takes OLD and NEW (got {len(args.sides)} argument{'' if len(args.sides) == 1 else 's'}); "
+                         "or --base REV BLUEPRINT... for several blueprints")
+    args.old, args.new = args.sides
     with tempfile.TemporaryDirectory(prefix="fleetform-diff-") as tmpdir:
         tmp = Path(tmpdir)
         old_label, old_result, old_built = _side(args.old, tmp, not args.no_resources)
@@ -512,8 +541,6 @@ def run(args) -> int:
         return 1
     unrecorded = data["resources_not_recorded"]
     if unrecorded and not args.no_resources:  # asked for, not compared: see plan.py
-        from ..cli import UsageError
-
         sys.stdout.flush()
         if args.detailed_exitcode:  # there 2 means "changes": an error is 1, as in `terraform plan`
             print(f"fleetform: error: {unrecorded}", file=sys.stderr)

@@ -72,13 +72,18 @@ class KubeObject(pulumi.CustomResource):
 
 
 def objects_of(files: dict[str, bytes], fleet: str) -> list[dict]:
-    """The Kubernetes objects of a fleet's rendered k8s/ folder, in the kustomization's order."""
+    """The Kubernetes objects of a fleet's rendered k8s/ folder, in the kustomization's order. Read with
+    libyaml's parser where PyYAML has it, as fleetform/cluster.py reads the add-ons (same events, same
+    safe constructor): the pure-Python one took 0.3 s of the reference plan's 0.6 s under the mocks."""
     prefix = f"{fleet}/k8s/"
-    kustomization = yaml.safe_load(files[prefix + "kustomization.yaml"])
+    kustomization = yaml.load(files[prefix + "kustomization.yaml"], Loader=_SAFE_LOADER)  # noqa: S506 (safe)
     out = []
     for name in kustomization["resources"]:
-        out += [doc for doc in yaml.safe_load_all(files[prefix + name]) if doc]
+        out += [doc for doc in yaml.load_all(files[prefix + name], Loader=_SAFE_LOADER) if doc]  # noqa: S506
     return out
+
+
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _kubeconfig(cluster: aws.eks.Cluster, region: str) -> pulumi.Output:
