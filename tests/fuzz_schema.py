@@ -442,7 +442,7 @@ _REFUSED = 0
 class Outcome:
     accepted: bool
     read: dict | None = None
-    files: int = 0
+    files: dict | None = None
 
 
 def check(data: dict, folder: Path, strings: list[str] = ()) -> Outcome:
@@ -474,7 +474,7 @@ def check(data: dict, folder: Path, strings: list[str] = ()) -> Outcome:
         assert not complaint, f"user data: bash -n: {complaint}"
         got = oracles.source_env(_cluster_env(text))
         assert got == dict(env), f"user data's cluster.env sourced by bash: {got} != {dict(env)}"
-    return Outcome(True, read, len(files))
+    return Outcome(True, read, files)
 
 
 _TWINS: dict[str, Outcome] = {}
@@ -518,15 +518,24 @@ def _representatives(values: list, index: int) -> list:
     return out
 
 
+def _both_kinds(data: dict) -> bool:
+    roles = {f.get("role") for f in data.get("fleets", []) if isinstance(f, dict)}
+    return {"training", "inference"} <= roles
+
+
 def sweep_cases(seed_data: dict[str, dict]) -> list[tuple[str, Slot, tuple, object, str | None]]:
     """The deterministic sweep: for every slot, the first seed where it can be placed (as it is, or
-    with its parent made), and the representatives of its candidates (_representatives).
+    with its parent made; a blueprint-wide field in one with both training and inference fleets, so
+    its value reaches Slurm's files, nccl.env, the user data and the manifests), and the representatives of its candidates (_representatives).
     Returns (seed name, slot, location, value, key for a map entry)."""
     cases = []
     for index, slot in enumerate(slots()):
         where = None
+        order = list(seed_data.items())
+        if slot.path[0] != "fleets":  # a blueprint-wide field: in a blueprint with training and inference fleets
+            order.sort(key=lambda item: (not _both_kinds(item[1]), len(json.dumps(item[1]))))
         for create in (False, True):
-            for name, data in seed_data.items():
+            for name, data in order:
                 found = locations(data, slot, create)
                 if found:
                     where = (name, found[0])
@@ -539,8 +548,23 @@ def sweep_cases(seed_data: dict[str, dict]) -> list[tuple[str, Slot, tuple, obje
         if not values:
             continue
         keys = key_candidates(slot) if slot.path[-1] == "{}" else [None]
-        for i, value in enumerate(_representatives(values, index)):
-            cases.append((i, index, (where[0], slot, where[1], value, keys[i % len(keys)] if keys else None)))
-    # in passes: every slot's first value, then every slot's second...: a regression in one field
-    # meets a hostile value early
-    return [case for _, _, case in sorted(cases, key=lambda c: (c[0], c[1]))]
+        if not keys:
+            continue
+        picked = _representatives(values, index)
+        for i, value in enumerate(picked):  # the values under a key that takes any of them
+            cases.append((i, index, (where[0], slot, where[1], value, keys[0])))
+        for i, key in enumerate(keys[1:3]):  # and two hostile keys (`yes`, `null` where they fit)
+            cases.append((len(picked) + i, index, (where[0], slot, where[1], values[0], key)))
+    # by class of hostile text, the classes the schema normally refuses first (they are there only
+    # when a guard is gone), then by position: a regression meets a value of its kind early
+    return [case for _, _, case in sorted(cases, key=lambda c: (_rank(c[2][3]), c[0], c[1]))]
+
+
+_CLASS_ORDER = ["jinja", "line", "shell", "near-miss", "structure", "yaml", "unicode"]
+
+
+def _rank(value) -> int:
+    for rank, name in enumerate(_CLASS_ORDER):
+        if isinstance(value, str) and value in HOSTILE_CLASSES[name]:
+            return rank
+    return len(_CLASS_ORDER)
