@@ -7,7 +7,7 @@ values, through validate and render, and every rendered file read as its consume
   string also against its twin (the same blueprint with an inert word in its place): what the
   user wrote is what the consumer reads.
 - test_property: hypothesis combines one to three slots per example, with values drawn also from
-  the patterns themselves; derandomized, no database, FLEETFORM_FUZZ_EXAMPLES examples (60 unless
+  the patterns themselves; derandomized, no database, FLEETFORM_FUZZ_EXAMPLES examples (40 unless
   set: `FLEETFORM_FUZZ_EXAMPLES=2000 pytest tests/test_fuzz_schema.py -k property` for a long run).
 - test_a_regression_fails_the_sweep: the fuzzer's strength, kept: each injected regression (a
   template printing a name unquoted, delimiters let through, a shell quote dropped, a schema pattern
@@ -36,7 +36,7 @@ from fleetform import schema as schema_module
 from fleetform.render import jinja as render_jinja
 
 SEEDS = fz.seeds()
-EXAMPLES = int(os.environ.get("FLEETFORM_FUZZ_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("FLEETFORM_FUZZ_EXAMPLES", "40"))
 KUBE_EVERY = 15  # kubernetes-validate on every 15th accepted case (about 10 ms an object)
 
 
@@ -151,6 +151,28 @@ def test_slurmctld_reads_hostile_slurm_values(tmp_path):
         if ran >= 3:
             break
     assert ran >= 3
+
+
+def test_user_data_with_every_hostile_string_is_shellcheck_clean(tmp_path):
+    """shellcheck on a sample: the user data of a training fleet carrying every hostile string the
+    schema admits in some field, each as one cluster.env value; bash reads each back unchanged."""
+    import subprocess
+
+    from conftest import require
+
+    strings = [h for h in fz.HOSTILE if plaintext.problem(h) is None]
+    outcome = fz.check(copy.deepcopy(SEEDS["onprem-ib.yaml"]), tmp_path / "case", strings)
+    assert outcome.accepted
+    texts, _ = fz.user_data(pipeline_model(tmp_path / "case" / "blueprint.yaml"), strings)
+    done = subprocess.run([require("shellcheck", "shellcheck"), "--shell=bash", "-"], input=texts[0],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout
+
+
+def pipeline_model(path: Path):
+    from fleetform import pipeline
+
+    return pipeline.check(path).model
 
 
 # --- hypothesis: several slots at once --------------------------------------------------------------
