@@ -1,0 +1,330 @@
+"""The consumers' readings of rendered files, for the schema-driven fuzz test (tests/test_fuzz_schema.py).
+
+Each reader parses a rendered file the way the program that consumes it does, as far as that can be
+done here without running the program:
+
+- YAML (Kubernetes manifests, chart values): PyYAML's safe loader is a YAML 1.1 reader, as kubectl's
+  (sigs.k8s.io/yaml over go-yaml v2) is; a strict YAML 1.2 core-schema reader beside it must read the
+  same types, so a string stays a string for both. Every Kubernetes object's metadata.name and
+  labels must pass the API server's own checks (apimachinery's validation: a DNS-1123 label or
+  subdomain, label keys and values of at most 63 characters), which kubernetes-validate does not do.
+- JSON: Python's json.
+- Slurm's files (slurm.conf, gres.conf, topology.conf, cgroup.conf): Slurm's own tokenizer
+  (src/common/parse_config.c, s_p_parse_line): `#` starts a comment unless escaped (`\\#`), a line is
+  whitespace-separated `Key=Value` words, a value may be double-quoted. A word without `=` or a key
+  the line's kind does not know is a finding: a value with a space or a `#` breaks the structure.
+- Environment files (nccl.env, user data's cluster.env): sourced by bash with `set -a`, as
+  the Prolog/TaskProlog and systemd-free boot do, with PATH pointing at an empty folder so a command
+  that an unquoted value would run is not found, and every variable read back.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from fleetform import plaintext
+
+# --- YAML -------------------------------------------------------------------------------------------
+
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser when built with it: 5x faster
+
+
+class Yaml12(_Loader):
+    """The YAML 1.2 core schema's plain scalars: true/false and null only in their three spellings,
+    decimal, 0o and 0x integers, and floats; everything else is a string."""
+
+
+Yaml12.yaml_implicit_resolvers = {}
+for _tag, _pattern, _first in [
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", "~nN"),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
+]:
+    Yaml12.add_implicit_resolver(_tag, re.compile(_pattern), list(_first) + ([""] if "~" in _first else []))
+Yaml12.add_constructor("tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node), 0)
+                       if loader.construct_scalar(node)[:2] in ("0o", "0x") else int(loader.construct_scalar(node)))
+Yaml12.add_constructor("tag:yaml.org,2002:bool", lambda loader, node: loader.construct_scalar(node).lower() == "true")
+
+
+def typed(value):
+    """A value with the type of every scalar in it, so that True and 1 and "1" differ."""
+    if isinstance(value, dict):
+        return {typed(k): typed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [typed(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return ("float", "nan")
+    return (type(value).__name__, value)
+
+
+_RESOLVE_12 = [(tag, re.compile(pattern)) for tag, pattern in [
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$"),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+]]
+_STR = "tag:yaml.org,2002:str"
+
+
+def _tag_12(node: yaml.ScalarNode) -> str:
+    """The tag a YAML 1.2 core-schema reader gives a scalar (plain style: libyaml says '', PyYAML None)."""
+    if node.style not in (None, "") or node.tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:null",
+                                                  "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                                                  "tag:yaml.org,2002:timestamp", _STR):
+        return node.tag  # quoted, or tagged explicitly: the same for both readers
+    return next((tag for tag, pattern in _RESOLVE_12 if pattern.match(node.value)), _STR)
+
+
+_SCALAR = yaml.SafeLoader.__new__(yaml.SafeLoader)
+yaml.constructor.SafeConstructor.__init__(_SCALAR)
+
+
+def _value(node, name: str):
+    """The YAML 1.1 value of a node (PyYAML's safe constructor on each scalar), after checking that
+    a YAML 1.2 reader gives every plain scalar the same type."""
+    if isinstance(node, yaml.MappingNode):
+        return {_value(k, name): _value(v, name) for k, v in node.value}
+    if isinstance(node, yaml.SequenceNode):
+        return [_value(item, name) for item in node.value]
+    tag_12 = _tag_12(node)
+    if tag_12 != node.tag:
+        raise AssertionError(f"{name}: {node.value!r} at line {node.start_mark.line + 1} is {node.tag.split(':')[-1]} "
+                             f"to a YAML 1.1 reader (kubectl) and {tag_12.split(':')[-1]} to a YAML 1.2 one")
+    value = _SCALAR.yaml_constructors[node.tag](_SCALAR, node)
+    if tag_12 == "tag:yaml.org,2002:int" and node.style in (None, ""):
+        as_12 = int(node.value, 0) if node.value[:2] in ("0o", "0x") else int(node.value)
+        assert as_12 == value, f"{name}: {node.value!r} is {value} to a YAML 1.1 reader and {as_12} to a 1.2 one"
+    return value
+
+
+def read_yaml(name: str, text: str) -> list:
+    """The documents of a YAML file, read once by libyaml's parser; the 1.1 and 1.2 readings must
+    agree on every plain scalar's type (a name `yes` stays a string for kubectl)."""
+    return [_value(doc, name) if doc is not None else None for doc in yaml.compose_all(text, Loader=_Loader)]
+
+
+# k8s.io/apimachinery/pkg/util/validation/validation.go: IsDNS1123Label, IsDNS1123Subdomain,
+# IsQualifiedName (label keys), IsValidLabelValue.
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+LABEL_NAMED = {"Namespace", "Service"}  # kinds whose names must be DNS-1123 labels (at most 63 characters)
+
+
+def check_object(name: str, doc) -> None:
+    """What the API server checks of every object's metadata and kubernetes-validate does not."""
+    if not isinstance(doc, dict) or "kind" not in doc or doc["kind"] == "Kustomization":
+        return  # chart values, and kustomize's own file (no object of the API server)
+    assert isinstance(doc.get("apiVersion"), str) and isinstance(doc["kind"], str), f"{name}: apiVersion/kind"
+    meta = doc.get("metadata") or {}
+    obj = meta.get("name")
+    assert isinstance(obj, str), f"{name}: metadata.name is {obj!r}, not a string"
+    if doc["kind"] in LABEL_NAMED:
+        assert DNS1123_LABEL.fullmatch(obj) and len(obj) <= 63, f"{name}: {doc['kind']} name {obj!r} is no DNS-1123 label"
+    else:
+        assert DNS1123_SUBDOMAIN.fullmatch(obj) and len(obj) <= 253, f"{name}: name {obj!r} is no DNS-1123 subdomain"
+    for where in (meta, (doc.get("spec") or {}).get("template", {}).get("metadata", {})
+                  if isinstance(doc.get("spec"), dict) else {}):
+        for key, value in (where.get("labels") or {}).items():
+            assert isinstance(key, str) and isinstance(value, str), f"{name}: label {key!r}: {value!r} is not text"
+            prefix, _, local = key.rpartition("/")
+            assert QUALIFIED_NAME.fullmatch(local) and len(local) <= 63, f"{name}: label key {key!r}"
+            assert not prefix or (DNS1123_SUBDOMAIN.fullmatch(prefix) and len(prefix) <= 253), f"{name}: label key {key!r}"
+            assert LABEL_VALUE.fullmatch(value) and len(value) <= 63, f"{name}: label value {value!r} of {key!r}"
+
+
+# --- Slurm ------------------------------------------------------------------------------------------
+
+# The keys fleetform writes on each kind of line, from slurm.conf(5), gres.conf(5), topology.conf(5)
+# and cgroup.conf(5) of Slurm 22.05: a key outside these is a word the structure split off.
+LINE_KEYS = {
+    "NodeName": {"NodeName", "CPUs", "Sockets", "CoresPerSocket", "ThreadsPerCore", "RealMemory", "MemSpecLimit",
+                 "Gres", "Features", "Weight", "State", "NodeAddr", "Name", "Type", "File"},
+    "PartitionName": {"PartitionName", "Nodes", "Default", "MaxTime", "PriorityTier", "State"},
+    "SwitchName": {"SwitchName", "Nodes", "Switches"},
+}
+
+
+def slurm_words(line: str) -> list[str]:
+    """The words of one line as Slurm's parser splits them: comment cut at an unescaped `#`,
+    whitespace-separated, double quotes keep spaces and are removed."""
+    out, word, quoted, i, started = [], [], False, 0, False
+    while i < len(line):
+        c = line[i]
+        if c == "\\" and i + 1 < len(line) and line[i + 1] == "#":
+            word.append("#")
+            started = True
+            i += 2
+            continue
+        if c == "#" and not quoted:
+            break
+        if c == '"':
+            quoted = not quoted
+            started = True
+        elif c.isspace() and not quoted:
+            if started:
+                out.append("".join(word))
+            word, started = [], False
+        else:
+            word.append(c)
+            started = True
+        i += 1
+    assert not quoted, f"unclosed double quote in {line!r}"
+    if started:
+        out.append("".join(word))
+    return out
+
+
+def read_slurm(name: str, text: str) -> list[tuple[tuple[str, str], ...]]:
+    """Every non-empty line as (key, value) pairs; a word that is no `Key=Value` fails."""
+    lines = []
+    for number, line in enumerate(text.split("\n"), 1):
+        words = slurm_words(line)
+        if not words:
+            continue
+        pairs = []
+        for word in words:
+            key, eq, value = word.partition("=")
+            assert eq and re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", key), \
+                f"{name}:{number}: {word!r} is no Key=Value word (line {line!r})"
+            pairs.append((key, value))
+        first = pairs[0][0]
+        if len(pairs) > 1:
+            known = LINE_KEYS.get(first)
+            assert known is not None, f"{name}:{number}: several words on a {first} line: {line!r}"
+            for key, _ in pairs:
+                assert key in known, f"{name}:{number}: {key!r} is no key of a {first} line: {line!r}"
+        lines.append(tuple(pairs))
+    return lines
+
+
+# --- environment files ------------------------------------------------------------------------------
+
+BASH = shutil.which("bash") or "/bin/bash"
+_DUMP = r'for v in $(compgen -v); do printf "%s=%s\0" "$v" "${!v}"; done'
+
+
+def source_env(text: str) -> dict[str, str]:
+    """The variables that sourcing text with `set -a` in bash sets or changes, with their values."""
+    return dict(_source_env(text))
+
+
+@functools.lru_cache(maxsize=4096)  # the same file comes back often (a value tried in many fields): bash once
+def _source_env(text: str) -> tuple:
+    with tempfile.TemporaryDirectory(prefix="fuzz-env-") as tmp:
+        Path(tmp, "empty").mkdir()
+        Path(tmp, "vars.env").write_text(text, encoding="utf-8")
+        script = f"{_DUMP}; printf '\\1\\0'; set -a; . ./vars.env 2>/dev/null; set +a; {_DUMP}"
+        done = subprocess.run([BASH, "--noprofile", "--norc", "-c", script], cwd=tmp, capture_output=True,
+                              timeout=20, env={"PATH": str(Path(tmp, "empty")), "LC_ALL": "C.UTF-8"})
+    before_raw, _, after_raw = done.stdout.partition(b"\x01\x00")
+
+    def parse(raw: bytes) -> dict[str, str]:
+        return dict(item.decode("utf-8", "replace").split("=", 1) for item in raw.split(b"\0") if b"=" in item)
+
+    before, after = parse(before_raw), parse(after_raw)
+    volatile = {"_", "BASH_COMMAND", "BASH_LINENO", "BASH_SOURCE", "FUNCNAME", "PIPESTATUS", "RANDOM", "SECONDS",
+                "SRANDOM", "EPOCHREALTIME", "EPOCHSECONDS", "BASHPID", "LINENO", "BASH_ARGC", "BASH_ARGV", "v"}
+    return tuple((k, v) for k, v in after.items() if k not in volatile and before.get(k) != v)
+
+
+@functools.lru_cache(maxsize=4096)
+def bash_syntax(text: str) -> str:
+    """bash -n's complaint about a program, empty when it parses."""
+    done = subprocess.run([BASH, "-n"], input=text.encode("utf-8"), capture_output=True, timeout=20)
+    return done.stderr.decode("utf-8", "replace") if done.returncode else ""
+
+
+# --- every file -------------------------------------------------------------------------------------
+
+
+def read_files(files: dict[str, bytes]) -> dict[str, object]:
+    """Each rendered file read as its consumer reads it; fails (AssertionError or the parser's error)
+    on a file the consumer would not take. Files that are fleetform's programs copied as they are
+    (bin/, no render-time value) are checked once by tests/test_slurm_programs.py and skipped here."""
+    read: dict[str, object] = {}
+    for name, data in files.items():
+        text = data.decode("utf-8")
+        if "/bin/" in name and not name.endswith(".json"):
+            continue
+        found = [d for d in plaintext.DELIMITERS if d in text]
+        assert not found, f"{name}: template delimiters {found} in a rendered file"
+        if name.endswith((".yaml", ".yml")):
+            docs = read_yaml(name, text)
+            for doc in docs:
+                check_object(name, doc)
+            read[name] = docs
+        elif name.endswith(".json"):
+            read[name] = json.loads(text)
+        elif name.endswith(".conf"):  # each line's values as lists (fleetform sorts some: compare them as sets)
+            read[name] = [{k: sorted(v.split(",")) for k, v in line} for line in read_slurm(name, text)]
+        elif name.endswith(".env"):
+            read[name] = source_env(text)
+        else:
+            raise AssertionError(f"{name}: no reader for this kind of file; add one")
+    return read
+
+
+def leaves(value, path=()):
+    """(path of keys, with list positions left out, and the typed leaf) of every scalar: order-free."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from leaves(item, path + (typed(key),))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from leaves(item, path)
+    else:
+        yield path, typed(value)
+
+
+def swap(item, old: str, new: str):
+    if isinstance(item, tuple) and len(item) == 2 and item[0] == "str" and isinstance(item[1], str):
+        return ("str", item[1].replace(old, new))
+    if isinstance(item, tuple):
+        return tuple(swap(x, old, new) for x in item)
+    if isinstance(item, str):
+        return item.replace(old, new)
+    return item
+
+
+def round_trip(mutant: dict[str, object], twin: dict[str, object], inert: str, value: str) -> int:
+    """Every string of the twin's files that holds the inert word reads back, from the mutant's files,
+    with the mutant's string in its place and as a string. Returns how many strings were compared."""
+    from collections import Counter
+
+    compared = 0
+    for name, content in twin.items():
+        target = name.replace(inert, value)
+        assert target in mutant, f"the twin's {name} has no counterpart {target!r}"
+        theirs = Counter(leaves(mutant[target]))
+        their_paths = Counter(path for path, _ in theirs.elements())
+        for path, leaf in leaves(content):
+            if inert in repr(leaf):  # a value holding the word: the same value, the string in its place
+                expected = (swap(path, inert, value), swap(leaf, inert, value))
+                assert theirs[expected] > 0, f"{name}: {expected} does not read back from {target}"
+            elif inert in repr(path):  # a key holding it (its value may be a digest): the key
+                expected = swap(path, inert, value)
+                assert their_paths[expected] > 0, f"{name}: key {expected} does not read back from {target}"
+            else:
+                continue
+            compared += 1
+    return compared
+
+
+def env_is_clean() -> dict[str, str]:
+    """What bash sets by itself when sourcing nothing: must be nothing (a control of source_env)."""
+    return source_env("")
+
