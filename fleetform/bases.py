@@ -27,7 +27,7 @@ from .findings import Finding, Severity, format_path
 from .loader import Document, LoadError, inside, load, repository
 
 RULE = "extends"
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+_SEMVER = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$")  # ASCII digits: \d matches every script's
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 

@@ -117,6 +117,18 @@ def test_unknown_base_and_loose_pins(repo):
     assert "not an exact version" in loose.message
 
 
+def test_a_version_in_other_scripts_digits_is_no_version(repo):
+    """Python's `\\d` also matches Arabic-Indic, Bengali and other digits, and int() reads them: a pin of
+    `1.1٠.0` found the base `1.10.0`, and a base file named so was listed as a version. X.Y.Z is ASCII."""
+    base, blueprint = repo
+    base("platform", "1.10.0", PLATFORM)
+    base("platform", "1.1\u0662.0", PLATFORM)  # ARABIC-INDIC DIGIT TWO
+    (loose,) = check(blueprint("extends: {name: platform, version: \"1.1\u0660.0\"}\n")).findings
+    assert "not an exact version" in loose.message
+    (unknown,) = check(blueprint("extends: {name: platform, version: 1.2.0}\n")).findings
+    assert unknown.hint == "available: 1.10.0"
+
+
 def test_shipped_bases_and_example():
     result = check(ROOT / "blueprints/team-llm.yaml")
     # its two Hub models have no pinned commit (the base's and its own): warnings, still valid
