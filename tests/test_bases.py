@@ -131,13 +131,15 @@ def test_a_version_in_other_scripts_digits_is_no_version(repo):
 
 def test_shipped_bases_and_example():
     result = check(ROOT / "blueprints/team-llm.yaml")
-    # its two Hub models have no pinned commit (the base's and its own): warnings, still valid
-    assert result.model is not None and [f.rule for f in result.findings] == ["hf-revision-unpinned"] * 2
-    assert result.model.fleets[1].scheduler.version == "1.35"  # over the base's 1.33, out of EKS standard support
+    # vllm-serving 1.1.0 pins its model's Hub commit and Kubernetes 1.35; team-llm pins its own model
+    assert result.model is not None and result.findings == []
+    assert result.model.fleets[1].scheduler.version == "1.35"
+    assert [m.weights.revision for m in result.model.fleets[1].models] == [
+        "0e9e39f249a16976918f6564b8830bc894c89659", "a09a35458c702b33eeacc393d103063234e8bc28"]
     train, serve = result.model.fleets
     assert train.nodes.max == 6 and train.instance_type == "p5.48xlarge" and result.model.region == "us-west-2"
     assert [m.name for m in serve.models] == ["llama-8b", "qwen-7b"]
-    assert [b["name"] for b in result.model.bases] == ["vllm-serving", "efa-training"]
+    assert [(b["name"], b["version"]) for b in result.model.bases] == [("vllm-serving", "1.1.0"), ("efa-training", "1.0.0")]
 
 
 def test_duplicates_within_a_file_are_reported_not_dropped_by_the_merge(repo):
