@@ -199,6 +199,22 @@ def test_a_read_only_or_missing_mount_drains(node):
     assert drained_with(node) == "/fsx not mounted"
 
 
+def test_fi_info_is_found_where_the_efa_installer_puts_it_in_slurmds_bare_environment(rendered):
+    """slurmd runs HealthCheckProgram with SLURMD_NODENAME as its whole environment (Slurm 22.05-24.11
+    slurmd.c run_script_health_check: env_array_create, then SLURMD_NODENAME), so no PATH; AWS's EFA
+    installer (and the DLAMI) puts fi_info in /opt/amazon/efa/bin, which only a login shell's
+    profile.d adds. The program's own PATH must name it, or every EFA node drains `fi_info missing`."""
+    probe = ("import importlib.machinery, importlib.util, os, sys\n"
+             "loader = importlib.machinery.SourceFileLoader('health', sys.argv[1])\n"
+             "loader.exec_module(importlib.util.module_from_spec(importlib.util.spec_from_loader('health', loader)))\n"
+             "print(os.environ['PATH'])\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(rendered / "health")], capture_output=True, text=True,
+                          env={"SLURMD_NODENAME": "train-001"}, timeout=30)
+    assert done.returncode == 0, done.stderr
+    path = done.stdout.strip().split(os.pathsep)
+    assert "/opt/amazon/efa/bin" in path and "/usr/bin" in path, path
+
+
 def test_a_missing_or_hung_tool_is_a_failure_not_a_pass(node):
     timeouts = json.loads((node.rendered / "health.json").read_text())["timeouts_s"]
     node.answers["fi_info"] = [(DATA / "fi_info-p5-32-of-32.txt").read_text(), 0, 5]
