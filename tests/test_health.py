@@ -378,3 +378,13 @@ def test_xid_table_classifies_by_nvidias_immediate_action():
         drains = x["nvidia_immediate"] in ("RESET_GPU", "RESTART_BM") or x["nvidia_immediate"].startswith(
             ("WORKFLOW_XID_48", "WORKFLOW_NVLINK"))
         assert (x["action"] == "drain") == drains, code
+
+
+def test_interval_zero_is_described_as_off_as_slurmd_treats_it():
+    """slurmd runs HealthCheckProgram, at its start too, only when HealthCheckInterval is not 0 (Slurm
+    22.05-24.11 slurmd.c run_script_health_check: `if (health_check_program && health_check_interval)`;
+    slurm.conf(5): "The default value is zero, which disables execution"). What a user reads (the
+    schema's description, which `fleetform explain` prints) must say so."""
+    schema = json.loads((ROOT / "blueprints/fleetform-v1.schema.json").read_text())
+    text = schema["$defs"]["health"]["properties"]["interval_s"]["description"]
+    assert "off" in text and "only when slurmd starts" not in text, text
