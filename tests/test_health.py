@@ -373,6 +373,11 @@ def test_xid_table_classifies_by_nvidias_immediate_action():
     assert "docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html" in table["source"]
     xids = table["xids"]
     assert {c for c, x in xids.items() if x["action"] == "drain"} >= {"48", "64", "74", "79", "95", "119", "120"}
+    # every row of the catalog (spreadsheet of 2025-10-29) whose immediate action is RESET_GPU or RESTART_BM:
+    # 46 62 64 79 95 109 119 120 140 143, and 110 SEC_FAULT_ERROR, 136 ALI_TRAINING_FAIL, 155
+    # NVLINK_SW_DEFINED_ERROR, 156 RESOURCE_RETIREMENT_EVENT, 158 GPU_FATAL_TIMEOUT
+    resets = {"46", "62", "64", "79", "95", "109", "110", "119", "120", "136", "140", "143", "155", "156", "158"}
+    assert resets <= set(xids), sorted(resets - set(xids))
     assert {xids[c]["action"] for c in ("13", "31", "43", "63", "94")} == {"none"}
     for code, x in xids.items():  # the action follows the bucket, never a guess per Xid
         drains = x["nvidia_immediate"] in ("RESET_GPU", "RESTART_BM") or x["nvidia_immediate"].startswith(
