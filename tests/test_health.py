@@ -253,6 +253,25 @@ def test_an_xid_drain_stays_until_the_machine_restarts(node):
     assert node.updates() == [["update", "nodename=train-001", "state=resume"]]
 
 
+def test_a_later_failure_keeps_an_xid_drains_reason_so_a_later_pass_does_not_resume(node):
+    """Xid 119 (GSP RPC timeout, RESET_GPU) drains; the next check finds nvidia-smi hanging. Were the
+    reason rewritten to `nvidia-smi hung`, the first pass after nvidia-smi answers again would resume a
+    node whose GPU was never reset."""
+    node.answer("journalctl", text="kernel: NVRM: Xid (PCI:0000:53:00): 119, pid=1, Timeout after 6s of waiting "
+                                   "for RPC response from GPU0 GSP\n")
+    assert node.run().returncode == 1
+    reason = REASON_PREFIX + drained_with(node)
+    assert reason.startswith(REASON_PREFIX + "xid 119 "), reason
+    node.answer("journalctl", "journal-quiet.txt")
+    node.state("IDLE+DRAIN", reason)
+    node.answers["nvidia-smi"] = [(DATA / "nvidia-smi-8-of-8.csv").read_text(), 0, 5]
+    assert node.run(timeouts_s={**json.loads((node.rendered / "health.json").read_text())["timeouts_s"],
+                                "gpus": 1}).returncode == 1
+    assert node.updates() == []  # the Xid reason stays
+    node.answer("nvidia-smi", "nvidia-smi-8-of-8.csv")
+    assert node.run().returncode == 0 and node.updates() == []  # and with it the drain, until a restart
+
+
 def test_a_failure_does_not_overwrite_a_persons_drain_reason(node):
     node.state("IDLE+DRAIN", "bad DIMM, ticket 4711")
     node.answer("nvidia-smi", "nvidia-smi-7-of-8.csv")
