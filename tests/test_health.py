@@ -180,6 +180,19 @@ def test_efa_devices_are_counted_in_fi_infos_long_form_too(node):
     assert node.run().returncode == 0
 
 
+def test_efa_and_efa_direct_entries_of_one_device_count_once(node):
+    """libfabric 2.x lists each EFA device twice for FI_EP_RDM, fabric `efa` and fabric `efa-direct`
+    (fi_efa(7): "For reliable datagram (RDM) EP type, it supports two fabric names: efa and
+    efa-direct"); the efa entry is a copy of the efa-direct one (prov/efa/src/efa_prov_info.c,
+    efa_prov_info_alloc_for_rdm: fi_dupinfo(device->rdm_info)), so both name the same domain. 64
+    entries are still the 32 devices of a p5.48xlarge."""
+    one = (DATA / "fi_info-p5-32-of-32.txt").read_text()
+    node.answer("fi_info", text=one + one.replace("    fabric: efa\n", "    fabric: efa-direct\n"))
+    done = node.run()
+    assert done.returncode == 0, done.stderr
+    assert node.updates() == []
+
+
 def test_an_inactive_nvlink_or_a_stopped_fabric_manager_drains(node):
     node.answer("nvidia-smi-nvlink", "nvlink-gpu2-link7-inactive.txt")
     assert node.run().returncode == 1
