@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..health import SLURMD_KILL_S, TIMEOUT_S
+from ..health import DEFAULT_INTERVAL_S, SLURMD_KILL_S, TIMEOUT_S
 from ..model import Blueprint
 from . import Reporter, rule
 
@@ -52,6 +52,34 @@ def health_action(bp: Blueprint, report: Reporter) -> None:
                "on_failure: replace needs a program that replaces a machine: on AWS the controller's keeper "
                "launches a new instance for a DOWN node; an on-prem fleet has none, so the node would stay down",
                "on_failure: drain (a person replaces the machine and resumes the node) or reboot")
+
+
+@rule("health-resume", "warning", "a node the health check drains is checked again, so a later pass can return it to service")
+def health_resume(bp: Blueprint, report: Reporter) -> None:
+    """slurmctld sends the check only to nodes that are not powered down (ping_nodes.c
+    run_health_check), and with node states named only to those it counts as idle, mixed or
+    allocated by their CPUs in use; power saving suspends idle nodes, drained ones too, after
+    SuspendTime (power_save.c, Slurm 22.05). A drained node out of both reach is never checked again,
+    so a passing check (a driver that was still loading at boot) never resumes it."""
+    for fleet in bp.fleets:
+        h = fleet.health
+        if h is None or h.interval_s == 0:
+            continue
+        states = set(h.node_state) - {"CYCLE"}
+        if states and not states & {"ANY", "IDLE"}:
+            report(h.path + ("node_state",),
+                   f"node_state {', '.join(s.lower() for s in h.node_state)} leaves out idle nodes: a node the check "
+                   "drains is idle once its jobs end, slurmctld sends it no further check, and it stays drained "
+                   "whatever its fault was", "add idle (or use any)")
+        power = fleet.slurm.power if fleet.slurm is not None else None
+        elastic = fleet.slurm.ec2.elastic_nodes if fleet.slurm is not None and fleet.slurm.ec2 is not None else None
+        if power is not None and elastic and h.interval_s >= power.suspend_time_s \
+                and h.interval_s != DEFAULT_INTERVAL_S:
+            report(h.path + ("interval_s",),
+                   f"interval_s {h.interval_s} is not shorter than SuspendTime {power.suspend_time_s}: an elastic "
+                   "node the check drains is powered down idle before the next check, is not checked while "
+                   "powered down, and stays drained even when its fault passed",
+                   f"interval_s below {power.suspend_time_s}")
 
 
 def _parts(h) -> str:
