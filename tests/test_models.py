@@ -143,6 +143,24 @@ def test_model_context_edge(tmp_path):
     assert "32,768" in finding.message and "huggingface.co/Qwen/Qwen2.5-7B-Instruct" in finding.message
 
 
+YARN = """["--hf-overrides", '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768} }']"""
+"""Qwen2.5's model card switches on its 131,072 tokens with this rope_scaling; vLLM derives original x factor for
+yarn (vllm/config _get_and_verify_max_len), after --hf-overrides is applied to config.json."""
+
+
+def test_model_context_follows_a_rope_scaling_override(tmp_path):
+    """The hint's own way out (--hf-overrides in extra_args) passes: vLLM accepts 4 x 32,768 tokens with it."""
+    at = _check(tmp_path, "p5.48xlarge", "Qwen/Qwen2.5-7B-Instruct", max_model_len=131072, extra_args=YARN)
+    assert not {"model-context", "extra-args", "schema"} & set(_rules(at)), [f.to_text() for f in at.findings]
+    over = _check(tmp_path, "p5.48xlarge", "Qwen/Qwen2.5-7B-Instruct", max_model_len=131073, extra_args=YARN)
+    [finding] = _rules(over)["model-context"]
+    assert "131,072 tokens" in finding.message and "yarn, factor 4" in finding.message
+    # no max_model_len: vLLM takes the scaled 131,072 tokens, and the KV cache is sized for them
+    unset = _check(tmp_path, "g6.xlarge", "Qwen/Qwen2.5-7B-Instruct", extra_args=YARN)
+    [fit] = _rules(unset)["kv-cache-fit"]
+    assert "131,072 tokens" in fit.message
+
+
 # --- kv-cache-fit ----------------------------------------------------------------------------------
 
 def test_kv_cache_fit_without_max_model_len_takes_the_models_context(tmp_path):

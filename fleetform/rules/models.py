@@ -4,7 +4,7 @@ count, its longest context, and whether one sequence of that context fits the KV
 from __future__ import annotations
 
 from ..model import Blueprint, Model
-from ..models import GIB
+from ..models import GIB, derived_max_len
 from ..fit import kv_dtype_bytes
 from . import Reporter, rule
 from .inference import _inference, _usable_gb, fit_options
@@ -55,13 +55,17 @@ def model_context(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
         for model in fleet.models:
             spec = model.spec
-            if spec is None or model.max_model_len is None or model.max_model_len <= spec.max_context:
+            if spec is None or model.max_model_len is None:
                 continue
+            longest, override = derived_max_len(spec, model.extra_args)
+            if model.max_model_len <= longest:
+                continue
+            what = (f"the {longest:,} tokens extra_args' {override} gives '{model.model}'" if override else
+                    f"the {spec.max_context:,} tokens of '{model.model}' (max_position_embeddings of its config.json, "
+                    f"{_catalog_source(model, 'max_context')})")
             report(model.path + ("max_model_len",),
-                   f"max_model_len {model.max_model_len:,} is more than the {spec.max_context:,} tokens of "
-                   f"'{model.model}' (max_position_embeddings of its config.json, {_catalog_source(model, 'max_context')}): "
-                   "vLLM refuses to start",
-                   f"use max_model_len: {spec.max_context} or less; a longer context needs a rope_scaling "
+                   f"max_model_len {model.max_model_len:,} is more than {what}: vLLM refuses to start",
+                   f"use max_model_len: {longest} or less; a longer context needs a rope_scaling "
                    "override the model card documents (vLLM --hf-overrides in extra_args)")
 
 
