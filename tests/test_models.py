@@ -12,6 +12,8 @@ from conftest import ROOT, run_cli
 from fleetform.catalog import load_catalog
 from fleetform.models import GIB, load_models
 from fleetform.pipeline import check
+import fleetform.rules.checks  # noqa: F401  (registers every rule in its order before the imports below: importing
+# rules.inference first would register its rules ahead of unique-names, and test_hostile's order check fails)
 from fleetform.rules.inference import gated_prefixes
 from fleetform.rules.models import BLOCK_TOKENS, PARAMS_TOLERANCE
 from fleetform.schema import schema
