@@ -30,6 +30,8 @@ def fits(model, gpu_gb: float, tp: int, tokens: int | None) -> bool:
     """Whether `tp` GPUs of `gpu_gb` hold the model: its weights (and the 16-bit copy of a checkpoint
     quantized on load), vLLM's overhead per GPU and the KV cache's share of what vLLM may use
     (smallest_tensor_parallel's test), and, for a model of the catalog, one sequence of `tokens`."""
+    if model.spec is not None and model.spec.attention_heads % tp:
+        return False  # vLLM refuses a tensor_parallel that does not divide the heads (model-heads-tp)
     usable = tp * gpu_gb * model.gpu_memory_utilization
     if model.weights_gb + tp * GPU_OVERHEAD_GB > usable * (1 - KV_CACHE_SHARE) or model.load_gb > usable:
         return False

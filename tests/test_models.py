@@ -202,6 +202,29 @@ def test_shipped_blueprints_keep_their_verdicts():
         assert not {"model-params", "model-context", "kv-cache-fit"} & {f.rule for f in result.findings}, path
 
 
+# --- model-heads-tp --------------------------------------------------------------------------------
+
+def test_tensor_parallel_must_divide_the_attention_heads(tmp_path):
+    """vLLM: 'Total number of attention heads (28) must be divisible by tensor parallel size (8)'
+    (ModelConfig.verify_with_parallel_config). Qwen2.5-7B has 28 heads: TP 8 is refused, TP 4 is not."""
+    bad = _check(tmp_path, "g6.48xlarge", "Qwen/Qwen2.5-7B-Instruct", tensor_parallel=8, max_model_len=8192)
+    [finding] = _rules(bad)["model-heads-tp"]
+    assert finding.severity.value == "error" and finding.path.endswith("tensor_parallel")
+    assert "(28) must be divisible by tensor parallel size (8)" in finding.message
+    assert finding.hint == "use tensor_parallel 1 or 2 or 4"
+    ok = _check(tmp_path, "g6.48xlarge", "Qwen/Qwen2.5-7B-Instruct", tensor_parallel=4, max_model_len=8192)
+    assert "model-heads-tp" not in _rules(ok)
+
+
+def test_fit_never_counts_a_tensor_parallel_vllm_refuses():
+    """The hints' search (fleetform/fit.py) skips a TP that does not divide the heads, however much memory."""
+    from fleetform.fit import fits
+
+    result = check(ROOT / "blueprints/team-llm.yaml")
+    qwen = next(m for f in result.model.fleets if not f.training for m in f.models if m.model == "Qwen/Qwen2.5-7B-Instruct")
+    assert fits(qwen, 80.0, 4, 8192) and not fits(qwen, 80.0, 8, 8192)
+
+
 # --- model-fits' hint ------------------------------------------------------------------------------
 
 def _named_instances(hint: str) -> list[tuple[str, int]]:

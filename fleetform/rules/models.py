@@ -109,3 +109,25 @@ def kv_cache_fit(bp: Blueprint, report: Reporter) -> None:
                    f"{room / GIB:.2f} GiB left on {model.tensor_parallel} x {device} after {model.weights_gb * 1e9 / GIB:.2f} "
                    f"GiB of weights and {model.overhead_gb * 1e9 / GIB:.2f} GiB of vLLM overhead: vLLM refuses to start",
                    "; or ".join(options))
+
+
+@rule("model-heads-tp", "error", "tensor_parallel divides the model's attention heads")
+def model_heads_tp(bp: Blueprint, report: Reporter) -> None:
+    """vLLM refuses to start: 'Total number of attention heads (28) must be divisible by tensor parallel size
+    (8).' (vllm/config ModelConfig.verify_with_parallel_config): each tensor-parallel GPU computes a whole
+    share of the heads. The catalog knows num_attention_heads; a model it does not list is not checked."""
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            spec, tp = model.spec, model.tensor_parallel
+            if spec is None or spec.attention_heads % tp == 0:
+                continue
+            devices = fleet.devices()
+            most = devices[0] if devices is not None and fleet.gpu_sharing.strategy == "none" else tp
+            choices = [d for d in range(1, max(most, 1) + 1) if spec.attention_heads % d == 0
+                       and (devices is None or most % d == 0)]
+            report(model.path + ("tensor_parallel",),
+                   f"tensor_parallel {tp} does not divide the {spec.attention_heads} attention heads of "
+                   f"'{model.model}' (num_attention_heads of its config.json): vLLM refuses to start ('Total number "
+                   f"of attention heads ({spec.attention_heads}) must be divisible by tensor parallel size ({tp})')",
+                   "use tensor_parallel " + " or ".join(str(d) for d in choices[-3:]) if choices else
+                   "use a tensor_parallel that divides the attention heads")
