@@ -183,6 +183,10 @@ def test_kv_cache_fit_suggests_a_max_model_len_that_fits(tmp_path):
     assert "kv-cache-fit" not in _rules(fits)
     over = _check(tmp_path, "g6.xlarge", "meta-llama/Llama-3.1-8B-Instruct", max_model_len=longest + BLOCK_TOKENS)
     assert "kv-cache-fit" in _rules(over)
+    # one token more takes a whole block more: vLLM counts cdiv(max_model_len, 16) blocks
+    # (FullAttentionSpec.max_memory_usage_bytes), so longest + 1 does not fit either
+    one_more = _check(tmp_path, "g6.xlarge", "meta-llama/Llama-3.1-8B-Instruct", max_model_len=longest + 1)
+    assert "kv-cache-fit" in _rules(one_more)
 
 
 def test_kv_cache_fit_counts_an_fp8_kv_cache(tmp_path):

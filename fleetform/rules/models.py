@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..model import Blueprint, Model
 from ..models import GIB, derived_max_len
-from ..fit import kv_dtype_bytes
+from ..fit import BLOCK_TOKENS, kv_cache_tokens, kv_dtype_bytes
 from . import Reporter, rule
 from .inference import _inference, _usable_gb, fit_options
 
@@ -13,9 +13,6 @@ PARAMS_TOLERANCE = 0.10
 """How far model_params_billion may be from the catalog's figure: model cards round (8B for 8.03B,
 7.6B for 7.61B); more than 10% off is a different model's figure."""
 
-BLOCK_TOKENS = 16
-"""vLLM's default KV cache block size in tokens (CacheConfig.block_size 16 on CUDA): the KV cache is
-handed out in whole blocks, so a longest context that fits is a multiple of it."""
 
 
 def _catalog_source(model: Model, key: str) -> str:
@@ -92,7 +89,7 @@ def kv_cache_fit(bp: Blueprint, report: Reporter) -> None:
             dtype = kv_dtype_bytes(model)
             per_token = spec.kv_bytes_per_token(model.tensor_parallel, dtype)
             room = max(usable - model.weights_gb - model.overhead_gb, 0.0) * 1e9
-            need = per_token * tokens
+            need = per_token * kv_cache_tokens(tokens)  # whole blocks, as vLLM's check counts them
             if need <= room:
                 continue
             longest = int(room // per_token) // BLOCK_TOKENS * BLOCK_TOKENS
