@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..model import Blueprint, Model
 from ..models import GIB, derived_max_len
 from ..fit import BLOCK_TOKENS, kv_cache_tokens, kv_dtype_bytes
-from . import Reporter, rule
+from . import UNIQUE_NAMES, Reporter, rule
 from .inference import _inference, _usable_gb, fit_options
 
 PARAMS_TOLERANCE = 0.10
@@ -108,7 +108,8 @@ def kv_cache_fit(bp: Blueprint, report: Reporter) -> None:
                    "; or ".join(options))
 
 
-@rule("model-heads-tp", "error", "tensor_parallel divides the model's attention heads")
+@rule("model-heads-tp", "error", "tensor_parallel divides the model's attention heads",
+      needs=(UNIQUE_NAMES, "tensor-parallel"))  # a TP the node cannot hold is tensor-parallel's finding alone
 def model_heads_tp(bp: Blueprint, report: Reporter) -> None:
     """vLLM refuses to start: 'Total number of attention heads (28) must be divisible by tensor parallel size
     (8).' (vllm/config ModelConfig.verify_with_parallel_config): each tensor-parallel GPU computes a whole
