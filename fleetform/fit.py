@@ -9,6 +9,18 @@ from .model import GPU_OVERHEAD_GB
 
 KV_CACHE_SHARE = 0.2  # the same room the kv-cache-room rule asks for
 
+BLOCK_TOKENS = 16
+"""vLLM's default KV cache block size in tokens (CacheConfig.block_size 16 on CUDA): the KV cache is handed out
+in whole blocks, and vLLM's startup check counts one sequence as whole blocks too
+(vllm/v1/kv_cache_interface.py FullAttentionSpec.max_memory_usage_bytes: cdiv(max_model_len, block_size) x
+page_size_bytes)."""
+
+
+def kv_cache_tokens(tokens: int) -> int:
+    """The tokens of KV cache vLLM sets aside for a sequence of `tokens`: whole blocks."""
+    return -(-tokens // BLOCK_TOKENS) * BLOCK_TOKENS
+
+
 KV_DTYPE_BYTES = {"fp32": 4.0}
 """Bytes of one KV cache element: vLLM's --kv-cache-dtype auto stores it in the model's dtype, 16-bit for
 every precision but fp32 (a quantized checkpoint computes in its 16-bit torch_dtype; vllm/config
@@ -30,12 +42,14 @@ def fits(model, gpu_gb: float, tp: int, tokens: int | None) -> bool:
     """Whether `tp` GPUs of `gpu_gb` hold the model: its weights (and the 16-bit copy of a checkpoint
     quantized on load), vLLM's overhead per GPU and the KV cache's share of what vLLM may use
     (smallest_tensor_parallel's test), and, for a model of the catalog, one sequence of `tokens`."""
+    if model.spec is not None and model.spec.attention_heads % tp:
+        return False  # vLLM refuses a tensor_parallel that does not divide the heads (model-heads-tp)
     usable = tp * gpu_gb * model.gpu_memory_utilization
     if model.weights_gb + tp * GPU_OVERHEAD_GB > usable * (1 - KV_CACHE_SHARE) or model.load_gb > usable:
         return False
     if model.spec is None or tokens is None:
         return True
-    kv_gb = model.spec.kv_bytes_per_token(tp, kv_dtype_bytes(model)) * tokens / 1e9
+    kv_gb = model.spec.kv_bytes_per_token(tp, kv_dtype_bytes(model)) * kv_cache_tokens(tokens) / 1e9
     return model.weights_gb + tp * GPU_OVERHEAD_GB + kv_gb <= usable
 
 

@@ -281,10 +281,12 @@ class Model:
     def context_tokens(self) -> int | None:
         """The longest sequence vLLM serves: max_model_len, or where the blueprint sets none the model's
         own maximum, which vLLM then takes (--max-model-len defaults to config.json's
-        max_position_embeddings). None when neither is known."""
+        max_position_embeddings, scaled by a rope_scaling override in extra_args). None when neither is known."""
+        from .models import derived_max_len
+
         if self.max_model_len is not None:
             return self.max_model_len
-        return self.spec.max_context if self.spec is not None else None
+        return derived_max_len(self.spec, self.extra_args)[0] if self.spec is not None else None
 
     @property
     def weights_gb(self) -> float:

@@ -12,6 +12,8 @@ from conftest import ROOT, run_cli
 from fleetform.catalog import load_catalog
 from fleetform.models import GIB, load_models
 from fleetform.pipeline import check
+import fleetform.rules.checks  # noqa: F401  (registers every rule in its order before the imports below: importing
+# rules.inference first would register its rules ahead of unique-names, and test_hostile's order check fails)
 from fleetform.rules.inference import gated_prefixes
 from fleetform.rules.models import BLOCK_TOKENS, PARAMS_TOLERANCE
 from fleetform.schema import schema
@@ -143,6 +145,24 @@ def test_model_context_edge(tmp_path):
     assert "32,768" in finding.message and "huggingface.co/Qwen/Qwen2.5-7B-Instruct" in finding.message
 
 
+YARN = """["--hf-overrides", '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768} }']"""
+"""Qwen2.5's model card switches on its 131,072 tokens with this rope_scaling; vLLM derives original x factor for
+yarn (vllm/config _get_and_verify_max_len), after --hf-overrides is applied to config.json."""
+
+
+def test_model_context_follows_a_rope_scaling_override(tmp_path):
+    """The hint's own way out (--hf-overrides in extra_args) passes: vLLM accepts 4 x 32,768 tokens with it."""
+    at = _check(tmp_path, "p5.48xlarge", "Qwen/Qwen2.5-7B-Instruct", max_model_len=131072, extra_args=YARN)
+    assert not {"model-context", "extra-args", "schema"} & set(_rules(at)), [f.to_text() for f in at.findings]
+    over = _check(tmp_path, "p5.48xlarge", "Qwen/Qwen2.5-7B-Instruct", max_model_len=131073, extra_args=YARN)
+    [finding] = _rules(over)["model-context"]
+    assert "131,072 tokens" in finding.message and "yarn, factor 4" in finding.message
+    # no max_model_len: vLLM takes the scaled 131,072 tokens, and the KV cache is sized for them
+    unset = _check(tmp_path, "g6.xlarge", "Qwen/Qwen2.5-7B-Instruct", extra_args=YARN)
+    [fit] = _rules(unset)["kv-cache-fit"]
+    assert "131,072 tokens" in fit.message
+
+
 # --- kv-cache-fit ----------------------------------------------------------------------------------
 
 def test_kv_cache_fit_without_max_model_len_takes_the_models_context(tmp_path):
@@ -163,6 +183,10 @@ def test_kv_cache_fit_suggests_a_max_model_len_that_fits(tmp_path):
     assert "kv-cache-fit" not in _rules(fits)
     over = _check(tmp_path, "g6.xlarge", "meta-llama/Llama-3.1-8B-Instruct", max_model_len=longest + BLOCK_TOKENS)
     assert "kv-cache-fit" in _rules(over)
+    # one token more takes a whole block more: vLLM counts cdiv(max_model_len, 16) blocks
+    # (FullAttentionSpec.max_memory_usage_bytes), so longest + 1 does not fit either
+    one_more = _check(tmp_path, "g6.xlarge", "meta-llama/Llama-3.1-8B-Instruct", max_model_len=longest + 1)
+    assert "kv-cache-fit" in _rules(one_more)
 
 
 def test_kv_cache_fit_counts_an_fp8_kv_cache(tmp_path):
@@ -180,6 +204,29 @@ def test_shipped_blueprints_keep_their_verdicts():
         result = check(path)
         assert result.ok, path
         assert not {"model-params", "model-context", "kv-cache-fit"} & {f.rule for f in result.findings}, path
+
+
+# --- model-heads-tp --------------------------------------------------------------------------------
+
+def test_tensor_parallel_must_divide_the_attention_heads(tmp_path):
+    """vLLM: 'Total number of attention heads (28) must be divisible by tensor parallel size (8)'
+    (ModelConfig.verify_with_parallel_config). Qwen2.5-7B has 28 heads: TP 8 is refused, TP 4 is not."""
+    bad = _check(tmp_path, "g6.48xlarge", "Qwen/Qwen2.5-7B-Instruct", tensor_parallel=8, max_model_len=8192)
+    [finding] = _rules(bad)["model-heads-tp"]
+    assert finding.severity.value == "error" and finding.path.endswith("tensor_parallel")
+    assert "(28) must be divisible by tensor parallel size (8)" in finding.message
+    assert finding.hint == "use tensor_parallel 1 or 2 or 4"
+    ok = _check(tmp_path, "g6.48xlarge", "Qwen/Qwen2.5-7B-Instruct", tensor_parallel=4, max_model_len=8192)
+    assert "model-heads-tp" not in _rules(ok)
+
+
+def test_fit_never_counts_a_tensor_parallel_vllm_refuses():
+    """The hints' search (fleetform/fit.py) skips a TP that does not divide the heads, however much memory."""
+    from fleetform.fit import fits
+
+    result = check(ROOT / "blueprints/team-llm.yaml")
+    qwen = next(m for f in result.model.fleets if not f.training for m in f.models if m.model == "Qwen/Qwen2.5-7B-Instruct")
+    assert fits(qwen, 80.0, 4, 8192) and not fits(qwen, 80.0, 8, 8192)
 
 
 # --- model-fits' hint ------------------------------------------------------------------------------
@@ -217,8 +264,8 @@ def test_p3_16xlarge_is_a_real_type_the_catalog_leaves_out(tmp_path):
         "        precision: bf16\n        tensor_parallel: 1\n"
     path = tmp_path / "bp.yaml"
     path.write_text(text)
-    [finding] = check(path).findings
-    assert finding.rule == "instance-type"
+    # the model also gets hf-revision-unpinned (a warning, from another rule): only the instance type's finding counts here
+    [finding] = [f for f in check(path).findings if f.rule == "instance-type"]
     assert "V100" in finding.message and "does not list" in finding.message and "did you mean" not in finding.hint
     assert "fleetform catalog" in finding.hint
     catalog = load_catalog()
@@ -231,7 +278,7 @@ def test_a_misspelled_type_still_gets_did_you_mean(tmp_path):
         "        precision: bf16\n        tensor_parallel: 1\n"
     path = tmp_path / "bp.yaml"
     path.write_text(text)
-    [finding] = check(path).findings
+    [finding] = [f for f in check(path).findings if f.rule == "instance-type"]
     assert "did you mean 'p5.48xlarge'?" in finding.hint
 
 

@@ -4,18 +4,15 @@ count, its longest context, and whether one sequence of that context fits the KV
 from __future__ import annotations
 
 from ..model import Blueprint, Model
-from ..models import GIB
-from ..fit import kv_dtype_bytes
-from . import Reporter, rule
+from ..models import GIB, derived_max_len
+from ..fit import BLOCK_TOKENS, kv_cache_tokens, kv_dtype_bytes
+from . import UNIQUE_NAMES, Reporter, rule
 from .inference import _inference, _usable_gb, fit_options
 
 PARAMS_TOLERANCE = 0.10
 """How far model_params_billion may be from the catalog's figure: model cards round (8B for 8.03B,
 7.6B for 7.61B); more than 10% off is a different model's figure."""
 
-BLOCK_TOKENS = 16
-"""vLLM's default KV cache block size in tokens (CacheConfig.block_size 16 on CUDA): the KV cache is
-handed out in whole blocks, so a longest context that fits is a multiple of it."""
 
 
 def _catalog_source(model: Model, key: str) -> str:
@@ -55,13 +52,17 @@ def model_context(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
         for model in fleet.models:
             spec = model.spec
-            if spec is None or model.max_model_len is None or model.max_model_len <= spec.max_context:
+            if spec is None or model.max_model_len is None:
                 continue
+            longest, override = derived_max_len(spec, model.extra_args)
+            if model.max_model_len <= longest:
+                continue
+            what = (f"the {longest:,} tokens extra_args' {override} gives '{model.model}'" if override else
+                    f"the {spec.max_context:,} tokens of '{model.model}' (max_position_embeddings of its config.json, "
+                    f"{_catalog_source(model, 'max_context')})")
             report(model.path + ("max_model_len",),
-                   f"max_model_len {model.max_model_len:,} is more than the {spec.max_context:,} tokens of "
-                   f"'{model.model}' (max_position_embeddings of its config.json, {_catalog_source(model, 'max_context')}): "
-                   "vLLM refuses to start",
-                   f"use max_model_len: {spec.max_context} or less; a longer context needs a rope_scaling "
+                   f"max_model_len {model.max_model_len:,} is more than {what}: vLLM refuses to start",
+                   f"use max_model_len: {longest} or less; a longer context needs a rope_scaling "
                    "override the model card documents (vLLM --hf-overrides in extra_args)")
 
 
@@ -88,7 +89,7 @@ def kv_cache_fit(bp: Blueprint, report: Reporter) -> None:
             dtype = kv_dtype_bytes(model)
             per_token = spec.kv_bytes_per_token(model.tensor_parallel, dtype)
             room = max(usable - model.weights_gb - model.overhead_gb, 0.0) * 1e9
-            need = per_token * tokens
+            need = per_token * kv_cache_tokens(tokens)  # whole blocks, as vLLM's check counts them
             if need <= room:
                 continue
             longest = int(room // per_token) // BLOCK_TOKENS * BLOCK_TOKENS
@@ -105,3 +106,26 @@ def kv_cache_fit(bp: Blueprint, report: Reporter) -> None:
                    f"{room / GIB:.2f} GiB left on {model.tensor_parallel} x {device} after {model.weights_gb * 1e9 / GIB:.2f} "
                    f"GiB of weights and {model.overhead_gb * 1e9 / GIB:.2f} GiB of vLLM overhead: vLLM refuses to start",
                    "; or ".join(options))
+
+
+@rule("model-heads-tp", "error", "tensor_parallel divides the model's attention heads",
+      needs=(UNIQUE_NAMES, "tensor-parallel"))  # a TP the node cannot hold is tensor-parallel's finding alone
+def model_heads_tp(bp: Blueprint, report: Reporter) -> None:
+    """vLLM refuses to start: 'Total number of attention heads (28) must be divisible by tensor parallel size
+    (8).' (vllm/config ModelConfig.verify_with_parallel_config): each tensor-parallel GPU computes a whole
+    share of the heads. The catalog knows num_attention_heads; a model it does not list is not checked."""
+    for fleet in _inference(bp):
+        for model in fleet.models:
+            spec, tp = model.spec, model.tensor_parallel
+            if spec is None or spec.attention_heads % tp == 0:
+                continue
+            devices = fleet.devices()
+            most = devices[0] if devices is not None and fleet.gpu_sharing.strategy == "none" else tp
+            choices = [d for d in range(1, max(most, 1) + 1) if spec.attention_heads % d == 0
+                       and (devices is None or most % d == 0)]
+            report(model.path + ("tensor_parallel",),
+                   f"tensor_parallel {tp} does not divide the {spec.attention_heads} attention heads of "
+                   f"'{model.model}' (num_attention_heads of its config.json): vLLM refuses to start ('Total number "
+                   f"of attention heads ({spec.attention_heads}) must be divisible by tensor parallel size ({tp})')",
+                   "use tensor_parallel " + " or ".join(str(d) for d in choices[-3:]) if choices else
+                   "use a tensor_parallel that divides the attention heads")
