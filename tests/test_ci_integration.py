@@ -209,5 +209,5 @@ def test_the_diff_step_reports_a_moved_blueprint_and_keeps_a_path_with_a_space_w
     result = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     comment = (repo / "comment/comment.md").read_text()
-    assert "2 added, 1 removed" in comment.splitlines()[0], comment[:500]
+    assert "1 removed, 2 added" in comment.splitlines()[0], comment[:500]
     assert "### blueprints/a.yaml: removed" in comment and "### blueprints/new one.yaml: added" in comment
