@@ -216,7 +216,7 @@ def _no_stack_traces():
     if real is None or trace is None:  # another SDK: leave it as it is
         yield
         return
-    resource._get_stack_trace = trace
+    resource._get_stack_trace = lambda *_args, **_kwargs: trace()  # whatever a later SDK passes it
     try:
         yield
     finally:

@@ -175,3 +175,39 @@ def test_a_failed_diff_reaches_the_comment_and_fails_the_job(tmp_path):
     fixed = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
     assert fixed.returncode == 0, fixed.stderr  # changes (exit 2 of the diff) pass the job
     assert "1 changed" in (repo / "comment/comment.md").read_text()
+
+
+def test_the_diff_step_reports_a_moved_blueprint_and_keeps_a_path_with_a_space_whole(tmp_path):
+    """A pull request that moves a blueprint and adds one whose name has a space: git's --name-only
+    lists a rename by its new path alone (diff.renames is on by default), so the old path vanished from
+    the comment (the move read as a new cluster, none removed); and `$changed` split a path at its space
+    (two failed sections naming halves). The workflow's step runs here as GitHub runs it."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    (step,) = [s for s in _workflow("github-workflow.yml")["jobs"]["fleetform"]["steps"]
+               if s.get("name") == "Diff against the base branch"]
+    repo = tmp_path / "repo"
+    (repo / "blueprints").mkdir(parents=True)
+    onprem = (ROOT / "blueprints/onprem-ib.yaml").read_text()
+    (repo / "blueprints/a.yaml").write_text(onprem.replace("name: dgx-onprem", "name: a"))
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git[:3] + ["init", "-q", "-b", "main"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "base"], check=True)
+    subprocess.run(git + ["checkout", "-qb", "pr"], check=True)
+    subprocess.run(git + ["mv", "blueprints/a.yaml", "blueprints/moved.yaml"], check=True)
+    (repo / "blueprints/new one.yaml").write_text(onprem.replace("name: dgx-onprem", "name: new-one"))
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "move and add"], check=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "fleetform"
+    fake.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -m fleetform "$@"\n')
+    fake.chmod(0o755)
+    script = re.sub(r"\$\{\{[^}]*\}\}", "EXPR", step["run"])
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "BASE": "main", "PR": "7"}
+    result = subprocess.run(["bash", "-e", "-c", script], cwd=repo, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    comment = (repo / "comment/comment.md").read_text()
+    assert "1 removed, 2 added" in comment.splitlines()[0], comment[:500]
+    assert "### blueprints/a.yaml: removed" in comment and "### blueprints/new one.yaml: added" in comment

@@ -103,15 +103,17 @@ def test_added_removed_and_unchanged_blueprints(repo):
     result = _diff(repo, "--base", "main", *files, "--format", "json", "--detailed-exitcode")
     assert result.returncode == 2, result.stdout + result.stderr
     data = json.loads(result.stdout)
+    # removed before added: an added blueprint's whole plan is in the comment, and the comment
+    # workflow cuts at GitHub's limit, which must not take a cluster's removal with it
     assert [(s["blueprint"], s["status"]) for s in data["blueprints"]] == [
-        ("blueprints/new.yaml", "added"), ("blueprints/gone.yaml", "removed"), ("blueprints/c.yaml", "unchanged")]
-    assert data["blueprints"][0]["plan"]["blueprint"]["name"] == "new"
-    assert data["blueprints"][1]["side"] == "main:blueprints/gone.yaml"
+        ("blueprints/gone.yaml", "removed"), ("blueprints/new.yaml", "added"), ("blueprints/c.yaml", "unchanged")]
+    assert data["blueprints"][1]["plan"]["blueprint"]["name"] == "new"
+    assert data["blueprints"][0]["side"] == "main:blueprints/gone.yaml"
     # the same blueprints at `--head pr`, read from git rather than the files
     _git(repo, "checkout", "-q", "main")
     again = _diff(repo, "--base", "main", "--head", "pr", *files, "--format", "json", "--detailed-exitcode")
     assert again.returncode == 2 and [s["status"] for s in json.loads(again.stdout)["blueprints"]] == [
-        "added", "removed", "unchanged"]
+        "removed", "added", "unchanged"]
     # nothing changed: 0
     same = _diff(repo, "--base", "main", "blueprints/c.yaml", "blueprints/a.yaml", "--detailed-exitcode")
     assert same.returncode == 0 and same.stdout.startswith("fleetform diff against main: 2 unchanged\n")

@@ -26,8 +26,11 @@ from pathlib import Path
 
 from ..findings import report_text
 
-STATUSES = ("failed", "changed", "added", "removed", "unchanged")
-"""Section order: what needs a reviewer's attention first."""
+STATUSES = ("failed", "removed", "changed", "added", "unchanged")
+"""Section order: what needs a reviewer's attention first. A removed blueprint (a cluster to be
+destroyed) is two lines and comes before the added ones, whose whole plans are not shortened to a
+share of the comment: the comment workflow cuts the comment at GitHub's limit, which would take a
+removal after a few added plans with it."""
 
 
 class _Failed(Exception):
