@@ -289,3 +289,25 @@ def test_gpu_memory_is_in_gb_in_the_catalog_as_in_plan_sizing():
     assert "GiB" not in catalog.split("MEM GiB")[0] and "GPU GB" in catalog
     assert "H100-80GB: 85.9 GB," in catalog and "/ 85.9 GB" in plan
     assert "3g.40gb (x2, 42.9 GB)" in catalog
+
+
+def test_the_regions_are_botocores_partition_data_not_its_frozen_endpoint_file():
+    # regions.json was read from botocore's endpoints.json, which no longer gains regions: Saudi Arabia
+    # (me-west-1) and Chile (sa-west-1), in botocore 1.44.5's partitions.json, were unknown-region errors
+    import json
+    import os
+
+    from fleetform.rules.regions import known_regions
+
+    assert {"me-west-1", "sa-west-1"} <= set(known_regions())
+    source = json.loads((ROOT / "providers" / "aws" / "regions.json").read_text())["source"]
+    try:
+        import botocore
+    except ImportError:
+        return
+    if f"botocore {botocore.__version__} " not in source:
+        return  # another botocore than the one the file was read from
+    data = json.loads(open(os.path.join(os.path.dirname(botocore.__file__), "data", "partitions.json")).read())
+    aws = next(p for p in data["partitions"] if p["id"] == "aws")
+    shipped = json.loads((ROOT / "providers" / "aws" / "regions.json").read_text())["partitions"]["aws"]
+    assert {r for r in aws["regions"] if not r.endswith("-global")} == set(shipped)

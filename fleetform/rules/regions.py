@@ -14,7 +14,7 @@ from . import Reporter, did_you_mean, rule
 @lru_cache(maxsize=1)
 def known_regions() -> dict[str, str]:
     """Every AWS region code with AWS's description of it, from providers/aws/regions.json (its
-    source: botocore's endpoints.json, the endpoint data the AWS SDKs ship)."""
+    source: botocore's partitions.json, the partition data the AWS SDKs' endpoint rules read)."""
     data = json.loads(resources.files("fleetform.providers.aws").joinpath("regions.json").read_text(encoding="utf-8"))
     return {code: text for regions in data["partitions"].values() for code, text in regions.items()}
 
