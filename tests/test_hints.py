@@ -311,3 +311,21 @@ def test_the_regions_are_botocores_partition_data_not_its_frozen_endpoint_file()
     aws = next(p for p in data["partitions"] if p["id"] == "aws")
     shipped = json.loads((ROOT / "providers" / "aws" / "regions.json").read_text())["partitions"]["aws"]
     assert {r for r in aws["regions"] if not r.endswith("-global")} == set(shipped)
+
+
+def test_a_region_of_another_partition_is_refused_with_the_reason(tmp_path):
+    # us-gov-west-1 and cn-north-1 validated: fleetform writes arn:aws:... into IAM policies and role
+    # attachments, which IAM refuses in aws-us-gov and aws-cn (MalformedPolicyDocument) at pulumi up
+    for region in ("us-gov-west-1", "cn-north-1", "us-iso-east-1"):
+        path = tmp_path / f"{region}.yaml"
+        path.write_text(REFERENCE.replace("region: us-east-1", f"region: {region}")
+                        .replace("availability_zone: us-east-1a", f"availability_zone: {region}a"))
+        (finding,) = _validate(path, "unknown-region")
+        assert "partition" in finding.message and "arn:aws:" in finding.message, finding.message
+        assert finding.hint == "use a region of the aws partition, e.g. us-east-1"
+    # an unknown region's hint lists only regions fleetform can build in
+    path = tmp_path / "us-gov-west-7.yaml"
+    path.write_text(REFERENCE.replace("region: us-east-1", "region: us-gov-west-7")
+                    .replace("availability_zone: us-east-1a", "availability_zone: us-gov-west-7a"))
+    (finding,) = _validate(path, "unknown-region")
+    assert "us-gov" not in finding.hint and "us-west-2" in finding.hint, finding.hint
