@@ -329,3 +329,12 @@ def test_a_region_of_another_partition_is_refused_with_the_reason(tmp_path):
                     .replace("availability_zone: us-east-1a", "availability_zone: us-gov-west-7a"))
     (finding,) = _validate(path, "unknown-region")
     assert "us-gov" not in finding.hint and "us-west-2" in finding.hint, finding.hint
+
+
+def test_an_alias_of_an_unquoted_minor_version_is_quoted_as_the_anchor_writes_it(tmp_path):
+    # `version: *v` for `&v 1.30` was hinted as "1.3", the very hint the anchor's own line had lost
+    path = tmp_path / "bp.yaml"
+    text = REFERENCE.replace('version: "1.33"', "version: &v 1.30", 1).replace('version: "1.33"', "version: *v", 1)
+    path.write_text(text)
+    findings = _validate(path, "schema")
+    assert [f.hint for f in findings] == ['quote it to keep it text: "1.30"'] * 2, findings
