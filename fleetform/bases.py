@@ -182,7 +182,9 @@ def _extends(doc: Document) -> tuple[str, str] | None:
     if not isinstance(name, str) or not _NAME.match(name):
         raise _error(doc, ("extends", "name"), f"{name!r} is not a base name", "a DNS-1123 label, e.g. efa-training")
     if not isinstance(version, str) or not _SEMVER.match(version):
-        raise _error(doc, ("extends", "version"), f"{version!r} is not an exact version X.Y.Z",
+        written = doc.source_text(("extends", "version"))  # `1.10`, which YAML reads as 1.1
+        shown = f"{written} (a number)" if written is not None else repr(version)
+        raise _error(doc, ("extends", "version"), f"{shown} is not an exact version X.Y.Z",
                      'pin one version, quoted if need be: version: "1.2.0"')
     return name, version
 

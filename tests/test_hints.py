@@ -338,3 +338,12 @@ def test_an_alias_of_an_unquoted_minor_version_is_quoted_as_the_anchor_writes_it
     path.write_text(text)
     findings = _validate(path, "schema")
     assert [f.hint for f in findings] == ['quote it to keep it text: "1.30"'] * 2, findings
+
+
+def test_an_unquoted_base_version_is_named_as_written(tmp_path):
+    # `extends: {version: 1.10}` was reported as "1.1 is not an exact version"
+    path = tmp_path / "bp.yaml"
+    path.write_text("apiVersion: fleetform/v1\nkind: Blueprint\nextends: {name: vllm-serving, version: 1.10}\n"
+                    "metadata: {name: x, version: 1.0.0}\n")
+    (finding,) = _validate(path, "extends")
+    assert finding.message.startswith("1.10 (a number) is not an exact version"), finding.message
