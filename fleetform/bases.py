@@ -212,6 +212,9 @@ def _namer(source: str, display: str):
     top = _git_top(source)
     cwd = os.getcwd()
     packaged = os.path.realpath(str(resources.files("fleetform.blueprints"))) + os.sep + "bases"
+    # installed (not fleetform's own checkout): a virtual environment inside the repository (`.venv/`)
+    # is no file of it, and `.venv/lib/python3.11/site-packages/...` differs per machine
+    installed = any(part in ("site-packages", "dist-packages") for part in Path(packaged).parts)
 
     def relative(path: str, root: str) -> str:
         return os.path.relpath(path, os.path.realpath(root)).replace(os.sep, "/")
@@ -220,6 +223,8 @@ def _namer(source: str, display: str):
         real = os.path.realpath(path)
         if source != display and inside(real, folder):
             return head + relative(real, folder)
+        if installed and inside(real, packaged):
+            return "fleetform:bases/" + relative(real, packaged)
         for root in ([top] if top is not None else [cwd]):
             if inside(real, root):
                 return relative(real, root)

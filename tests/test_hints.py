@@ -347,3 +347,19 @@ def test_an_unquoted_base_version_is_named_as_written(tmp_path):
                     "metadata: {name: x, version: 1.0.0}\n")
     (finding,) = _validate(path, "extends")
     assert finding.message.startswith("1.10 (a number) is not an exact version"), finding.message
+
+
+def test_a_shipped_base_installed_in_a_venv_inside_the_repository_is_named_by_its_place_in_fleetform(
+        tmp_path, monkeypatch):
+    # `python -m venv .venv` in the blueprint repository put the installed bases under its git top level:
+    # they were named .venv/lib/python3.11/site-packages/fleetform/..., a file no checkout has
+    from fleetform import bases
+
+    (tmp_path / ".git").mkdir()
+    package = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "fleetform" / "blueprints"
+    (package / "bases" / "efa-training").mkdir(parents=True)
+    shipped = package / "bases" / "efa-training" / "1.0.0.yaml"
+    shipped.write_text(REFERENCE)
+    monkeypatch.setattr(bases.resources, "files", lambda name: package)
+    monkeypatch.chdir(tmp_path)
+    assert bases._namer("llm.yaml", "llm.yaml")(shipped) == "fleetform:bases/efa-training/1.0.0.yaml"
