@@ -363,3 +363,14 @@ def test_a_shipped_base_installed_in_a_venv_inside_the_repository_is_named_by_it
     monkeypatch.setattr(bases.resources, "files", lambda name: package)
     monkeypatch.chdir(tmp_path)
     assert bases._namer("llm.yaml", "llm.yaml")(shipped) == "fleetform:bases/efa-training/1.0.0.yaml"
+
+
+def test_a_tag_and_a_digest_together_is_an_image_reference_kubernetes_pulls(tmp_path):
+    # name:tag@sha256:digest (distribution/reference: reference := name [ ":" tag ] [ "@" digest ], the
+    # form Renovate pins images in) was a schema error; the digest is what is pulled, the tag is for people
+    image = "vllm/vllm-openai:v0.11.0@sha256:" + "0" * 64
+    path = tmp_path / "bp.yaml"
+    path.write_text(REFERENCE.replace("image: vllm/vllm-openai:v0.11.0", f"image: {image}"))
+    assert not _validate(path, "schema") and not _validate(path, "image-pinned")
+    path.write_text(REFERENCE.replace("image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai@sha256:abc"))
+    assert [f.path for f in _validate(path, "schema")] == ["fleets[1].models[0].image", "fleets[2].models[0].image"]
