@@ -374,3 +374,17 @@ def test_a_tag_and_a_digest_together_is_an_image_reference_kubernetes_pulls(tmp_
     assert not _validate(path, "schema") and not _validate(path, "image-pinned")
     path.write_text(REFERENCE.replace("image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai@sha256:abc"))
     assert [f.path for f in _validate(path, "schema")] == ["fleets[1].models[0].image", "fleets[2].models[0].image"]
+
+
+def test_plan_of_a_blueprint_that_does_not_validate_keeps_to_its_format(tmp_path):
+    # `plan --format json` printed the text report for a blueprint with errors: a CI step parsing it failed
+    import json
+
+    from conftest import run_cli
+
+    path = tmp_path / "bp.yaml"
+    path.write_text(REFERENCE.replace("region: us-east-1", "region: us-east-7"))
+    result = run_cli("plan", "--no-resources", "--format", "json", str(path))
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert "unknown-region" in {f["rule"] for f in data["findings"]} and data["summary"]["errors"] >= 1
