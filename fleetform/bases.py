@@ -182,7 +182,9 @@ def _extends(doc: Document) -> tuple[str, str] | None:
     if not isinstance(name, str) or not _NAME.match(name):
         raise _error(doc, ("extends", "name"), f"{name!r} is not a base name", "a DNS-1123 label, e.g. efa-training")
     if not isinstance(version, str) or not _SEMVER.match(version):
-        raise _error(doc, ("extends", "version"), f"{version!r} is not an exact version X.Y.Z",
+        written = doc.source_text(("extends", "version"))  # `1.10`, which YAML reads as 1.1
+        shown = f"{written} (a number)" if written is not None else repr(version)
+        raise _error(doc, ("extends", "version"), f"{shown} is not an exact version X.Y.Z",
                      'pin one version, quoted if need be: version: "1.2.0"')
     return name, version
 
@@ -210,6 +212,9 @@ def _namer(source: str, display: str):
     top = _git_top(source)
     cwd = os.getcwd()
     packaged = os.path.realpath(str(resources.files("fleetform.blueprints"))) + os.sep + "bases"
+    # installed (not fleetform's own checkout): a virtual environment inside the repository (`.venv/`)
+    # is no file of it, and `.venv/lib/python3.11/site-packages/...` differs per machine
+    installed = any(part in ("site-packages", "dist-packages") for part in Path(packaged).parts)
 
     def relative(path: str, root: str) -> str:
         return os.path.relpath(path, os.path.realpath(root)).replace(os.sep, "/")
@@ -218,6 +223,8 @@ def _namer(source: str, display: str):
         real = os.path.realpath(path)
         if source != display and inside(real, folder):
             return head + relative(real, folder)
+        if installed and inside(real, packaged):
+            return "fleetform:bases/" + relative(real, packaged)
         for root in ([top] if top is not None else [cwd]):
             if inside(real, root):
                 return relative(real, root)

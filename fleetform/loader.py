@@ -190,6 +190,7 @@ class _Builder:
         self.aliased = 0  # of which aliases repeated
         self.findings: list[Finding] = []
         self.written: dict[tuple, str] = {}
+        self.anchor_text: dict[str, str] = {}  # an anchored plain number's source text, for its aliases
 
     def count(self, n: int, mark, alias: bool = False) -> None:
         self.nodes += n
@@ -234,6 +235,10 @@ class _Builder:
             value = _scalar(event)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and event.implicit[0]:
                 self.written[(self.file, *self.values[path])] = event.value  # a hint quotes it as written
+                if anchor:
+                    self.anchor_text[anchor] = event.value
+            elif anchor:
+                self.anchor_text.pop(anchor, None)  # a redefined anchor
             if anchor:
                 self.anchors[anchor] = (value, 1)
             return value
@@ -269,6 +274,9 @@ class _Builder:
                          f"define &{name} earlier in the file")
         value, size = self.anchors[name]
         self.count(size, event.start_mark, alias=True)
+        if name in self.anchor_text and isinstance(value, (int, float)) and not isinstance(value, bool):
+            # `*v` for `&v 1.30`: a hint at the alias quotes 1.30 too
+            self.written[(self.file, line, column)] = self.anchor_text[name]
         return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
 
     def sequence(self, path: Path_, depth: int) -> list:

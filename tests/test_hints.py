@@ -289,3 +289,102 @@ def test_gpu_memory_is_in_gb_in_the_catalog_as_in_plan_sizing():
     assert "GiB" not in catalog.split("MEM GiB")[0] and "GPU GB" in catalog
     assert "H100-80GB: 85.9 GB," in catalog and "/ 85.9 GB" in plan
     assert "3g.40gb (x2, 42.9 GB)" in catalog
+
+
+def test_the_regions_are_botocores_partition_data_not_its_frozen_endpoint_file():
+    # regions.json was read from botocore's endpoints.json, which no longer gains regions: Saudi Arabia
+    # (me-west-1) and Chile (sa-west-1), in botocore 1.44.5's partitions.json, were unknown-region errors
+    import json
+    import os
+
+    from fleetform.rules.regions import known_regions
+
+    assert {"me-west-1", "sa-west-1"} <= set(known_regions())
+    source = json.loads((ROOT / "providers" / "aws" / "regions.json").read_text())["source"]
+    try:
+        import botocore
+    except ImportError:
+        return
+    if f"botocore {botocore.__version__} " not in source:
+        return  # another botocore than the one the file was read from
+    data = json.loads(open(os.path.join(os.path.dirname(botocore.__file__), "data", "partitions.json")).read())
+    aws = next(p for p in data["partitions"] if p["id"] == "aws")
+    shipped = json.loads((ROOT / "providers" / "aws" / "regions.json").read_text())["partitions"]["aws"]
+    assert {r for r in aws["regions"] if not r.endswith("-global")} == set(shipped)
+
+
+def test_a_region_of_another_partition_is_refused_with_the_reason(tmp_path):
+    # us-gov-west-1 and cn-north-1 validated: fleetform writes arn:aws:... into IAM policies and role
+    # attachments, which IAM refuses in aws-us-gov and aws-cn (MalformedPolicyDocument) at pulumi up
+    for region in ("us-gov-west-1", "cn-north-1", "us-iso-east-1"):
+        path = tmp_path / f"{region}.yaml"
+        path.write_text(REFERENCE.replace("region: us-east-1", f"region: {region}")
+                        .replace("availability_zone: us-east-1a", f"availability_zone: {region}a"))
+        (finding,) = _validate(path, "unknown-region")
+        assert "partition" in finding.message and "arn:aws:" in finding.message, finding.message
+        assert finding.hint == "use a region of the aws partition, e.g. us-east-1"
+    # an unknown region's hint lists only regions fleetform can build in
+    path = tmp_path / "us-gov-west-7.yaml"
+    path.write_text(REFERENCE.replace("region: us-east-1", "region: us-gov-west-7")
+                    .replace("availability_zone: us-east-1a", "availability_zone: us-gov-west-7a"))
+    (finding,) = _validate(path, "unknown-region")
+    assert "us-gov" not in finding.hint and "us-west-2" in finding.hint, finding.hint
+
+
+def test_an_alias_of_an_unquoted_minor_version_is_quoted_as_the_anchor_writes_it(tmp_path):
+    # `version: *v` for `&v 1.30` was hinted as "1.3", the very hint the anchor's own line had lost
+    path = tmp_path / "bp.yaml"
+    text = REFERENCE.replace('version: "1.33"', "version: &v 1.30", 1).replace('version: "1.33"', "version: *v", 1)
+    path.write_text(text)
+    findings = _validate(path, "schema")
+    assert [f.hint for f in findings] == ['quote it to keep it text: "1.30"'] * 2, findings
+
+
+def test_an_unquoted_base_version_is_named_as_written(tmp_path):
+    # `extends: {version: 1.10}` was reported as "1.1 is not an exact version"
+    path = tmp_path / "bp.yaml"
+    path.write_text("apiVersion: fleetform/v1\nkind: Blueprint\nextends: {name: vllm-serving, version: 1.10}\n"
+                    "metadata: {name: x, version: 1.0.0}\n")
+    (finding,) = _validate(path, "extends")
+    assert finding.message.startswith("1.10 (a number) is not an exact version"), finding.message
+
+
+def test_a_shipped_base_installed_in_a_venv_inside_the_repository_is_named_by_its_place_in_fleetform(
+        tmp_path, monkeypatch):
+    # `python -m venv .venv` in the blueprint repository put the installed bases under its git top level:
+    # they were named .venv/lib/python3.11/site-packages/fleetform/..., a file no checkout has
+    from fleetform import bases
+
+    (tmp_path / ".git").mkdir()
+    package = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "fleetform" / "blueprints"
+    (package / "bases" / "efa-training").mkdir(parents=True)
+    shipped = package / "bases" / "efa-training" / "1.0.0.yaml"
+    shipped.write_text(REFERENCE)
+    monkeypatch.setattr(bases.resources, "files", lambda name: package)
+    monkeypatch.chdir(tmp_path)
+    assert bases._namer("llm.yaml", "llm.yaml")(shipped) == "fleetform:bases/efa-training/1.0.0.yaml"
+
+
+def test_a_tag_and_a_digest_together_is_an_image_reference_kubernetes_pulls(tmp_path):
+    # name:tag@sha256:digest (distribution/reference: reference := name [ ":" tag ] [ "@" digest ], the
+    # form Renovate pins images in) was a schema error; the digest is what is pulled, the tag is for people
+    image = "vllm/vllm-openai:v0.11.0@sha256:" + "0" * 64
+    path = tmp_path / "bp.yaml"
+    path.write_text(REFERENCE.replace("image: vllm/vllm-openai:v0.11.0", f"image: {image}"))
+    assert not _validate(path, "schema") and not _validate(path, "image-pinned")
+    path.write_text(REFERENCE.replace("image: vllm/vllm-openai:v0.11.0", "image: vllm/vllm-openai@sha256:abc"))
+    assert [f.path for f in _validate(path, "schema")] == ["fleets[1].models[0].image", "fleets[2].models[0].image"]
+
+
+def test_plan_of_a_blueprint_that_does_not_validate_keeps_to_its_format(tmp_path):
+    # `plan --format json` printed the text report for a blueprint with errors: a CI step parsing it failed
+    import json
+
+    from conftest import run_cli
+
+    path = tmp_path / "bp.yaml"
+    path.write_text(REFERENCE.replace("region: us-east-1", "region: us-east-7"))
+    result = run_cli("plan", "--no-resources", "--format", "json", str(path))
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert "unknown-region" in {f["rule"] for f in data["findings"]} and data["summary"]["errors"] >= 1

@@ -13,7 +13,7 @@ import json
 import sys
 from collections import Counter
 
-from ..findings import Finding, Severity, printed, report_text, summary_line, unique
+from ..findings import Finding, Severity, printed, report_json, report_text, summary_line, unique
 
 
 def add_parser(sub) -> None:
@@ -207,8 +207,8 @@ def run(args) -> int:
         result, built = build(args.blueprint, resources=not args.no_resources)
     except OSError as err:
         raise UsageError(f"cannot read {args.blueprint}: {err.strerror or err}") from None
-    if built is None:
-        sys.stdout.write(report_text(result.findings, 1))
+    if built is None:  # --format json stays JSON: a CI step that parses the plan gets the findings as data
+        sys.stdout.write((report_json if args.format == "json" else report_text)(result.findings, 1, result.waived))
         return 1
     data, _files, findings = built
     errors = any(f.severity is Severity.ERROR for f in findings)
