@@ -35,6 +35,12 @@ MODELS = {
     "large": ("qwen-7b", "Qwen/Qwen2.5-7B-Instruct", 7.6),
     "small": ("qwen-3b", "Qwen/Qwen2.5-3B-Instruct", 3.1),
 }
+REVISIONS = {
+    # the Hub commit each replica loads (hf-revision-unpinned): the snapshot folder the Hub's client names in a
+    # Hugging Face cache, models--Qwen--<name>/snapshots/<commit>, as public scripts quote it for these repositories
+    "Qwen/Qwen2.5-7B-Instruct": "a09a35458c702b33eeacc393d103063234e8bc28",
+    "Qwen/Qwen2.5-3B-Instruct": "aa8e72537993ba99e69dfaafa59ed015b17504d1",
+}
 VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
 """The vLLM line fleetform pins its flag table to (providers/vllm-serve-flags.tsv)."""
 
@@ -232,13 +238,14 @@ def _inference(s: Starter, i: InstanceType) -> list[str]:
         "      type: on-demand",
         "    scheduler:",
         _c("      type: kubernetes", "# one EKS cluster for all inference fleets"),
-        '      version: "1.33"',
+        _c(f'      version: "{_kubernetes_version()}"', "# the newest Kubernetes in EKS standard support"),
         "      namespace: serve",
         _c("      autoscaler: keda", "# keda | hpa"),
         "    models:",
         f"      - name: {name}",
         f"        image: {VLLM_IMAGE}",
         _c(f"        model: {model}", "# a Hugging Face id; ungated, so no hf_token_secret"),
+        _c(f"        weights: {{revision: {REVISIONS[model]}}}", "# the Hub commit every replica loads"),
         f"        model_params_billion: {params:g}",
         "        precision: bf16",
         _c("        tensor_parallel: 1", "# GPUs per replica"),
@@ -248,6 +255,15 @@ def _inference(s: Starter, i: InstanceType) -> list[str]:
         _c("          metric: queue_depth", "# vLLM requests waiting, per replica"),
         "          target_per_replica: 5",
     ]
+
+
+def _kubernetes_version() -> str:
+    """What the eks-version rules accept without a warning today: the newest version in EKS standard support
+    that fleetform renders for (the rules are imported whole first, so they register in their order)."""
+    from .rules import checks  # noqa: F401
+    from .rules.fleets import suggested_k8s_version
+
+    return suggested_k8s_version()
 
 
 def stack_config_text(s: Starter) -> str:
