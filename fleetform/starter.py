@@ -150,9 +150,9 @@ def blueprint_text(s: Starter) -> str:
         "provider:",
         "  cloud: aws",
         f"  region: {s.region}",
-        _c(f"  availability_zone: {s.zone}", "# one zone (EFA, cluster placement); check the instance types are offered there:"),
-        f"                                    # aws ec2 describe-instance-type-offerings --region {s.region} "
-        "--location-type availability-zone",
+        _c(f"  availability_zone: {s.zone}", "# one zone (EFA, cluster placement); zone letters differ between"),
+        _c("", "# accounts: check the instance types are offered in yours:"),
+        _c("", f"# {offerings_command(s)}"),
         "  network:",
         _c("    cidr: 10.40.0.0/16", "# a new VPC; or vpc_id + subnet_id of an existing one"),
         _c("    ssh_ingress_cidrs: []", "# no SSH from anywhere: nodes are reached through SSM"),
@@ -174,6 +174,26 @@ def blueprint_text(s: Starter) -> str:
             lines.append("")
         lines += _inference(s, s.inference)
     return "\n".join(lines) + "\n"
+
+
+def instance_types(s: Starter) -> list[str]:
+    """Every instance type the starter launches, in the order the blueprint names them."""
+    names = []
+    if s.training is not None:
+        names += [s.training.name, CONTROLLER]
+    if s.inference is not None:
+        names.append(s.inference.name)
+    return list(dict.fromkeys(names))
+
+
+def offerings_command(s: Starter) -> str:
+    """The AWS CLI call that lists the zones of s.region where the starter's instance types are offered. The zone
+    is a guess: in AWS's older regions each account maps zone letters to places of its own, some accounts
+    lack a region's `a` zone, and fleetform has no data on which zone offers which type (its catalog prices
+    us-east-1 only). AWS: "Regions with independently mapped Availability Zones",
+    https://docs.aws.amazon.com/global-infrastructure/latest/regions/az-ids.html (read 2026-11-24)."""
+    return (f"aws ec2 describe-instance-type-offerings --region {s.region} --location-type availability-zone "
+            f"--filters Name=instance-type,Values={','.join(instance_types(s))} --output text")
 
 
 def _description(s: Starter) -> str:

@@ -211,3 +211,19 @@ def test_a_starter_plans_with_every_security_policy_met(gpu, tmp_path):
     assert len(policies) == 1 and ", 0 violated:" in policies[0], policies
     assert run_cli("render", "p.yaml", cwd=tmp_path).returncode == 0
     assert (tmp_path / "rendered/p/train/slurm/slurm.conf").exists() and (tmp_path / "rendered/p/serve/k8s").is_dir()
+
+
+def test_init_says_the_zone_and_instance_types_are_unchecked(tmp_path):
+    """The default zone is REGION + 'a', which AWS maps to a different place in each account of its older
+    regions (and some accounts lack it), and fleetform knows no type's zones: init says so and prints the
+    AWS CLI call that lists the zones offering exactly the starter's types (the comment's call listed every
+    type of every zone)."""
+    result = run_cli("init", str(tmp_path / "a"), *GOLDEN_ARGS)
+    call = ("aws ec2 describe-instance-type-offerings --region us-east-1 --location-type availability-zone "
+            "--filters Name=instance-type,Values=p5.48xlarge,m7i.xlarge,p5.4xlarge --output text")
+    check_line = next(line for line in result.stdout.splitlines() if line.startswith("check: "))
+    assert "us-east-1a is a guess" in check_line and check_line.endswith(call)
+    assert f"# {call}\n" in (tmp_path / "a/demo.yaml").read_text()
+    given = run_cli("init", str(tmp_path / "b"), *GOLDEN_ARGS, "--zone", "us-east-1d", "--kind", "inference")
+    check_line = next(line for line in given.stdout.splitlines() if line.startswith("check: "))
+    assert "guess" not in check_line and check_line.endswith("Values=p5.4xlarge --output text")
