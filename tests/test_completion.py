@@ -100,3 +100,47 @@ def test_bash_script_is_shellcheck_clean(scripts):
     result = subprocess.run([shellcheck, "-s", "bash", str(scripts / "fleetform.bash")], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stdout
+
+
+def _complete_line(shell: str, scripts, cwd, line: str, words: list[str]) -> list[str]:
+    """As the shell calls the function for LINE: bash splits words at = and : (COMP_WORDBREAKS) and sets
+    COMP_LINE (the words below were recorded from an interactive bash 5 at each line's end); zsh's bashcompinit
+    passes whole words."""
+    program = require(shell, shell)
+    body = ('COMP_LINE="$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_POINT=${#COMP_LINE}; '
+            '_fleetform; ')
+    if shell == "bash":
+        call = 'source "$1"; shift; ' + body + 'printf "%s\\n" "${COMPREPLY[@]}"'
+    else:
+        call = 'source "$1"; shift; setopt ksharrays; ' + body + 'print -l -- "${COMPREPLY[@]}"'
+    result = subprocess.run([program, "-c", call, "x", str(scripts / f"fleetform.{shell}"), line, *words], cwd=cwd,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    return sorted(w for w in result.stdout.splitlines() if w)
+
+
+def test_words_bash_splits_at_equals_and_colon(scripts, work):
+    """`--region=eu-west-` and diff's `HEAD~1:blueprints/llm.yaml`: bash hands the function the pieces
+    (`--region`, `=`, `eu-west-`) and replaces only the text after the last = or :; completion read the
+    pieces as words, so --option=VALUE completed nothing and NEW never completed after a REV:PATH OLD."""
+    def bash(line, *words):
+        return _complete_line("bash", scripts, work, line, list(words))
+
+    assert bash("fleetform init --region=eu-west-", "fleetform", "init", "--region", "=", "eu-west-") == \
+        ["eu-west-1", "eu-west-2", "eu-west-3"]
+    assert bash("fleetform validate --format=", "fleetform", "validate", "--format", "=") == \
+        ["github", "json", "text"]
+    assert bash("fleetform diff HEAD~1:llm.yaml o", "fleetform", "diff", "HEAD~1", ":", "llm.yaml", "o") == \
+        ["old.yml"]
+    assert bash("fleetform diff HEAD~1:ll", "fleetform", "diff", "HEAD~1", ":", "ll") == ["llm.yaml"]
+    assert bash("fleetform validate --format=json ", "fleetform", "validate", "--format", "=", "json", "") == \
+        ["blueprints", "llm.yaml", "old.yml"]
+
+    def zsh(line):  # what compadd keeps: zsh matches the whole word against the replies itself
+        typed = line.split(" ")
+        return [w for w in _complete_line("zsh", scripts, work, line, typed) if w.startswith(typed[-1])]
+
+    assert zsh("fleetform init --region=eu-west-") == ["--region=eu-west-1", "--region=eu-west-2",
+                                                       "--region=eu-west-3"]
+    assert zsh("fleetform diff HEAD~1:llm.yaml o") == ["old.yml"]
+    assert "HEAD~1:llm.yaml" in zsh("fleetform diff HEAD~1:ll")
