@@ -239,7 +239,19 @@ def allowed(node: dict) -> dict[str, Any]:
     return found
 
 
-DEFAULT_WORDS = re.compile(r"\b[Dd]efault(?: is|:)?\s+(?P<value>.+?)(?=;\s|\.\s|\.$|\)|$)")
+DEFAULT_WORDS = re.compile(r"\b[Dd]efault(?: is|:)?\s+(?P<value>.+?)(?=;\s|\.\s|\.$|$)")
+"""A description's "default VALUE", up to the end of its clause; a ")" closes it only where the default
+sits inside parentheses ("(default false)"), so "(60 to 1800)" stays whole (_balanced)."""
+
+
+def _balanced(value: str) -> str:
+    """VALUE cut before the first ")" that closes a parenthesis opened before "default"."""
+    depth = 0
+    for i, char in enumerate(value):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return value[:i]
+    return value
 
 
 def default(node: dict) -> tuple[Any, str] | None:
@@ -249,7 +261,7 @@ def default(node: dict) -> tuple[Any, str] | None:
         return node["default"], "schema"
     m = DEFAULT_WORDS.search(node.get("description", ""))
     if m:
-        return m.group("value").strip(), "description"
+        return _balanced(m.group("value")).strip(), "description"
     return None
 
 

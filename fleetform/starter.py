@@ -156,9 +156,9 @@ def blueprint_text(s: Starter) -> str:
         "provider:",
         "  cloud: aws",
         f"  region: {s.region}",
-        _c(f"  availability_zone: {s.zone}", "# one zone (EFA, cluster placement); check the instance types are offered there:"),
-        f"                                    # aws ec2 describe-instance-type-offerings --region {s.region} "
-        "--location-type availability-zone",
+        _c(f"  availability_zone: {s.zone}", "# one zone (EFA, cluster placement); zone letters differ between"),
+        _c("", "# accounts: check the instance types are offered in yours:"),
+        _c("", f"# {offerings_command(s)}"),
         "  network:",
         _c("    cidr: 10.40.0.0/16", "# a new VPC; or vpc_id + subnet_id of an existing one"),
         _c("    ssh_ingress_cidrs: []", "# no SSH from anywhere: nodes are reached through SSM"),
@@ -180,6 +180,26 @@ def blueprint_text(s: Starter) -> str:
             lines.append("")
         lines += _inference(s, s.inference)
     return "\n".join(lines) + "\n"
+
+
+def instance_types(s: Starter) -> list[str]:
+    """Every instance type the starter launches, in the order the blueprint names them."""
+    names = []
+    if s.training is not None:
+        names += [s.training.name, CONTROLLER]
+    if s.inference is not None:
+        names.append(s.inference.name)
+    return list(dict.fromkeys(names))
+
+
+def offerings_command(s: Starter) -> str:
+    """The AWS CLI call that lists the zones of s.region where the starter's instance types are offered. The zone
+    is a guess: in AWS's older regions each account maps zone letters to places of its own, some accounts
+    lack a region's `a` zone, and fleetform has no data on which zone offers which type (its catalog prices
+    us-east-1 only). AWS: "Regions with independently mapped Availability Zones",
+    https://docs.aws.amazon.com/global-infrastructure/latest/regions/az-ids.html (read 2026-11-24)."""
+    return (f"aws ec2 describe-instance-type-offerings --region {s.region} --location-type availability-zone "
+            f"--filters Name=instance-type,Values={','.join(instance_types(s))} --output text")
 
 
 def _description(s: Starter) -> str:
@@ -304,12 +324,47 @@ main(Path(__file__).parent)  # a relative fleetform:blueprint is read from this 
 '''
 
 
+def _direct_url() -> str | None:
+    """The direct_url.json of the installed fleetform (PEP 610: where pip installed it from, if not an index)."""
+    from importlib import metadata
+
+    try:
+        return metadata.distribution("fleetform").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def requirement() -> tuple[str, bool]:
+    """(the requirement that installs this fleetform with the aws extra, whether it names a source another
+    machine reaches). fleetform is installed from its git repository (README, Install), not from a package
+    index: `fleetform[aws]==VERSION` alone fails pip's "No matching distribution" wherever no index of the
+    user's has it, so the first `pulumi preview` could not make its virtualenv. pip records the source it
+    installed from (PEP 610, direct_url.json): a git URL at its commit, or an archive's http(s) URL, is
+    written as it is; a local folder or file is not portable, and the version is written, with a warning."""
+    text = _direct_url()
+    if text:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = {}
+        url = str(data.get("url", ""))
+        vcs = data.get("vcs_info")
+        if isinstance(vcs, dict) and vcs.get("vcs") and vcs.get("commit_id") and not url.startswith("file:"):
+            return f"fleetform[aws] @ {vcs['vcs']}+{url}@{vcs['commit_id']}", True
+        if "archive_info" in data and url.startswith(("https://", "http://")):
+            return f"fleetform[aws] @ {url}", True
+    return f"fleetform[aws]=={__version__}", False
+
+
 def requirements_text() -> str:
+    line, portable = requirement()
+    where = ("# fleetform from where this one was installed, at its commit." if portable else
+             "# Where fleetform is not on your package index, name its source instead, as fleetform's README\n"
+             "# (Install) does:\n"
+             f"# fleetform[aws] @ git+https://github.com/<your-org>/fleetform@v{__version__}")
     return ("# The stack's virtualenv (venv/): fleetform at the version that wrote this repository, with the Pulumi\n"
-            "# SDKs it builds AWS resources with. Raise it together with the blueprint's fleetform. Where fleetform\n"
-            "# is not on your package index, name its source instead, as fleetform's README (Install) does:\n"
-            f"# fleetform[aws] @ git+https://github.com/<your-org>/fleetform@v{__version__}\n"
-            f"fleetform[aws]=={__version__}\n")
+            "# SDKs it builds AWS resources with. Raise it together with the blueprint's fleetform.\n"
+            f"{where}\n{line}\n")
 
 
 def readme_text(s: Starter) -> str:
@@ -320,7 +375,7 @@ def readme_text(s: Starter) -> str:
         return "\n".join(f"{command:<{width}}# {comment}" if comment else command for command, comment in rows)
 
     local = block([
-        (f"python3 -m venv .venv && .venv/bin/pip install 'fleetform[aws]=={__version__}'", ""),
+        ("python3 -m venv .venv && .venv/bin/pip install -r requirements.txt", ""),
         (f".venv/bin/fleetform validate {bp}", "every error and warning, at its line"),
         (".venv/bin/fleetform explain fleets.models", "what a field means: type, default, values, example"),
         (f".venv/bin/fleetform plan {bp}", "sizing, cost and the AWS resources, offline"),

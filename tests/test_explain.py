@@ -131,3 +131,28 @@ def test_explain_reads_the_shipped_schema_without_jsonschema():
     assert module.SCHEMA_FILE == SCHEMA_FILE and module.schema() == schema()
     code = "import sys, fleetform.explain as e; e.explain('fleets.models'); print('jsonschema' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+@pytest.mark.parametrize("path, shown", [
+    # each default as fleetform/resolve.py applies it where the blueprint leaves the field out
+    ("storage.versioning", "true"),                                  # item.get("versioning", True)
+    ("fleets.scheduler.namespace", "default"),                       # data.get("namespace", "default")
+    ("fleets.scheduler.autoscaler", "keda"),                         # data.get("autoscaler", "keda")
+    ("fleets.models.replicas", "1"),                                 # item.get("replicas", 1)
+    ("fleets.capacity", "on-demand"),                                # {"type": "on-demand"}
+    ("fleets.capacity.type", "on-demand"),
+    ("fleets.placement", "cluster for training fleets, none for inference fleets"),
+    ("fleets.gpu_sharing", "none"),                                  # {"strategy": "none"}
+    ("fleets.gpu_sharing.strategy", "none"),
+    ("fleets.gpu_sharing.mig_strategy", "single"),
+    ("fleets.scheduler.partitions.default", "false"),
+    ("fleets.models.weights.source", "hub"),
+    ("fleets.interconnect", "EFA where the instance has it, else TCP"),
+    # a parenthesis inside the default stays whole
+    ("fleets.models.autoscale.scale_up.period_s",
+     "the estimated time for a replica to load its weights and become ready (60 to 1800)"),
+])
+def test_every_default_the_resolver_applies_is_shown(path, shown):
+    """A field the resolver fills in when it is left out says so: explain printed no DEFAULT for these (the
+    schema's descriptions never said), and cut "(60 to 1800)" at its ")"."""
+    assert explain(path)["default"] == shown

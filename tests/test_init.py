@@ -211,3 +211,45 @@ def test_a_starter_plans_with_every_security_policy_met(gpu, tmp_path):
     assert len(policies) == 1 and ", 0 violated:" in policies[0], policies
     assert run_cli("render", "p.yaml", cwd=tmp_path).returncode == 0
     assert (tmp_path / "rendered/p/train/slurm/slurm.conf").exists() and (tmp_path / "rendered/p/serve/k8s").is_dir()
+
+
+def test_init_says_the_zone_and_instance_types_are_unchecked(tmp_path):
+    """The default zone is REGION + 'a', which AWS maps to a different place in each account of its older
+    regions (and some accounts lack it), and fleetform knows no type's zones: init says so and prints the
+    AWS CLI call that lists the zones offering exactly the starter's types (the comment's call listed every
+    type of every zone)."""
+    result = run_cli("init", str(tmp_path / "a"), *GOLDEN_ARGS)
+    call = ("aws ec2 describe-instance-type-offerings --region us-east-1 --location-type availability-zone "
+            "--filters Name=instance-type,Values=p5.48xlarge,m7i.xlarge,p5.4xlarge --output text")
+    check_line = next(line for line in result.stdout.splitlines()
+                      if line.startswith("check: ") and "zones of" in line)
+    assert "us-east-1a is a guess" in check_line and check_line.endswith(call)
+    assert f"# {call}\n" in (tmp_path / "a/demo.yaml").read_text()
+    given = run_cli("init", str(tmp_path / "b"), *GOLDEN_ARGS, "--zone", "us-east-1d", "--kind", "inference")
+    check_line = next(line for line in given.stdout.splitlines()
+                      if line.startswith("check: ") and "zones of" in line)
+    assert "guess" not in check_line and check_line.endswith("Values=p5.4xlarge --output text")
+
+
+@pytest.mark.parametrize("direct_url, line, portable", [
+    # PEP 610's direct_url.json as pip writes it for `pip install 'fleetform[aws] @ git+https://...@v0.1.0'`
+    ('{"url": "https://github.com/acme/fleetform", "vcs_info": {"vcs": "git", "requested_revision": "v0.1.0", '
+     '"commit_id": "0123456789abcdef0123456789abcdef01234567"}}',
+     "fleetform[aws] @ git+https://github.com/acme/fleetform@0123456789abcdef0123456789abcdef01234567", True),
+    ('{"url": "https://files.example.com/fleetform-0.1.0-py3-none-any.whl", "archive_info": {}}',
+     "fleetform[aws] @ https://files.example.com/fleetform-0.1.0-py3-none-any.whl", True),
+    ('{"url": "file:///home/me/fleetform", "dir_info": {"editable": true}}', "fleetform[aws]==0.1.0", False),
+    ('{"url": "file:///tmp/fleetform-0.1.0-py3-none-any.whl", "archive_info": {}}', "fleetform[aws]==0.1.0", False),
+    (None, "fleetform[aws]==0.1.0", False),  # from an index: the version is what it has
+])
+def test_requirements_name_where_fleetform_was_installed_from(direct_url, line, portable, tmp_path, monkeypatch,
+                                                              capsys):
+    """fleetform is installed from git (README, Install), and no public index has it: requirements.txt's
+    `fleetform[aws]==0.1.0` made the first `pulumi preview` fail to build its virtualenv ("No matching
+    distribution found for fleetform"), and so did the starter README's first command."""
+    monkeypatch.setattr(starter, "_direct_url", lambda: direct_url)
+    assert main(["init", str(tmp_path), *GOLDEN_ARGS]) == 0
+    assert (tmp_path / "requirements.txt").read_text().splitlines()[-1] == line
+    assert "pip install -r requirements.txt" in (tmp_path / "README.md").read_text()
+    warned = [w for w in capsys.readouterr().out.splitlines() if w.startswith("check: requirements.txt")]
+    assert bool(warned) != portable

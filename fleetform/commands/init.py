@@ -79,6 +79,19 @@ def run(args) -> int:
     for name in texts:
         print(f"wrote {folder / name}")
     bp = folder / f"{chosen.name}.yaml"
+    from ..starter import instance_types, offerings_command
+
+    from ..starter import requirement
+
+    line, portable = requirement()
+    if not portable:
+        print(f"check: requirements.txt names {line}, which installs only where your package index has fleetform "
+              "(this one was installed from a local folder or file); name its source there (the file says how) "
+              "before the first `pulumi preview`")
+    guess = "" if args.zone else f"{chosen.zone} is a guess (zone letters name other places in other AWS accounts); "
+    print(f"check: {guess}fleetform does not know which zones of {chosen.region} offer "
+          f"{', '.join(instance_types(chosen))}: list them, and set provider.availability_zone to one that offers "
+          f"all: {offerings_command(chosen)}")
     print(f"next: fleetform validate {bp}; fleetform plan {bp}; then `pulumi stack init dev` and `pulumi up` in "
           f"{folder} (README.md there)")
     return 0
