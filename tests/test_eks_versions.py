@@ -12,7 +12,7 @@ from conftest import ROOT, TODAY, run_cli
 from fleetform.pipeline import check
 from fleetform.eks_versions import calendar, in_standard_support, newest_in_standard_support
 
-BODY = (ROOT / "tests/corpus/382-hf-revision-unpinned.yaml").read_text()
+BODY = (ROOT / "tests/corpus/392-hf-revision-unpinned.yaml").read_text()
 REFERENCE = ROOT / "blueprints/reference.yaml"
 
 
