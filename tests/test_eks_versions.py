@@ -148,3 +148,13 @@ def test_a_hint_never_names_an_empty_list_once_the_calendar_is_out_of_date(tmp_p
     assert not finding.hint.rstrip().endswith(":"), finding.hint
     assert "none is in standard support" not in finding.hint, finding.hint
     assert "providers/aws/eks-versions.tsv" in finding.hint and "aws eks describe-cluster-versions" in finding.hint
+
+
+def test_the_upgrade_hint_of_a_running_cluster_goes_one_minor_version_at_a_time(tmp_path):
+    """EKS updates a control plane one minor version per update ("Control plane version upgrades must be done for
+    one minor version at a time", EKS User Guide, eksctl "Cluster upgrades"; UpdateClusterVersion): a cluster on
+    1.32 cannot go to 1.34 in one `pulumi up`. Before, the hint named only the oldest and newest in standard
+    support, and a blueprint moved from 1.32 straight to the newest failed at UpdateClusterVersion."""
+    _findings(tmp_path, "1.32")
+    (finding,) = [f for f in check(tmp_path / "bp.yaml").findings if f.rule == "eks-version-support"]
+    assert "one minor version at a time" in finding.hint and "1.33 first" in finding.hint, finding.hint

@@ -81,5 +81,14 @@ def eks_version_support(bp: Blueprint, report: Reporter) -> None:
                f"runs in extended support until {entry.end_of_extended}, billed {EXTENDED_PRICE} (AWS Containers "
                f"blog, \"Amazon EKS extended support for Kubernetes versions pricing\"; {CALENDAR_SOURCE})",
                (f"upgrade to a version in standard support; the oldest in standard support is {standard[0].version}"
-                + (f", the newest {standard[-1].version}" if len(standard) > 1 else "")) if standard
+                + (f", the newest {standard[-1].version}" if len(standard) > 1 else "")
+                + _one_step(entry)) if standard
                else out_of_date_hint(day))
+
+
+def _one_step(entry) -> str:
+    """EKS updates a running cluster's control plane one minor version per update (EKS User Guide, eksctl
+    "Cluster upgrades": "Control plane version upgrades must be done for one minor version at a time")."""
+    major, minor = entry.minor
+    return (f"; a running cluster goes one minor version at a time: {major}.{minor + 1} first, one `pulumi up` "
+            "each (a new cluster takes any)")
