@@ -63,3 +63,11 @@ def newest_in_standard_support(day: datetime.date, highest: tuple[int, int]) -> 
     """The version to suggest where none is chosen: the newest in standard support that fleetform renders for."""
     fits = [v for v in in_standard_support(day) if v.minor <= highest]
     return fits[-1].version if fits else None
+
+
+def out_of_date_hint(day: datetime.date) -> str:
+    """The hint where a list of versions in standard support would be empty: the calendar is data read on a day,
+    and from its newest row's end of standard support on it names no version to move to."""
+    return (f"no version of fleetform's EKS calendar (providers/aws/eks-versions.tsv) is in standard support on {day}: "
+            "the calendar is out of date; `aws eks describe-cluster-versions` lists the versions EKS offers with "
+            "their dates: add their rows to the file with their source, or update fleetform")

@@ -82,10 +82,15 @@ def main(root: str | Path | None = None) -> None:
             deployer = pulumi.Config("fleetform").get("deployer-cidr")
             if deployer is not None:
                 try:
-                    ipaddress.ip_network(deployer.strip(), strict=False)
+                    network = ipaddress.ip_network(deployer.strip(), strict=False)
                 except ValueError:
                     raise pulumi.RunError(f"{blueprint}: fleetform:deployer-cidr is {deployer!r}, not an address or "
                                           "a CIDR range. Nothing was built.") from None
+                if network.version != 4:
+                    # EKS VpcConfigRequest.publicAccessCidrs: "You can't add IPv6 CIDR blocks to IPv4 clusters"
+                    raise pulumi.RunError(f"{blueprint}: fleetform:deployer-cidr is {deployer!r}, an IPv6 range; the "
+                                          "cluster's API endpoint admits IPv4 ranges only: give the IPv4 address "
+                                          "`pulumi up` runs from. Nothing was built.")
                 if covers_internet([deployer.strip()]):
                     raise pulumi.RunError(f"{blueprint}: {deployer_open_message(deployer.strip())}. Nothing was built.")
             if deployer is None:

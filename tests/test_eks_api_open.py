@@ -106,3 +106,34 @@ def test_the_stack_refuses_a_deployer_cidr_covering_the_internet_before_building
     assert "admit the whole Internet to the cluster's API endpoint [eks-api-open]" in message
     assert "api_access_cidrs" in message and message.endswith("Nothing was built.")
     assert registered == []
+
+
+@pytest.mark.parametrize("deployer", ["::/0", "2001:db8::1"])
+def test_the_stack_refuses_an_ipv6_deployer_cidr_before_building(deployer):
+    """EKS's publicAccessCidrs: "You can't add IPv6 CIDR blocks to IPv4 clusters" (EKS API VpcConfigRequest),
+    and fleetform's clusters are IPv4. Before, `fleetform:deployer-cidr ::/0` passed the Internet check (which
+    counts IPv4 only) and reached CreateCluster, which refused it after the VPC and IAM roles were built."""
+    import pulumi
+
+    registered = []
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args):
+            registered.append(args.typ)
+            return [f"{args.name}-id", args.inputs]
+
+        def call(self, args):
+            return {}
+
+    pulumi.runtime.set_mocks(Mocks(), project="fleetform", stack="dev", preview=False)
+    pulumi.runtime.set_all_config({"fleetform:blueprint": "../blueprints/reference.yaml", "aws:region": "us-east-1",
+                                   "fleetform:secret-hf-token": "hf_test", "fleetform:deployer-cidr": deployer},
+                                  ["fleetform:secret-hf-token"])
+    try:
+        with pytest.raises(pulumi.RunError) as err:
+            runpy.run_path(str(ROOT / "stacks/__main__.py"))
+    finally:
+        pulumi.runtime.set_all_config({})
+    message = str(err.value)
+    assert "IPv4" in message and message.endswith("Nothing was built.")
+    assert registered == []

@@ -131,3 +131,30 @@ def test_hub_weights_without_a_commit_are_a_warning(tmp_path, weights, where):
                                      "        weights: {source: s3, uri: s3://models/qwen/}\n"])
 def test_a_pinned_commit_or_s3_weights_are_no_finding(tmp_path, weights):
     assert _rule(_findings(tmp_path, model_extra=weights), "hf-revision-unpinned") == []
+
+
+@pytest.mark.parametrize("version, day, rule", [
+    ("1.33", "2027-08-01", "eks-version"),          # ended; 1.34's and 1.35's standard support ended too
+    ("1.99", "2028-04-01", "eks-version"),          # unknown, on a day no row of the calendar is offered
+    ("1.35", "2027-04-01", "eks-version-support"),  # 1.35, the calendar's newest, is in extended support
+])
+def test_a_hint_never_names_an_empty_list_once_the_calendar_is_out_of_date(tmp_path, monkeypatch, version, day, rule):
+    """The calendar is data read on a day (providers/aws/eks-versions.tsv): from 2027-03-27 no row of it is in
+    standard support. Before, the eks-version hint then read "use a version in standard support: " (an empty
+    list) and eks-version-support's "upgrade to a version in standard support; none is in standard support".
+    The hint now says the calendar is out of date and how to read the versions EKS offers that day."""
+    _findings(tmp_path, version, day=day, monkeypatch=monkeypatch)
+    (finding,) = [f for f in check(tmp_path / "bp.yaml").findings if f.rule == rule]
+    assert not finding.hint.rstrip().endswith(":"), finding.hint
+    assert "none is in standard support" not in finding.hint, finding.hint
+    assert "providers/aws/eks-versions.tsv" in finding.hint and "aws eks describe-cluster-versions" in finding.hint
+
+
+def test_the_upgrade_hint_of_a_running_cluster_goes_one_minor_version_at_a_time(tmp_path):
+    """EKS updates a control plane one minor version per update ("Control plane version upgrades must be done for
+    one minor version at a time", EKS User Guide, eksctl "Cluster upgrades"; UpdateClusterVersion): a cluster on
+    1.32 cannot go to 1.34 in one `pulumi up`. Before, the hint named only the oldest and newest in standard
+    support, and a blueprint moved from 1.32 straight to the newest failed at UpdateClusterVersion."""
+    _findings(tmp_path, "1.32")
+    (finding,) = [f for f in check(tmp_path / "bp.yaml").findings if f.rule == "eks-version-support"]
+    assert "one minor version at a time" in finding.hint and "1.33 first" in finding.hint, finding.hint

@@ -9,7 +9,7 @@ the keeper's tests pin FLEETFORM_NOW).
 
 from __future__ import annotations
 
-from ..eks_versions import CALENDAR_SOURCE, EXTENDED_PRICE, calendar, in_standard_support, today
+from ..eks_versions import CALENDAR_SOURCE, EXTENDED_PRICE, calendar, in_standard_support, out_of_date_hint, today
 from ..model import Blueprint
 from . import Reporter, rule
 
@@ -52,12 +52,13 @@ def eks_version(bp: Blueprint, report: Reporter) -> None:
         if entry is None:
             report(path, f"Kubernetes {version} is not in fleetform's EKS release calendar (known: "
                    f"{', '.join(known)}; {CALENDAR_SOURCE})",
-                   f"use a version EKS offers: {', '.join(offered)}" if offered else "add the version's row to "
-                   "providers/aws/eks-versions.tsv with its source")
+                   f"use a version EKS offers: {', '.join(offered)}" if offered else out_of_date_hint(day))
         elif day >= entry.end_of_extended:
+            standard = in_standard_support(day)
             report(path, f"EKS ended extended support of Kubernetes {version} on {entry.end_of_extended}: no new "
                    f"cluster can be created with it, and existing ones are upgraded by EKS ({CALENDAR_SOURCE})",
-                   f"use a version in standard support: {', '.join(v.version for v in in_standard_support(day))}")
+                   f"use a version in standard support: {', '.join(v.version for v in standard)}" if standard
+                   else out_of_date_hint(day))
 
 
 @rule("eks-version-support", "warning",
@@ -75,10 +76,19 @@ def eks_version_support(bp: Blueprint, report: Reporter) -> None:
         entry = known.get(fleet.scheduler.version)
         if entry is None or not entry.end_of_standard <= day < entry.end_of_extended:
             continue
-        oldest = f"the oldest in standard support is {standard[0].version}" if standard else "none is in standard support"
         report(fleet.scheduler.path + ("version",),
                f"EKS standard support of Kubernetes {entry.version} ended on {entry.end_of_standard}: the cluster "
                f"runs in extended support until {entry.end_of_extended}, billed {EXTENDED_PRICE} (AWS Containers "
                f"blog, \"Amazon EKS extended support for Kubernetes versions pricing\"; {CALENDAR_SOURCE})",
-               f"upgrade to a version in standard support; {oldest}"
-               + (f", the newest {standard[-1].version}" if len(standard) > 1 else ""))
+               (f"upgrade to a version in standard support; the oldest in standard support is {standard[0].version}"
+                + (f", the newest {standard[-1].version}" if len(standard) > 1 else "")
+                + _one_step(entry)) if standard
+               else out_of_date_hint(day))
+
+
+def _one_step(entry) -> str:
+    """EKS updates a running cluster's control plane one minor version per update (EKS User Guide, eksctl
+    "Cluster upgrades": "Control plane version upgrades must be done for one minor version at a time")."""
+    major, minor = entry.minor
+    return (f"; a running cluster goes one minor version at a time: {major}.{minor + 1} first, one `pulumi up` "
+            "each (a new cluster takes any)")
