@@ -76,6 +76,16 @@ def test_an_unknown_or_ended_version_is_an_error_with_the_known_list(tmp_path):
     assert _rule(_findings(tmp_path, "1.34"), "eks-version-support") == []  # standard support until 2026-12-02
 
 
+def test_a_version_newer_than_the_calendar_is_a_warning_not_an_error(tmp_path):
+    """EKS offers a new minor version every few months and the calendar lags: 1.36, past its newest row (1.35) and
+    within what fleetform renders for, must not stop a valid blueprint; only past K8S_MAX is it unknown."""
+    found = _findings(tmp_path, "1.36")
+    assert _rule(found, "eks-version") == []
+    (newer,) = _rule(found, "eks-version-support")
+    assert newer[0] == "warning" and "Kubernetes 1.36 is newer than fleetform's EKS release calendar (newest 1.35" in newer[3]
+    assert _rule(_findings(tmp_path, "1.38"), "eks-version")[0][0] == "error"  # past K8S_MAX (1.37)
+
+
 def test_a_fleetform_today_that_is_no_date_is_a_finding_not_a_traceback(tmp_path, monkeypatch):
     found = _findings(tmp_path, "1.33", day="24.11.2026", monkeypatch=monkeypatch)
     (error,) = _rule(found, "eks-version")

@@ -49,6 +49,8 @@ def eks_version(bp: Blueprint, report: Reporter) -> None:
         version = fleet.scheduler.version
         entry = known.get(version)
         path = fleet.scheduler.path + ("version",)
+        if entry is None and _newer_than_calendar(version):
+            continue  # eks-version-support warns: EKS releases a version every few months, the calendar lags
         if entry is None:
             report(path, f"Kubernetes {version} is not in fleetform's EKS release calendar (known: "
                    f"{', '.join(known)}; {CALENDAR_SOURCE})",
@@ -74,6 +76,14 @@ def eks_version_support(bp: Blueprint, report: Reporter) -> None:
     standard = in_standard_support(day)
     for fleet in fleets:
         entry = known.get(fleet.scheduler.version)
+        if entry is None and _newer_than_calendar(fleet.scheduler.version):
+            newest = calendar()[-1].version
+            report(fleet.scheduler.path + ("version",),
+                   f"Kubernetes {fleet.scheduler.version} is newer than fleetform's EKS release calendar (newest "
+                   f"{newest}; {CALENDAR_SOURCE}): whether EKS offers it, and until when, is not checked",
+                   "check that EKS offers it in the region (`aws eks describe-cluster-versions`), or use "
+                   f"{newest}; a running cluster goes one minor version at a time")
+            continue
         if entry is None or not entry.end_of_standard <= day < entry.end_of_extended:
             continue
         report(fleet.scheduler.path + ("version",),
@@ -84,6 +94,18 @@ def eks_version_support(bp: Blueprint, report: Reporter) -> None:
                 + (f", the newest {standard[-1].version}" if len(standard) > 1 else "")
                 + _one_step(entry)) if standard
                else out_of_date_hint(day))
+
+
+def _newer_than_calendar(version: str) -> bool:
+    """A version past the calendar's newest row that fleetform renders for (K8S_MAX): EKS may well offer it
+    already (a new minor version every few months), so it is a warning, not the unknown-version error."""
+    from .inference import K8S_MAX
+
+    try:
+        minor = tuple(int(part) for part in version.split("."))
+    except ValueError:
+        return False
+    return len(minor) == 2 and calendar()[-1].minor < minor <= K8S_MAX
 
 
 def _one_step(entry) -> str:
