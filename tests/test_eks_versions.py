@@ -168,3 +168,31 @@ def test_the_upgrade_hint_of_a_running_cluster_goes_one_minor_version_at_a_time(
     _findings(tmp_path, "1.32")
     (finding,) = [f for f in check(tmp_path / "bp.yaml").findings if f.rule == "eks-version-support"]
     assert "one minor version at a time" in finding.hint and "1.33 first" in finding.hint, finding.hint
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("1.33", "1.35", "cannot go to 1.35 in one change"),  # the step team-llm took when its base moved
+    ("1.35", "1.34", "cannot go down to 1.34"),
+    ("1.34", "1.35", None),
+    ("1.35", "1.35", None),
+])
+def test_diff_refuses_a_version_jump_or_a_downgrade_of_the_running_cluster(tmp_path, old, new, says):
+    """EKS updates a running control plane one minor version at a time and never back (EKS User Guide, "Update
+    existing cluster to new Kubernetes version"; eksctl "Cluster upgrades"): `pulumi up` would fail at
+    UpdateClusterVersion after changing everything before it. A new cluster (another name) takes any version."""
+    import json
+
+    text = REFERENCE.read_text()
+    (tmp_path / "old.yaml").write_text(text.replace('version: "1.33"', f'version: "{old}"'))
+    (tmp_path / "new.yaml").write_text(text.replace('version: "1.33"', f'version: "{new}"'))
+    result = run_cli("diff", "--no-resources", "--format", "json", "old.yaml", "new.yaml", cwd=tmp_path)
+    steps = [f for f in json.loads(result.stdout)["findings_introduced"] if f["rule"] == "eks-version-step"]
+    if says is None:
+        assert steps == []
+        return
+    (step,) = steps
+    assert says in step["message"] and step["path"] == "fleets[1].scheduler.version" and step["severity"] == "error"
+    renamed = text.replace("name: llm-70b", "name: llm-70c", 1)
+    (tmp_path / "other.yaml").write_text(renamed.replace('version: "1.33"', f'version: "{new}"'))
+    other = run_cli("diff", "--no-resources", "--format", "json", "old.yaml", "other.yaml", cwd=tmp_path)
+    assert [f for f in json.loads(other.stdout)["findings_introduced"] if f["rule"] == "eks-version-step"] == []

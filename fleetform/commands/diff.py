@@ -237,7 +237,8 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
     from ..changes import CLASSES, SIGNS, Disruption, classify, compare, file_disruption, model_changes, \
         region_move, rollout_fit, _components, cluster_id_change
-    from ..rules import REPLACE_STATEFUL, ROLLOUT_FIT
+    from ..rules import EKS_VERSION_STEP, REPLACE_STATEFUL, ROLLOUT_FIT
+    from ..rules.eks import version_step
 
     (old, old_files, old_findings), (new, new_files, new_findings) = old_built, new_built
     old_model = old_result.model if old_result is not None else None
@@ -269,6 +270,10 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
         doc = new_result.document
         for path, message, hint in rollout_fit(new_model, disruptions, resources):
             change_findings.append(doc.finding(path, message, ROLLOUT_FIT, hint))
+        same_cluster = old_model is not None and old_model.name == new_model.name and not renamed and not move
+        step = version_step(old_model, new_model) if same_cluster else None
+        if step is not None:
+            change_findings.append(doc.finding(step[0], step[1], EKS_VERSION_STEP, step[2]))
         for d in disruptions:
             if d.part and not d.waived and d.cls in ("replace with state", "data loss"):
                 owner, _, kind = d.part.partition("/")

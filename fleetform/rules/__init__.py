@@ -86,6 +86,9 @@ _register(Rule(REPLACE_STATEFUL, Severity.ERROR, "a change replaces or deletes a
                "state volume, file system, bucket) only where update_safety.allow_replace allows it", "diff"))
 _register(Rule(ROLLOUT_FIT, Severity.ERROR, "a rolling update's spare GPUs or surge nodes fit in the capacity the "
                "fleet has (node max, reservation, Capacity Block)", "diff"))
+EKS_VERSION_STEP = "eks-version-step"
+_register(Rule(EKS_VERSION_STEP, Severity.ERROR, "a running EKS cluster's Kubernetes version moves up one minor "
+               "version per change, never down", "diff"))
 
 
 @frozen

@@ -114,3 +114,28 @@ def _one_step(entry) -> str:
     major, minor = entry.minor
     return (f"; a running cluster goes one minor version at a time: {major}.{minor + 1} first, one `pulumi up` "
             "each (a new cluster takes any)")
+
+
+def version_step(old: Blueprint, new: Blueprint) -> tuple[tuple, str, str] | None:
+    """`fleetform diff`'s check of a version change of the same running EKS cluster: EKS updates a control plane
+    one minor version at a time and never back (EKS User Guide, "Update existing cluster to new Kubernetes
+    version": "you can't downgrade"; eksctl "Cluster upgrades": "one minor version at a time"), so UpdateClusterVersion
+    refuses a jump or a downgrade after `pulumi up` has changed everything before it. (path, message, hint) or None.
+    The caller skips a new cluster (a region move or a cluster id change builds one, which takes any version)."""
+    before, after = _eks_fleets(old), _eks_fleets(new)
+    if not before or not after:
+        return None
+    was, now = before[0].scheduler.version, after[0].scheduler.version
+    try:
+        (a, b), (c, d) = (tuple(int(x) for x in v.split(".")) for v in (was, now))
+    except ValueError:
+        return None
+    if (a, b) == (c, d) or (a == c and d == b + 1):
+        return None
+    path = after[0].scheduler.path + ("version",)
+    if (c, d) < (a, b):
+        return (path, f"the running EKS cluster's Kubernetes {was} cannot go down to {now}: EKS updates a control "
+                f"plane forward only", f"keep {was}, or build a new cluster (a new stack) on {now}")
+    return (path, f"the running EKS cluster's Kubernetes {was} cannot go to {now} in one change: EKS updates a "
+            f"control plane one minor version at a time", f"set {a}.{b + 1} first and `pulumi up`, then the next minor "
+            f"version, one change each, up to {now}")
