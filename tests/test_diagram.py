@@ -287,3 +287,21 @@ def test_a_marked_part_is_readable_in_light_and_dark_themes(mark):
     assert "color" in props, diagram.STYLES[mark]
     fill, color = _luminance(props["fill"]), _luminance(props["color"])
     assert (max(fill, color) + 0.05) / (min(fill, color) + 0.05) >= 4.5, diagram.STYLES[mark]
+
+
+def test_a_diff_comment_leaves_the_diagram_out_rather_than_pass_githubs_limit(reference):
+    """The comment keeps everything before the file diffs whole; the diagram is part of that and grows with the
+    fleets and models (28 inference fleets of 4 models: a 22,586-character diagram made the comment 68,060
+    characters, 45,370 without it): past GitHub's 65,536 it is left out, and says so, before the comment is."""
+    data = compute("blueprints/reference.yaml", reference[1], "same.yaml", reference[1], reference[0], reference[0])
+    change = {"action": "update", "type": "aws:ec2/instance:Instance", "name": "x", "inputs": [
+        {"path": "tags.note", "old": "a" * 80, "new": "b" * 80, "forces_replacement": False}]}
+    data["resources"] = [change] * 400  # about 44,000 characters before the file diffs
+    data["diagram"] = "flowchart LR\n" + "".join(f'  n{i}["{"x" * 40}"]\n' for i in range(700))  # 36,000
+    assert diagram.too_big(data["diagram"]) is None
+    md = render_text(data, markdown=True)
+    assert len(md) <= 65536, len(md)
+    assert "```mermaid" not in md
+    assert "_Not shown: with it this comment would be longer than GitHub's limit (65,536 characters)" in md
+    data["resources"] = [change] * 10
+    assert "```mermaid" in render_text(data, markdown=True)  # it is left out only when it does not fit
