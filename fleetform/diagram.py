@@ -271,9 +271,14 @@ def file_part(bp, path: str) -> tuple | None:
     if parts[1:2] == ["slurm"]:
         return base + ("controller",)
     model = next((m.name for m in sorted(fleet.models, key=lambda m: len(m.name), reverse=True)
-                  if parts[-1].endswith(f"-{m.name}-deployment.yaml") or parts[-1] == f"{m.name}-deployment.yaml"),
-                 None)
+                  if parts[-1].endswith(f"-{m.name}-deployment.yaml")
+                  or any(parts[-1] == f"{m.name}-{kind}.yaml" for kind in MODEL_FILES)), None)
     return base + ("model", model) if model else base
+
+
+MODEL_FILES = ("deployment", "service", "pdb", "servicemonitor", "serviceaccount", "scaledobject", "hpa")
+"""The Kubernetes files fleetform/render/k8s.py writes for each model, `<model>-<kind>.yaml`: a change to one
+(a KEDA target, a PodDisruptionBudget) touches that model, not its whole fleet."""
 
 
 @dataclass

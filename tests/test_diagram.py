@@ -305,3 +305,16 @@ def test_a_diff_comment_leaves_the_diagram_out_rather_than_pass_githubs_limit(re
     assert "_Not shown: with it this comment would be longer than GitHub's limit (65,536 characters)" in md
     data["resources"] = [change] * 10
     assert "```mermaid" in render_text(data, markdown=True)  # it is left out only when it does not fit
+
+
+def test_a_models_own_kubernetes_files_mark_the_model_not_its_fleet():
+    """render/k8s.py writes <model>-<kind>.yaml per model: a changed KEDA ScaledObject or HPA (a new target) is
+    that model's change; it marked the whole fleet, whose other models and node group it does not touch."""
+    model = check(REF).model
+    for path, key in {"serve/k8s/llama-70b-scaledobject.yaml": ("fleet", "serve", "model", "llama-70b"),
+                      "small-models/k8s/llama-8b-hpa.yaml": ("fleet", "small-models", "model", "llama-8b"),
+                      "serve/k8s/llama-70b-pdb.yaml": ("fleet", "serve", "model", "llama-70b"),
+                      "serve/k8s/llama-70b-deployment.yaml": ("fleet", "serve", "model", "llama-70b"),
+                      "serve/k8s/networkpolicy.yaml": ("fleet", "serve"),
+                      "small-models/k8s/mig-parted-config.yaml": ("fleet", "small-models")}.items():
+        assert diagram.file_part(model, path) == key, path
