@@ -24,10 +24,13 @@ MAX_EDGES = 500
 MARKS = ("added", "removed", "replaced", "updated")
 """How a change touches a part: added or removed (only one side has it), replaced (a resource of it is
 replaced: a new id), else updated (a resource of it changed, created or deleted, or its label changed)."""
-STYLES = {"added": "fill:#e6ffec,stroke:#1a7f37,stroke-width:2px",
-          "removed": "fill:#ffebe9,stroke:#cf222e,stroke-width:2px,stroke-dasharray:5 3",
-          "replaced": "fill:#fff1e5,stroke:#bc4c00,stroke-width:3px",
-          "updated": "fill:#ddf4ff,stroke:#0969da,stroke-width:2px"}
+STYLES = {"added": "fill:#e6ffec,stroke:#1a7f37,stroke-width:2px,color:#1f2328",
+          "removed": "fill:#ffebe9,stroke:#cf222e,stroke-width:2px,stroke-dasharray:5 3,color:#1f2328",
+          "replaced": "fill:#fff1e5,stroke:#bc4c00,stroke-width:3px,color:#1f2328",
+          "updated": "fill:#ddf4ff,stroke:#0969da,stroke-width:2px,color:#1f2328"}
+"""Each sets its text color as well as its fill: GitHub renders Mermaid with its dark theme for readers in dark
+mode, whose label color is #ccc; on these light fills that is a contrast of about 1.4:1, the marked parts'
+text unreadable (rendered with mermaid 11.17.2 in Chromium; ansible/team-devtools#44)."""
 LEGEND = {"added": "added", "removed": "removed", "replaced": "replaced (new id)", "updated": "updated in place"}
 _PLAIN = frozenset(" .,:/-_+=()@%~'·")
 FABRICS = {"efa": "EFA", "infiniband": "InfiniBand", "roce": "RoCE", "tcp": "TCP"}
@@ -268,9 +271,14 @@ def file_part(bp, path: str) -> tuple | None:
     if parts[1:2] == ["slurm"]:
         return base + ("controller",)
     model = next((m.name for m in sorted(fleet.models, key=lambda m: len(m.name), reverse=True)
-                  if parts[-1].endswith(f"-{m.name}-deployment.yaml") or parts[-1] == f"{m.name}-deployment.yaml"),
-                 None)
+                  if parts[-1].endswith(f"-{m.name}-deployment.yaml")
+                  or any(parts[-1] == f"{m.name}-{kind}.yaml" for kind in MODEL_FILES)), None)
     return base + ("model", model) if model else base
+
+
+MODEL_FILES = ("deployment", "service", "pdb", "servicemonitor", "serviceaccount", "scaledobject", "hpa")
+"""The Kubernetes files fleetform/render/k8s.py writes for each model, `<model>-<kind>.yaml`: a change to one
+(a KEDA target, a PodDisruptionBudget) touches that model, not its whole fleet."""
 
 
 @dataclass

@@ -267,3 +267,54 @@ def test_a_diagram_past_mermaids_limits_is_named_not_shown():
     assert "600 edges, more than Mermaid renders (500)" in lines[-1]
     short = diagram.markdown("flowchart LR\n  n1 --> n2\n", "Diagram")
     assert short == ["", "#### Diagram", "", "```mermaid", "flowchart LR\n  n1 --> n2", "```"]
+
+
+def _luminance(hex_color: str) -> float:
+    """WCAG 2 relative luminance of #rrggbb."""
+    def channel(v: int) -> float:
+        c = v / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+@pytest.mark.parametrize("mark", diagram.MARKS)
+def test_a_marked_part_is_readable_in_light_and_dark_themes(mark):
+    """A mark's style sets the text color with its fill: GitHub draws Mermaid with the dark theme for readers in
+    dark mode, whose label color (#ccc) on these light fills was a contrast of about 1.4:1 (rendered in Chromium
+    with mermaid 11.17.2); WCAG 2 asks 4.5:1 for text."""
+    props = dict(item.split(":", 1) for item in diagram.STYLES[mark].split(","))
+    assert "color" in props, diagram.STYLES[mark]
+    fill, color = _luminance(props["fill"]), _luminance(props["color"])
+    assert (max(fill, color) + 0.05) / (min(fill, color) + 0.05) >= 4.5, diagram.STYLES[mark]
+
+
+def test_a_diff_comment_leaves_the_diagram_out_rather_than_pass_githubs_limit(reference):
+    """The comment keeps everything before the file diffs whole; the diagram is part of that and grows with the
+    fleets and models (28 inference fleets of 4 models: a 22,586-character diagram made the comment 68,060
+    characters, 45,370 without it): past GitHub's 65,536 it is left out, and says so, before the comment is."""
+    data = compute("blueprints/reference.yaml", reference[1], "same.yaml", reference[1], reference[0], reference[0])
+    change = {"action": "update", "type": "aws:ec2/instance:Instance", "name": "x", "inputs": [
+        {"path": "tags.note", "old": "a" * 80, "new": "b" * 80, "forces_replacement": False}]}
+    data["resources"] = [change] * 400  # about 44,000 characters before the file diffs
+    data["diagram"] = "flowchart LR\n" + "".join(f'  n{i}["{"x" * 40}"]\n' for i in range(700))  # 36,000
+    assert diagram.too_big(data["diagram"]) is None
+    md = render_text(data, markdown=True)
+    assert len(md) <= 65536, len(md)
+    assert "```mermaid" not in md
+    assert "_Not shown: with it this comment would be longer than GitHub's limit (65,536 characters)" in md
+    data["resources"] = [change] * 10
+    assert "```mermaid" in render_text(data, markdown=True)  # it is left out only when it does not fit
+
+
+def test_a_models_own_kubernetes_files_mark_the_model_not_its_fleet():
+    """render/k8s.py writes <model>-<kind>.yaml per model: a changed KEDA ScaledObject or HPA (a new target) is
+    that model's change; it marked the whole fleet, whose other models and node group it does not touch."""
+    model = check(REF).model
+    for path, key in {"serve/k8s/llama-70b-scaledobject.yaml": ("fleet", "serve", "model", "llama-70b"),
+                      "small-models/k8s/llama-8b-hpa.yaml": ("fleet", "small-models", "model", "llama-8b"),
+                      "serve/k8s/llama-70b-pdb.yaml": ("fleet", "serve", "model", "llama-70b"),
+                      "serve/k8s/llama-70b-deployment.yaml": ("fleet", "serve", "model", "llama-70b"),
+                      "serve/k8s/networkpolicy.yaml": ("fleet", "serve"),
+                      "small-models/k8s/mig-parted-config.yaml": ("fleet", "small-models")}.items():
+        assert diagram.file_part(model, path) == key, path

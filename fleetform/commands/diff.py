@@ -425,9 +425,11 @@ def _cluster_id_lines(change: dict, markdown: bool) -> list[str]:
     return lines
 
 
-def render_text(data: dict, markdown: bool, limit: int = GITHUB_COMMENT_LIMIT) -> str:
+def render_text(data: dict, markdown: bool, limit: int = GITHUB_COMMENT_LIMIT, diagram: bool = True) -> str:
     """The diff as text or markdown; markdown longer than `limit` keeps everything before the file
-    diffs and as many of those as fit (diff --base gives each blueprint a share of one comment)."""
+    diffs and as many of those as fit (diff --base gives each blueprint a share of one comment), and when
+    that is still too long, leaves out the diagram (up to Mermaid's 50,000 characters: it grows with the
+    fleets and models) and says why."""
     out: list[str] = []
     heading = (lambda t: ["", f"#### {t}", ""]) if markdown else (lambda t: ["", f"== {t}"])
     bullet = (lambda t: f"- {t}") if markdown else (lambda t: f"  {t}")
@@ -438,7 +440,13 @@ def render_text(data: dict, markdown: bool, limit: int = GITHUB_COMMENT_LIMIT) -
     if markdown:
         from ..diagram import markdown as diagram_markdown
 
-        out += diagram_markdown(data.get("diagram"), "Diagram: what the change touches")
+        if diagram or not data.get("diagram"):
+            out += diagram_markdown(data.get("diagram"), "Diagram: what the change touches")
+        else:
+            out += heading("Diagram: what the change touches")
+            out.append("_Not shown: with it this comment would be longer than " +
+                       ("GitHub's limit" if limit == GITHUB_COMMENT_LIMIT else "this blueprint's share of GitHub's limit")
+                       + f" ({limit:,} characters); `--format json` has its source (`diagram`)._")
     if data["region_move"]:
         out += heading(f"Region move: {data['region_move']['old']} -> {data['region_move']['new']}")
         out += _region_lines(data["region_move"], markdown)
@@ -484,6 +492,8 @@ def render_text(data: dict, markdown: bool, limit: int = GITHUB_COMMENT_LIMIT) -
     text = "\n".join(out) + "\n"
     if markdown and len(text) > limit:
         text = _fit_comment(out[:files_at], data["rendered_files"], limit)
+        if len(text) > limit and diagram and data.get("diagram"):
+            return render_text(data, markdown, limit, diagram=False)
     return text
 
 
