@@ -428,16 +428,14 @@ def too_big(source: str) -> str | None:
     return None
 
 
-def markdown(source: str | None, title: str, collapse_over: int = 40) -> list[str]:
-    """A heading and the ```mermaid block, in <details> when longer than `collapse_over` lines; a
-    diagram past Mermaid's limits is named, not shown."""
+def markdown(source: str | None, title: str) -> list[str]:
+    """A heading and the ```mermaid block, never folded: GitHub draws a flowchart with labelled links inside a
+    closed <details> with "Cannot read properties of undefined (reading 'x')" (mermaid-js/mermaid#3504, open),
+    and every diagram here has labelled links. A diagram past Mermaid's limits is named, not shown."""
     if source is None:
         return []
     lines = ["", f"#### {title}", ""]
     why = too_big(source)
     if why:
         return lines + [f"_Not shown: {why}; `--format json` has its source (`diagram`)._"]
-    block = ["```mermaid", source.rstrip("\n"), "```"]
-    if source.count("\n") > collapse_over:
-        return lines + ["<details><summary>diagram</summary>", "", *block, "", "</details>"]
-    return lines + block
+    return lines + ["```mermaid", source.rstrip("\n"), "```"]

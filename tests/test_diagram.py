@@ -223,8 +223,8 @@ def test_a_diff_marks_what_the_change_touches(reference, tmp_path):
     results = dict(zip(datas, assert_parses({c: d["diagram"] for c, d in datas.items()}), strict=True))
     for case, data in datas.items():
         md = render_text(data, markdown=True)
-        assert f"#### Diagram: what the change touches\n\n<details><summary>diagram</summary>\n\n```mermaid\n" \
-               f"{data['diagram']}```\n" in md
+        # never folded: GitHub fails to draw labelled links inside a closed <details> (mermaid-js/mermaid#3504)
+        assert f"#### Diagram: what the change touches\n\n```mermaid\n{data['diagram']}```\n" in md
         assert "```mermaid" not in render_text(data, markdown=False)
         assert len(md) <= 65536
     labels = {case: {v[0]: decoded(v[1]) for v in r["vertices"]} for case, r in results.items()}
