@@ -580,6 +580,76 @@ def test_a_weights_claim_is_declared_by_the_blueprint(tmp_path):
     assert _policy_ids(resources, model) == []
 
 
+ADDON = "aws:eks/addon:Addon"
+VOLUME_WEIGHTS = ("        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n",
+                  "        weights: {source: volume, claim: model-weights, path: llama-3.1-70b}\n")
+
+
+@pytest.fixture(scope="module")
+def volume_plan(tmp_path_factory):
+    return _plan(REFERENCE.replace(*VOLUME_WEIGHTS), tmp_path_factory.mktemp("volume"))
+
+
+def test_a_weights_claim_gets_the_fsx_csi_driver_without_a_role(volume_plan, reference_plan):
+    """The claim's volume is the blueprint's FSx for Lustre: the EKS add-on aws-fsx-csi-driver (EKS User Guide,
+    "Amazon FSx CSI driver") serves it, after the Pod Identity agent it fails without ("Without this component,
+    the add-on will fail") and the system nodes its controller runs on. Static provisioning calls no AWS API
+    (kubernetes-sigs/aws-fsx-csi-driver v1.9.0: CSIDriver attachRequired false, pkg/driver/node.go
+    NodePublishVolume only mounts DNSNAME@tcp:/MOUNTNAME), so the add-on gets no role."""
+    model, resources = volume_plan
+    addons = _named(resources, ADDON)
+    fsx = addons["eks-aws-fsx-csi-driver"]
+    assert fsx["inputs"]["addonName"] == "aws-fsx-csi-driver" and "serviceAccountRoleArn" not in fsx["inputs"]
+    assert {"eks-eks-pod-identity-agent", "eks-system"} <= set(fsx["depends_on"])
+    assert not [i for i in model.cluster.pod_identities if "fsx" in i.name]
+    # its controller and node plugin are workloads the cluster must admit; the node plugin reaches the GPU nodes
+    node = next(w for w in model.cluster.workloads if w.name == "fsx-csi-node")
+    assert node.daemon and node.tolerations[0].tolerates("nvidia.com/gpu", "NoSchedule")
+    assert any(w.name == "fsx-csi-controller" and w.min_replicas == 2 for w in model.cluster.workloads)
+    # no claim, no driver
+    assert "eks-aws-fsx-csi-driver" not in _named(reference_plan[1], ADDON)
+    assert not [w for w in reference_plan[0].cluster.workloads if w.name.startswith("fsx-csi")]
+
+
+def test_the_eks_nodes_reach_the_fsx_of_a_weights_claim(volume_plan, reference_plan):
+    """FSx for Lustre User Guide, "File system access control with Amazon VPC": the file system's security
+    group admits TCP 988 and 1018-1023 from its clients. The EKS managed nodes carry the cluster security group
+    EKS makes (EKS User Guide, "Customize managed nodes with launch templates": no security group in the launch
+    template, the cluster security group), not the training nodes' group the FSx admits already."""
+    model, resources = volume_plan
+    rules = _named(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    (fs,) = [r for r in resources if r["type"] == "aws:fsx/lustreFileSystem:LustreFileSystem"]
+    (group,) = fs["inputs"]["securityGroupIds"]
+    ports = set()
+    for name in ("eks-nodes-lustre-988", "eks-nodes-lustre-1018"):
+        rule = rules[name]
+        assert rule["inputs"]["securityGroupId"] == group and rule["inputs"]["ipProtocol"] == "tcp"
+        assert rule["inputs"]["referencedSecurityGroupId"] == "eks-cluster-sg"  # the mocks' clusterSecurityGroupId
+        assert rule["deps"]["referencedSecurityGroupId"] == ["aws:eks/cluster:Cluster::eks-cluster"]
+        ports.add((rule["inputs"]["fromPort"], rule["inputs"]["toPort"]))
+    assert ports == {(988, 988), (1018, 1023)}
+    assert not [n for n in _named(reference_plan[1], "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                if n.startswith("eks-nodes-lustre")]
+    assert _policy_ids(resources, model) == []
+
+
+def test_the_claim_check_fails_without_the_driver_or_the_lustre_rule(volume_plan):
+    """Negative controls of eks-volume-claims-mount."""
+    model, resources = volume_plan
+    without = [r for r in resources if r["name"] != "eks-aws-fsx-csi-driver"]
+    messages = [m for p, _, m in check_policies(without, model) if p == "eks-volume-claims-mount"]
+    assert messages == ["mounts the weights claim model-weights, but no EKS add-on aws-fsx-csi-driver serves its volume"]
+    without = [r for r in resources if r["name"] != "eks-nodes-lustre-1018"]
+    messages = [m for p, _, m in check_policies(without, model) if p == "eks-volume-claims-mount"]
+    assert messages == ["its security group security-nodes-id admits no Lustre (TCP 1018-1023) from the EKS cluster's "
+                        "security group: the nodes cannot mount the weights claim"]
+    broken = copy.deepcopy(resources)  # a rule from the training nodes' own group is no rule for the EKS nodes
+    for r in broken:
+        if r["name"] == "eks-nodes-lustre-988":
+            r["deps"]["referencedSecurityGroupId"] = ["aws:ec2/securityGroup:SecurityGroup::security-nodes"]
+    assert _policy_ids(broken, model) == ["eks-volume-claims-mount"]
+
+
 def _secret_findings(tmp_path, args: str):
     text = REFERENCE.replace("        max_model_len: 8192\n        replicas: {min: 2, max: 20}",
                              f"        max_model_len: 8192\n        extra_args: {args}\n        replicas: {{min: 2, max: 20}}")
