@@ -650,6 +650,19 @@ def test_the_claim_check_fails_without_the_driver_or_the_lustre_rule(volume_plan
     assert _policy_ids(broken, model) == ["eks-volume-claims-mount"]
 
 
+def test_every_inference_cluster_gets_metrics_server(reference_plan):
+    """EKS User Guide, "Community add-ons": metrics-server (namespace kube-system, no IAM). It serves
+    metrics.k8s.io (`kubectl top`, cpu/memory triggers); fleetform's HPA reads the adapter's external metric,
+    so it is installed for the people reading the cluster, on every inference cluster. It runs a Deployment:
+    created after the system nodes, and admitted there (chart values: 100m/200Mi, no tolerations)."""
+    model, resources = reference_plan
+    addon = _named(resources, ADDON)["eks-metrics-server"]
+    assert addon["inputs"]["addonName"] == "metrics-server" and "eks-system" in addon["depends_on"]
+    (server,) = [w for w in model.cluster.workloads if w.name == "metrics-server"]
+    assert (server.cpu_m, server.memory_mib, server.tolerations) == (100, 200, ())
+    assert "metrics-server" in model.cluster.addons
+
+
 def _secret_findings(tmp_path, args: str):
     text = REFERENCE.replace("        max_model_len: 8192\n        replicas: {min: 2, max: 20}",
                              f"        max_model_len: 8192\n        extra_args: {args}\n        replicas: {{min: 2, max: 20}}")
