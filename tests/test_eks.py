@@ -895,3 +895,23 @@ def test_a_range_with_host_bits_is_the_network_it_names(tmp_path):
     (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
     assert cluster["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.0/24", "0.0.0.0/0"]
     assert _policy_ids(resources, model) == []
+
+
+def test_the_fsx_stack_output_names_what_a_persistent_volume_needs(tmp_path, monkeypatch):
+    """kubernetes-sigs/aws-fsx-csi-driver examples/kubernetes/static_provisioning/specs/pv.yaml: volumeHandle is
+    the file system id, volumeAttributes dnsname and mountname; the README's PersistentVolume reads them from
+    `pulumi stack output fsx`."""
+    import pulumi
+
+    exported = {}
+    real = pulumi.export
+
+    def export(name, value):
+        pulumi.Output.from_input(value).apply(lambda v: exported.__setitem__(name, v))
+        real(name, value)
+
+    monkeypatch.setattr(pulumi, "export", export)
+    _plan(REFERENCE.replace(*VOLUME_WEIGHTS), tmp_path)
+    assert exported["fsx"] == {"scratch": {"file_system_id": "storage-scratch-id",
+                                           "dns_name": "storage-scratch-id.fsx.us-east-1.amazonaws.com",
+                                           "mount_name": "abcdefgh"}}
