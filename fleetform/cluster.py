@@ -325,6 +325,10 @@ def build(bp, eks: dict | None) -> Cluster | None:
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
+    addons = list(data["addons"]) + optional_addons(data, fleets)
+    for name in addons:
+        for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
+            workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
     workloads += [_chart_workload(a, f"EKS add-on {a['name']}", path) for a in data["node_agents"]]
     for fleet in fleets:
         if any(g.fleet == fleet.name for g in groups):
@@ -338,10 +342,22 @@ def build(bp, eks: dict | None) -> Cluster | None:
                 identities.append(PodIdentity(f"{fleet.name}-{server.name}-weights", access.namespace,
                                               access.service_account, "s3-weights", fleet.name,
                                               (f"s3://{access.bucket}/{access.prefix}",)))
-    return Cluster(bp.name, fleets[0].scheduler.version, tuple(groups), tuple(releases), tuple(data["addons"]),
+    return Cluster(bp.name, fleets[0].scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
                    tuple(f.name for f in fleets), path, tuple(eks.get("subnet_ids", ())))
+
+
+def volume_weights(fleets) -> bool:
+    """Whether a model of the cluster mounts its weights from a PersistentVolumeClaim (weights: {source: volume})."""
+    return any(m.weights is not None and m.weights.source == "volume" for f in fleets for m in f.models)
+
+
+def optional_addons(data: dict, fleets) -> list[str]:
+    """The add-ons of providers/aws/addons.yaml `optional_addons` the cluster's fleets need: the FSx CSI driver
+    where a model reads its weights from a claim, metrics-server on every inference cluster."""
+    wanted = {"inference": True, "volume-weights": volume_weights(fleets)}
+    return [name for name, spec in data["optional_addons"].items() if wanted[spec["when"]]]
 
 
 def _gpu_operator_defaults(fleets) -> dict:

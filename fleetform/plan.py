@@ -161,6 +161,8 @@ def _record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
             if args.typ == "aws:eks/cluster:Cluster":  # what the Kubernetes provider's kubeconfig is built from
                 outputs.setdefault("endpoint", f"https://{short}.eks.mock")
                 outputs.setdefault("certificateAuthority", {"data": "bW9jaw=="})
+                # the security group EKS makes for the cluster and gives its managed nodes
+                outputs["vpcConfig"] = {**(outputs.get("vpcConfig") or {}), "clusterSecurityGroupId": f"{short}-sg"}
             return [f"{short}-id", outputs]
 
         def call(self, args: pulumi.runtime.MockCallArgs):

@@ -371,6 +371,50 @@ def pod_references(resources, bp):
     return out
 
 
+LUSTRE_FILE_SYSTEM = "aws:fsx/lustreFileSystem:LustreFileSystem"
+
+
+@policy("eks-volume-claims-mount", "a weights claim has the FSx CSI driver on its cluster, and the EKS nodes reach the FSx")
+def eks_volume_claims(resources, bp):
+    """A pod that mounts the PersistentVolumeClaim of `weights: {source: volume}` stays ContainerCreating
+    without a CSI driver for its volume: the claim's volume is the blueprint's FSx for Lustre (fsx.csi.aws.com,
+    the EKS add-on aws-fsx-csi-driver: EKS User Guide, "Amazon FSx CSI driver"). Where the plan creates an FSx
+    for Lustre file system, its security groups must admit Lustre (TCP 988 and 1018-1023: FSx for Lustre User
+    Guide, "File system access control with Amazon VPC") from the EKS cluster's security group, which the
+    managed nodes carry; the training nodes' own group is not theirs."""
+    from .providers.aws.common import LUSTRE_PORTS
+
+    external = {(ns, name) for kind, ns, name in declared_external(bp) if kind == "PersistentVolumeClaim"}
+    claims = []
+    for r in resources:
+        inputs = r["inputs"]
+        if not r["type"].startswith("kubernetes:") or inputs.get("kind") not in POD_KINDS:
+            continue
+        namespace = (inputs.get("metadata") or {}).get("namespace")
+        spec = (((inputs.get("spec") or {}).get("template") or {}).get("spec")) or {}
+        claims += [(r["name"], name) for kind, name in _pod_references(spec)
+                   if kind == "PersistentVolumeClaim" and (namespace, name) in external]
+    if not claims:
+        return []
+    out = []
+    drivers = [a for a in _of(resources, "aws:eks/addon:Addon") if a["inputs"].get("addonName") == "aws-fsx-csi-driver"]
+    if not drivers:
+        out += [(name, f"mounts the weights claim {claim}, but no EKS add-on aws-fsx-csi-driver serves its volume")
+                for name, claim in claims]
+    clusters = {f"{EKS_CLUSTER}::{c['name']}" for c in _of(resources, EKS_CLUSTER)}
+    for fs in _of(resources, LUSTRE_FILE_SYSTEM):
+        for group in fs["inputs"].get("securityGroupIds") or []:
+            for low, high in LUSTRE_PORTS:
+                if not any(i["inputs"].get("securityGroupId") == group and i["inputs"].get("ipProtocol") == "tcp"
+                           and i["inputs"].get("fromPort", 1) <= low and high <= i["inputs"].get("toPort", 0)
+                           and set((i.get("deps") or {}).get("referencedSecurityGroupId", ())) & clusters
+                           for i in _of(resources, INGRESS_RULE)):
+                    ports = str(low) if low == high else f"{low}-{high}"
+                    out.append((fs["name"], f"its security group {group} admits no Lustre (TCP {ports}) from the "
+                                            "EKS cluster's security group: the nodes cannot mount the weights claim"))
+    return out
+
+
 ZONE = "aws:route53/zone:Zone"
 SUBNET = "aws:ec2/subnet:Subnet"
 

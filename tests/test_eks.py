@@ -580,6 +580,89 @@ def test_a_weights_claim_is_declared_by_the_blueprint(tmp_path):
     assert _policy_ids(resources, model) == []
 
 
+ADDON = "aws:eks/addon:Addon"
+VOLUME_WEIGHTS = ("        hf_token_secret: hf-token   # name of an existing Secret; never a token value\n",
+                  "        weights: {source: volume, claim: model-weights, path: llama-3.1-70b}\n")
+
+
+@pytest.fixture(scope="module")
+def volume_plan(tmp_path_factory):
+    return _plan(REFERENCE.replace(*VOLUME_WEIGHTS), tmp_path_factory.mktemp("volume"))
+
+
+def test_a_weights_claim_gets_the_fsx_csi_driver_without_a_role(volume_plan, reference_plan):
+    """The claim's volume is the blueprint's FSx for Lustre: the EKS add-on aws-fsx-csi-driver (EKS User Guide,
+    "Amazon FSx CSI driver") serves it, after the Pod Identity agent it fails without ("Without this component,
+    the add-on will fail") and the system nodes its controller runs on. Static provisioning calls no AWS API
+    (kubernetes-sigs/aws-fsx-csi-driver v1.9.0: CSIDriver attachRequired false, pkg/driver/node.go
+    NodePublishVolume only mounts DNSNAME@tcp:/MOUNTNAME), so the add-on gets no role."""
+    model, resources = volume_plan
+    addons = _named(resources, ADDON)
+    fsx = addons["eks-aws-fsx-csi-driver"]
+    assert fsx["inputs"]["addonName"] == "aws-fsx-csi-driver" and "serviceAccountRoleArn" not in fsx["inputs"]
+    assert {"eks-eks-pod-identity-agent", "eks-system"} <= set(fsx["depends_on"])
+    assert not [i for i in model.cluster.pod_identities if "fsx" in i.name]
+    # its controller and node plugin are workloads the cluster must admit; the node plugin reaches the GPU nodes
+    node = next(w for w in model.cluster.workloads if w.name == "fsx-csi-node")
+    assert node.daemon and node.tolerations[0].tolerates("nvidia.com/gpu", "NoSchedule")
+    assert any(w.name == "fsx-csi-controller" and w.min_replicas == 2 for w in model.cluster.workloads)
+    # no claim, no driver
+    assert "eks-aws-fsx-csi-driver" not in _named(reference_plan[1], ADDON)
+    assert not [w for w in reference_plan[0].cluster.workloads if w.name.startswith("fsx-csi")]
+
+
+def test_the_eks_nodes_reach_the_fsx_of_a_weights_claim(volume_plan, reference_plan):
+    """FSx for Lustre User Guide, "File system access control with Amazon VPC": the file system's security
+    group admits TCP 988 and 1018-1023 from its clients. The EKS managed nodes carry the cluster security group
+    EKS makes (EKS User Guide, "Customize managed nodes with launch templates": no security group in the launch
+    template, the cluster security group), not the training nodes' group the FSx admits already."""
+    model, resources = volume_plan
+    rules = _named(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    (fs,) = [r for r in resources if r["type"] == "aws:fsx/lustreFileSystem:LustreFileSystem"]
+    (group,) = fs["inputs"]["securityGroupIds"]
+    ports = set()
+    for name in ("eks-nodes-lustre-988", "eks-nodes-lustre-1018"):
+        rule = rules[name]
+        assert rule["inputs"]["securityGroupId"] == group and rule["inputs"]["ipProtocol"] == "tcp"
+        assert rule["inputs"]["referencedSecurityGroupId"] == "eks-cluster-sg"  # the mocks' clusterSecurityGroupId
+        assert rule["deps"]["referencedSecurityGroupId"] == ["aws:eks/cluster:Cluster::eks-cluster"]
+        ports.add((rule["inputs"]["fromPort"], rule["inputs"]["toPort"]))
+    assert ports == {(988, 988), (1018, 1023)}
+    assert not [n for n in _named(reference_plan[1], "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+                if n.startswith("eks-nodes-lustre")]
+    assert _policy_ids(resources, model) == []
+
+
+def test_the_claim_check_fails_without_the_driver_or_the_lustre_rule(volume_plan):
+    """Negative controls of eks-volume-claims-mount."""
+    model, resources = volume_plan
+    without = [r for r in resources if r["name"] != "eks-aws-fsx-csi-driver"]
+    messages = [m for p, _, m in check_policies(without, model) if p == "eks-volume-claims-mount"]
+    assert messages == ["mounts the weights claim model-weights, but no EKS add-on aws-fsx-csi-driver serves its volume"]
+    without = [r for r in resources if r["name"] != "eks-nodes-lustre-1018"]
+    messages = [m for p, _, m in check_policies(without, model) if p == "eks-volume-claims-mount"]
+    assert messages == ["its security group security-nodes-id admits no Lustre (TCP 1018-1023) from the EKS cluster's "
+                        "security group: the nodes cannot mount the weights claim"]
+    broken = copy.deepcopy(resources)  # a rule from the training nodes' own group is no rule for the EKS nodes
+    for r in broken:
+        if r["name"] == "eks-nodes-lustre-988":
+            r["deps"]["referencedSecurityGroupId"] = ["aws:ec2/securityGroup:SecurityGroup::security-nodes"]
+    assert _policy_ids(broken, model) == ["eks-volume-claims-mount"]
+
+
+def test_every_inference_cluster_gets_metrics_server(reference_plan):
+    """EKS User Guide, "Community add-ons": metrics-server (namespace kube-system, no IAM). It serves
+    metrics.k8s.io (`kubectl top`, cpu/memory triggers); fleetform's HPA reads the adapter's external metric,
+    so it is installed for the people reading the cluster, on every inference cluster. It runs a Deployment:
+    created after the system nodes, and admitted there (chart values: 100m/200Mi, no tolerations)."""
+    model, resources = reference_plan
+    addon = _named(resources, ADDON)["eks-metrics-server"]
+    assert addon["inputs"]["addonName"] == "metrics-server" and "eks-system" in addon["depends_on"]
+    (server,) = [w for w in model.cluster.workloads if w.name == "metrics-server"]
+    assert (server.cpu_m, server.memory_mib, server.tolerations) == (100, 200, ())
+    assert "metrics-server" in model.cluster.addons
+
+
 def _secret_findings(tmp_path, args: str):
     text = REFERENCE.replace("        max_model_len: 8192\n        replicas: {min: 2, max: 20}",
                              f"        max_model_len: 8192\n        extra_args: {args}\n        replicas: {{min: 2, max: 20}}")
@@ -812,3 +895,23 @@ def test_a_range_with_host_bits_is_the_network_it_names(tmp_path):
     (cluster,) = [r["inputs"] for r in resources if r["type"] == CLUSTER]
     assert cluster["vpcConfig"]["publicAccessCidrs"] == ["198.51.100.0/24", "0.0.0.0/0"]
     assert _policy_ids(resources, model) == []
+
+
+def test_the_fsx_stack_output_names_what_a_persistent_volume_needs(tmp_path, monkeypatch):
+    """kubernetes-sigs/aws-fsx-csi-driver examples/kubernetes/static_provisioning/specs/pv.yaml: volumeHandle is
+    the file system id, volumeAttributes dnsname and mountname; the README's PersistentVolume reads them from
+    `pulumi stack output fsx`."""
+    import pulumi
+
+    exported = {}
+    real = pulumi.export
+
+    def export(name, value):
+        pulumi.Output.from_input(value).apply(lambda v: exported.__setitem__(name, v))
+        real(name, value)
+
+    monkeypatch.setattr(pulumi, "export", export)
+    _plan(REFERENCE.replace(*VOLUME_WEIGHTS), tmp_path)
+    assert exported["fsx"] == {"scratch": {"file_system_id": "storage-scratch-id",
+                                           "dns_name": "storage-scratch-id.fsx.us-east-1.amazonaws.com",
+                                           "mount_name": "abcdefgh"}}

@@ -30,7 +30,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 import yaml
 
-from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, deep_merge
+from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, addons_data, deep_merge
 from fleetform.k8s import GPU_OPERATOR_NAMESPACE
 from fleetform.model import Blueprint
 from fleetform.cidrs import api_open_message, covers_internet
@@ -53,6 +53,10 @@ to the worker node")."""
 DESIRED_SIZE_OWNED_BY_AUTOSCALER = "scalingConfig.desiredSize"
 """A node group's desired size is the Cluster Autoscaler's once the group exists: a later `pulumi up`
 that set it back to the minimum would terminate GPU nodes under load."""
+
+AFTER_NODES = {"coredns", "aws-fsx-csi-driver", "metrics-server"}
+"""EKS add-ons that run a Deployment: EKS reports them active only once a node runs their pods, so they
+are created after the system node group (an add-on a new cluster cannot schedule stays CREATING)."""
 
 EARLY_KINDS = {"Namespace", "PriorityClass", "ConfigMap", "ServiceAccount"}
 """Rendered kinds that need no CRD and that the Helm releases or the pods read (the GPU Operator
@@ -174,12 +178,15 @@ class EksCluster(pulumi.ComponentResource):
                 f"{name}-api-from-vpc", security_group_id=security.group_id, ip_protocol="tcp", from_port=443,
                 to_port=443, cidr_ipv4=aws.ec2.get_vpc_output(id=net.vpc_id).cidr_block,
                 description="the EKS API endpoint from inside the VPC", tags=tags, opts=_opts(self))
-        self.addons = {a: self._addon(a, []) for a in model.addons if a != "coredns"}
+        self.addons = {a: self._addon(a, []) for a in model.addons if a not in AFTER_NODES}
         template = launch_template(f"{name}-system-nodes", model.system, None,
                                    {**tags, "fleetform:node-group": "system"}, self, ROOT_GIB)
         self.system = node_group(f"{name}-system", self, model.system, "AL2023_x86_64_STANDARD", template,
                                  tags, self, [self.addons["vpc-cni"]])
         self.addons["coredns"] = self._addon("coredns", [self.system])  # active only once a node runs it
+        for addon in (a for a in model.addons if a in AFTER_NODES - {"coredns"}):  # Deployments too
+            required = addons_data()["optional_addons"][addon]["requires"]
+            self.addons[addon] = self._addon(addon, [self.system, *(self.addons[r] for r in required)])
         # ConfigMaps updated in place (the GPU Operator watches the fleets' device plugin and MIG
         # configs), not deleted and created again as the provider does by default
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=_kubeconfig(self.cluster, bp.region),

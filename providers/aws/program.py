@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pulumi
 
+from fleetform.cluster import volume_weights
 from fleetform.model import Blueprint
 
 from .common import tags_of
@@ -15,7 +16,7 @@ from .iam import Iam
 from .inference import InferenceFleet
 from .kube import EksCluster
 from .network import Network, Security
-from .storage import RenderedFiles, Storage
+from .storage import RenderedFiles, Storage, admit_lustre_clients, file_system_outputs
 from .training import TrainingFleet
 
 
@@ -44,6 +45,12 @@ def build(bp: Blueprint, files: dict[str, bytes], deployer_cidr: str | None = No
         for fleet in serving:
             fleet.apply()
         pulumi.export("eks_cluster", eks.cluster.name)
+        if storage.file_systems and volume_weights([f for f in bp.fleets if f.kube is not None]):
+            # a weights claim's PersistentVolume is the blueprint's FSx for Lustre: the EKS nodes mount it
+            admit_lustre_clients("eks-nodes", storage, security.group_id,
+                                 eks.cluster.vpc_config.cluster_security_group_id, tags)
+    if storage.file_systems:
+        pulumi.export("fsx", file_system_outputs(storage))
     pulumi.export("config_bucket", rendered.bucket.bucket)
     pulumi.export("config_key", rendered.key)
     pulumi.export("manifest_sha256", rendered.manifest_sha256)

@@ -11,7 +11,7 @@ import pulumi_aws as aws
 from fleetform.model import IMPORT_DIR, Blueprint
 from fleetform.render.archive import archive
 
-from .common import LUSTRE_VERSION, _opts, _protect_bucket
+from .common import LUSTRE_PORTS, LUSTRE_VERSION, _opts, _protect_bucket
 
 ARTIFACT_KEY = "fleetform/rendered.tar.gz"
 """The one object of the rendered files: a stable key (the bucket keeps every version), so the user
@@ -63,6 +63,27 @@ class Storage(pulumi.ComponentResource):
                 s3={"auto_export_policy": {"events": ["NEW", "CHANGED", "DELETED"]}},
                 tags=tags, opts=_opts(self))
         self.register_outputs({"buckets": {k: b.bucket for k, b in self.buckets.items()}})
+
+
+def admit_lustre_clients(name: str, storage: Storage, file_system_group, clients_group, tags: dict) -> list:
+    """Ingress on the file systems' security group for Lustre (TCP 988 and 1018-1023) from another group of
+    clients: the EKS nodes, whose group is the cluster security group EKS makes (a managed node group's launch
+    template without security groups gets it: EKS User Guide, "Customize managed nodes with launch templates").
+    An FSx for Lustre file system admits only what its security groups admit on these ports (FSx for Lustre
+    User Guide, "File system access control with Amazon VPC"); the training nodes are in the file systems' own
+    group, which network.Security already admits."""
+    return [aws.vpc.SecurityGroupIngressRule(
+        f"{name}-lustre-{low}", security_group_id=file_system_group, ip_protocol="tcp", from_port=low, to_port=high,
+        referenced_security_group_id=clients_group, description="FSx for Lustre from the EKS nodes",
+        tags=tags, opts=_opts(storage)) for low, high in LUSTRE_PORTS]
+
+
+def file_system_outputs(storage: Storage) -> dict:
+    """What a static PersistentVolume of the FSx CSI driver names for each file system (kubernetes-sigs/
+    aws-fsx-csi-driver examples/kubernetes/static_provisioning: volumeHandle = the file system id,
+    volumeAttributes dnsname and mountname), exported as the stack output `fsx`."""
+    return {name: {"file_system_id": fs.id, "dns_name": fs.dns_name, "mount_name": fs.mount_name}
+            for name, fs in sorted(storage.file_systems.items())}
 
 
 class RenderedFiles(pulumi.ComponentResource):
