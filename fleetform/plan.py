@@ -240,9 +240,14 @@ def _own_executor():
     except RuntimeError:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+    previous = getattr(loop, "_default_executor", None)
     executor = ThreadPoolExecutor(thread_name_prefix="fleetform-plan")
     loop.set_default_executor(executor)
     try:
         yield
     finally:
         executor.shutdown(wait=True)
+        # the loop outlives the plan (a second plan, or another Pulumi program, in the same process): a shut-down
+        # default executor would refuse its every call ("cannot schedule new futures after shutdown"); the loop
+        # gets back what it had (None: it makes a fresh one when next asked)
+        loop._default_executor = previous

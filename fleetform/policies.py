@@ -382,8 +382,6 @@ def eks_volume_claims(resources, bp):
     for Lustre file system, its security groups must admit Lustre (TCP 988 and 1018-1023: FSx for Lustre User
     Guide, "File system access control with Amazon VPC") from the EKS cluster's security group, which the
     managed nodes carry; the training nodes' own group is not theirs."""
-    from .providers.aws.common import LUSTRE_PORTS
-
     external = {(ns, name) for kind, ns, name in declared_external(bp) if kind == "PersistentVolumeClaim"}
     claims = []
     for r in resources:
@@ -396,6 +394,10 @@ def eks_volume_claims(resources, bp):
                    if kind == "PersistentVolumeClaim" and (namespace, name) in external]
     if not claims:
         return []
+    # only now: the module imports pulumi, which an on-prem plan or one without the aws extra does not have
+    # (resources that hold a claim were recorded by Pulumi's mocks, so it is there)
+    from .providers.aws.common import LUSTRE_PORTS
+
     out = []
     drivers = [a for a in _of(resources, "aws:eks/addon:Addon") if a["inputs"].get("addonName") == "aws-fsx-csi-driver"]
     if not drivers:

@@ -214,3 +214,19 @@ def test_the_empty_stack_trace_stands_in_for_any_call_and_the_sdks_function_come
             assert list(resource._get_stack_trace(1, skip=2).frames) == []
             raise RuntimeError("the program failed")
     assert resource._get_stack_trace is real
+
+
+def test_the_event_loop_can_run_work_after_a_plan():
+    """plan gives the SDK an executor of its own and shuts it down when done; the loop outlives the plan, and a
+    second Pulumi program in the same process (the stack program's tests, `diff --base`) got "cannot schedule
+    new futures after shutdown" from the loop's default executor until the loop got back what it had."""
+    import asyncio
+
+    from fleetform.plan import record
+    from fleetform.render import render
+
+    result = check(ROOT / "blueprints/onprem-ib.yaml")
+    assert result.model is not None
+    record(result.model, render(result.model))
+    loop = asyncio.get_event_loop()
+    assert loop.run_until_complete(loop.run_in_executor(None, lambda: 41 + 1)) == 42
