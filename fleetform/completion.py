@@ -22,7 +22,7 @@ WORDS = "words"
 PATHS = "paths"
 NONE = "none"
 
-BLUEPRINT_METAVARS = {"BLUEPRINT", "OLD", "NEW"}
+BLUEPRINT_METAVARS = {"BLUEPRINT", "OLD", "NEW", "OLD NEW | BLUEPRINT"}  # the last: diff's sides (OLD NEW, or --base REV BLUEPRINT...)
 
 
 def _value_kind(action: argparse.Action, words: dict[str, list[str]]) -> tuple[str, list[str]]:

@@ -5,6 +5,7 @@ measurements, and the plan's formats carrying the steps with their inputs."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -199,13 +200,14 @@ def test_the_empty_stack_trace_stands_in_for_any_call_and_the_sdks_function_come
     any pulumi >= 3.100, so the stand-in takes whatever a later SDK passes (the protobuf class itself
     refuses any argument: a TypeError would be exit 3 in every plan), and the SDK's own function is
     back after the run, also when the run raised."""
-    pytest.importorskip("pulumi")
-    from pulumi.runtime import resource
+    from pulumi.runtime import resource  # a test dependency: never skipped
 
     from fleetform import plan as plan_module
 
     real = getattr(resource, "_get_stack_trace", None)
-    if real is None:
+    if real is None:  # pulumi < 3.195: plan leaves the SDK as it is
+        if os.environ.get("CI"):
+            pytest.fail("CI installs a pulumi with _get_stack_trace (3.195 or later)")
         pytest.skip("this pulumi has no _get_stack_trace: plan leaves the SDK as it is")
     with pytest.raises(RuntimeError, match="the program failed"):
         with plan_module._no_stack_traces():
