@@ -303,6 +303,15 @@ def eks_network_policy(resources, bp):
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
 
 
+def _pod_templates(resources):
+    """(resource, namespace, pod spec) of every recorded Kubernetes workload that makes pods."""
+    for r in resources:
+        inputs = r["inputs"]
+        if r["type"].startswith("kubernetes:") and inputs.get("kind") in POD_KINDS:
+            namespace = (inputs.get("metadata") or {}).get("namespace")
+            yield r, namespace, (((inputs.get("spec") or {}).get("template") or {}).get("spec")) or {}
+
+
 def _pod_references(spec: dict) -> list[tuple[str, str]]:
     """(kind, name) of every Secret, ConfigMap, PersistentVolumeClaim and ServiceAccount a pod spec reads."""
     refs = [("ServiceAccount", spec.get("serviceAccountName") or "default")]
@@ -356,12 +365,7 @@ def pod_references(resources, bp):
                for r in resources if r["type"].startswith("kubernetes:")}
     external = declared_external(bp)
     out = []
-    for r in resources:
-        inputs = r["inputs"]
-        if not r["type"].startswith("kubernetes:") or inputs.get("kind") not in POD_KINDS:
-            continue
-        namespace = (inputs.get("metadata") or {}).get("namespace")
-        spec = (((inputs.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    for r, namespace, spec in _pod_templates(resources):
         for kind, name in _pod_references(spec):
             if kind == "ServiceAccount" and name == "default":
                 continue
@@ -384,12 +388,7 @@ def eks_volume_claims(resources, bp):
     managed nodes carry; the training nodes' own group is not theirs."""
     external = {(ns, name) for kind, ns, name in declared_external(bp) if kind == "PersistentVolumeClaim"}
     claims = []
-    for r in resources:
-        inputs = r["inputs"]
-        if not r["type"].startswith("kubernetes:") or inputs.get("kind") not in POD_KINDS:
-            continue
-        namespace = (inputs.get("metadata") or {}).get("namespace")
-        spec = (((inputs.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    for r, namespace, spec in _pod_templates(resources):
         claims += [(r["name"], name) for kind, name in _pod_references(spec)
                    if kind == "PersistentVolumeClaim" and (namespace, name) in external]
     if not claims:
