@@ -39,6 +39,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import EXAMPLES
+from fuzz_oracles import Yaml12, typed
 from fleetform import cli
 from fleetform.loader import load
 from fleetform.schema import schema
@@ -281,34 +282,9 @@ def _tree(folder: Path) -> dict[str, bytes]:
 # --- YAML readers -------------------------------------------------------------------------------
 
 
-class _Yaml12(yaml.SafeLoader):
-    """The YAML 1.2 core schema's plain scalars: true/false and null only in their three spellings,
-    decimal, 0o and 0x integers, and floats; everything else is a string."""
-
-
-_Yaml12.yaml_implicit_resolvers = {}
-for _tag, _pattern, _first in [
-    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
-    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", "~nN"),
-    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
-    ("tag:yaml.org,2002:float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
-]:
-    _Yaml12.add_implicit_resolver(_tag, re.compile(_pattern), list(_first) + ([""] if "~" in _first else []))
-_Yaml12.add_constructor("tag:yaml.org,2002:int", lambda loader, node: int(loader.construct_scalar(node), 0)
-                        if loader.construct_scalar(node)[:2] in ("0o", "0x") else int(loader.construct_scalar(node)))
-_Yaml12.add_constructor("tag:yaml.org,2002:bool", lambda loader, node: loader.construct_scalar(node).lower() == "true")
-
-
-def _typed(value):
-    """A value with the type of every scalar in it, so that True and 1 differ."""
-    if isinstance(value, dict):
-        return {_typed(k): _typed(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_typed(v) for v in value]
-    if isinstance(value, float) and value != value:
-        return ("float", "nan")
-    return (type(value).__name__, value)
+# the YAML 1.2 core schema's reader and the typed view of a value: tests/fuzz_oracles.py, shared with the
+# schema sweep
+_Yaml12, _typed = Yaml12, typed
 
 
 def _leaves(value, path=()):
