@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..health import DEFAULT_INTERVAL_S, SLURMD_KILL_S, TIMEOUT_S
+from ..health import DEFAULT_INTERVAL_S, SCONTROL_CALLS, SLURMD_KILL_S, TIMEOUT_S
 from ..model import Blueprint
 from . import Reporter, rule
 
@@ -86,9 +86,11 @@ def _parts(h) -> str:
     parts = []
     for check in h.checks:
         if check == "mounts":
-            parts.append(f"{len(h.mounts)} mounts x {TIMEOUT_S['mount']} s")
+            parts.append(f"{len(h.mounts)} mounts x {TIMEOUT_S['mount'] + TIMEOUT_S['probe']} s")
         elif check == "nvlink" and h.nvswitch:
             parts.append(f"nvlink {TIMEOUT_S['nvlink']} s + fabric manager {TIMEOUT_S['fabric']} s")
         else:
             parts.append(f"{check} {TIMEOUT_S[check]} s")
+    calls = SCONTROL_CALLS[h.on_failure]
+    parts.append(f"{calls} scontrol calls x {TIMEOUT_S['scontrol']} s")
     return ", ".join(parts)
