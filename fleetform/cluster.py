@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from .health import KUBE_AUTO_REPAIR
 from .records import frozen
 
 ROOT_GIB = 200
@@ -124,6 +125,7 @@ class NodeGroup:
     reservation_id: str | None
     local_nvme: bool  # ephemeral storage on the instance-store NVMe drives (RAID0)
     path: tuple
+    repair: bool = False  # EKS node auto repair (GPU groups: fleetform/health.py, Kubernetes fleets)
 
     @property
     def gpu(self) -> bool:
@@ -251,7 +253,8 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
         instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
         instance.mem_gib * 1024 - memory_reserved_mib(),
         math.floor(disk_gib * (1 - EVICTION_NODEFS)),
-        ((resource, per_node[0]),), fleet.capacity_type, fleet.reservation_id, local, fleet.path)
+        ((resource, per_node[0]),), fleet.capacity_type, fleet.reservation_id, local, fleet.path,
+        repair=KUBE_AUTO_REPAIR)
 
 
 def _system_group(data: dict, eks: dict, path: tuple) -> NodeGroup:

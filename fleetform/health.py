@@ -164,3 +164,28 @@ def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
         path=fleet.path + ("health",) if data else fleet.path,
         declared=bool(data),
     )
+
+
+# --- Kubernetes fleets (EKS) -------------------------------------------------------------------------
+# An inference fleet's GPU nodes on EKS are checked by AWS's EKS node monitoring agent (an EKS add-on:
+# providers/aws/addons.yaml) and repaired by EKS node auto repair on their managed node group
+# (providers/aws/kube.py node_repair_config). docs/health.md says why these rather than Node Problem
+# Detector with bin/health as a custom plugin: the agent reads the same signals bin/health reads (the
+# kernel log's NVIDIA Xids, DCGM health, the fabric manager on NVSwitch instances, EFA) and sets the
+# AcceleratedHardwareReady NodeCondition, and auto repair acts on it (reboot or replace, 10 minutes
+# after the condition turns false), where NPD only sets a condition and a further remedy system
+# (Draino, a custom controller) must cordon, drain and replace the node.
+
+KUBE_AUTO_REPAIR = True
+"""Every GPU node group of a Kubernetes fleet on AWS gets node auto repair (EKS User Guide,
+"Automatically repair nodes in EKS clusters": managed node groups support Reboot and Replace)."""
+
+KUBE_REPAIR_OVERRIDES: tuple[tuple[str, str, str, int], ...] = (
+    ("AcceleratedHardwareReady", "DCGMError", "NoAction", 10),
+)
+"""Node auto repair's exceptions (EKS API NodeRepairConfigOverrides: condition, reason, action of
+Replace | Reboot | NoAction, minutes). DCGMError is "Connection to the DCGM host process was lost or
+could not be established" (aws/eks-node-monitoring-agent v1.7.0 pkg/reasons/reasons.yaml), a fault
+of the monitoring, not of the GPU: with another DCGM on the node (the GPU Operator's dcgm-exporter)
+users saw AcceleratedHardwareReady=False on healthy nodes and had them terminated
+(aws/containers-roadmap#2763). Xid, DCGM health and diagnostic reasons keep EKS's default action."""
