@@ -113,3 +113,15 @@ def test_every_cataloged_gpu_instance_runs_the_agents_dcgm_host_engine():
     catalog = json.loads((ROOT / "providers/aws/instances.json").read_text())["rows"]
     names = list(catalog) if isinstance(catalog, dict) else [r.get("name") or r.get("instance_type") for r in catalog]
     assert names and not sorted(set(names) - listed), sorted(set(names) - listed)
+
+
+def test_an_inference_fleet_off_aws_is_told_it_has_no_node_health_agent(tmp_path):
+    from fleetform.pipeline import check
+    from variants import INFERENCE_VARIANTS
+    path = tmp_path / "onprem.yaml"
+    path.write_text(INFERENCE_VARIANTS["tp8-k8s-125"])
+    found = [f for f in check(path).findings if f.rule == "health-kube-agent"]
+    assert len(found) == 1 and found[0].severity.value == "warning", [str(f) for f in found]
+    assert "no GPU node health agent" in found[0].message and found[0].path == "fleets[0].scheduler"
+    aws = [f.rule for f in check(ROOT / "blueprints/reference.yaml").findings]
+    assert "health-kube-agent" not in aws  # EKS: the node monitoring agent and node auto repair

@@ -94,3 +94,23 @@ def _parts(h) -> str:
     calls = SCONTROL_CALLS[h.on_failure]
     parts.append(f"{calls} scontrol calls x {TIMEOUT_S['scontrol']} s")
     return ", ".join(parts)
+
+
+@rule("health-kube-agent", "warning", "an inference fleet's GPU nodes have an agent that takes a bad node out of service")
+def health_kube_agent(bp: Blueprint, report: Reporter) -> None:
+    """On AWS every inference cluster gets the EKS node monitoring agent and node auto repair on its
+    GPU node groups (fleetform/health.py, docs/health.md). Elsewhere fleetform renders the fleet's
+    manifests only: NVIDIA's device plugin withholds a GPU after a critical Xid (k8s-device-plugin
+    internal/rm/health.go) but nothing takes the node out, so a GPU that fell off the bus or lost
+    NVLink keeps receiving the fleet's other pods."""
+    if bp.cloud == "aws":
+        return
+    for fleet in bp.fleets:
+        if fleet.kube is None:
+            continue
+        report(fleet.path + ("scheduler",),
+               f"fleet {fleet.name} runs on Kubernetes off AWS, where fleetform installs no GPU node health agent: "
+               "a node with a fatal Xid or a lost GPU stays schedulable (only the device plugin withholds the "
+               "failed GPU); on EKS the node monitoring agent and node auto repair do this",
+               "run a node health agent on the cluster (Node Problem Detector with a GPU plugin and a controller "
+               "that cordons and drains, or NVIDIA's DCGM health checks with one), and say so in a waiver")
