@@ -1,0 +1,236 @@
+"""Training fleets scheduled by Kubernetes (fleetform/kueue.py): every object passes strict validation,
+built-in kinds by kubernetes-validate at the fleet's Kubernetes version, Kueue's and JobSet's kinds by the
+openAPIV3Schema of their pinned releases' own CRDs (tests/crd, sources in tests/crd/README.md), closed as
+the API server's strict field validation closes them; the JobSet template fits a node of the fleet; the
+fleet's NCCL ConfigMap holds what the same fleet's nccl.env holds under Slurm."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import ROOT, require
+from fleetform import kueue
+from fleetform.cluster import cpu_reserved_m, memory_reserved_mib, quantity
+from fleetform.pipeline import check
+from fleetform.render import render
+
+EXAMPLE = ROOT / "blueprints/train-eks.yaml"
+PINNED = {  # kind -> (schema file, the release it is taken from)
+    "ResourceFlavor": ("kueue.x-k8s.io_v1beta2_ResourceFlavor.json", "kubernetes-sigs/kueue v0.19.2"),
+    "ClusterQueue": ("kueue.x-k8s.io_v1beta2_ClusterQueue.json", "kubernetes-sigs/kueue v0.19.2"),
+    "LocalQueue": ("kueue.x-k8s.io_v1beta2_LocalQueue.json", "kubernetes-sigs/kueue v0.19.2"),
+    "WorkloadPriorityClass": ("kueue.x-k8s.io_v1beta2_WorkloadPriorityClass.json", "kubernetes-sigs/kueue v0.19.2"),
+    "Topology": ("kueue.x-k8s.io_v1beta2_Topology.json", "kubernetes-sigs/kueue v0.19.2"),
+    "JobSet": ("jobset.x-k8s.io_v1alpha2_JobSet.json", "kubernetes-sigs/jobset v0.12.0"),
+}
+
+
+def _closed(schema):
+    """A structural CRD schema as the API server applies it with strict field validation: an object with
+    declared properties takes no others, unless it says x-kubernetes-preserve-unknown-fields."""
+    if isinstance(schema, dict):
+        out = {k: _closed(v) for k, v in schema.items()}
+        if ("properties" in out and "additionalProperties" not in out
+                and not out.get("x-kubernetes-preserve-unknown-fields")):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_closed(v) for v in schema]
+    return schema
+
+
+SCHEMAS = {kind: jsonschema.Draft202012Validator(_closed(json.loads((ROOT / "tests/crd" / name).read_text())))
+           for kind, (name, _) in PINNED.items()}
+
+
+def _model(source: Path | str, tmp_path: Path):
+    if isinstance(source, str):
+        path = tmp_path / "bp.yaml"
+        path.write_text(source)
+        source = path
+    result = check(source)
+    assert result.model is not None, [f.to_text() for f in result.findings]
+    return result.model, render(result.model)
+
+
+def _docs(files, fleet: str):
+    for name, data in files.items():
+        if name.startswith(f"{fleet}/k8s/") and not name.endswith("kustomization.yaml") or \
+                name.startswith(f"{fleet}/jobs/"):
+            for doc in yaml.safe_load_all(data):
+                yield name, doc
+
+
+def _errors(doc: dict, version: str) -> list[str]:
+    kind = doc["kind"]
+    if kind in SCHEMAS and doc["apiVersion"] in (kueue.KUEUE_API, kueue.JOBSET_API):
+        return [f"{list(e.absolute_path)}: {e.message}" for e in SCHEMAS[kind].iter_errors(doc)]
+    try:
+        kubernetes_validate.validate(doc, f"{version}.0", strict=True)
+    except kubernetes_validate.SchemaNotFoundError as err:  # an unknown kind fails, it does not warn
+        return [f"no schema for {doc['apiVersion']} {kind}: {err}"]
+    except kubernetes_validate.ValidationError as err:
+        return [f"{err.message} at {list(err.path)}"]
+    return []
+
+
+def test_every_object_validates_strictly(tmp_path):
+    model, files = _model(EXAMPLE, tmp_path)
+    fleet = next(f for f in model.fleets if f.kueue is not None)
+    kinds = []
+    for name, doc in _docs(files, fleet.name):
+        assert _errors(doc, fleet.kueue.version) == [], name
+        kinds.append(doc["kind"])
+    assert sorted(set(kinds)) == sorted(set(PINNED) | {"Namespace", "PriorityClass", "ConfigMap"})
+    assert kinds.count("LocalQueue") == kinds.count("ConfigMap") == 2  # training and research
+
+
+@pytest.mark.parametrize("kind, path, value", [
+    ("ClusterQueue", ("spec", "resourceGroup"), []),  # misspelt: resourceGroups
+    ("ClusterQueue", ("spec", "preemption", "withinClusterQueue"), "Lower"),  # not in the enum
+    ("Topology", ("spec", "levels", 0, "nodeLabel"), "Not A Label"),
+    ("JobSet", ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec", "containers", 0, "resource"), {}),
+    ("ResourceFlavor", ("spec", "topology"), "x"),  # the field is topologyName
+])
+def test_the_pinned_schemas_refuse_a_broken_object(kind, path, value, tmp_path):
+    """Negative controls: the validation above would see a wrong field name or value."""
+    model, files = _model(EXAMPLE, tmp_path)
+    doc = copy.deepcopy(next(d for _, d in _docs(files, "train") if d["kind"] == kind))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    assert _errors(doc, "1.35") != []
+
+
+def test_kustomize_builds_the_training_folder(tmp_path):
+    kubectl = require("kubectl", "kubernetes-client")
+    _, files = _model(EXAMPLE, tmp_path)
+    out = tmp_path / "out"
+    for name, data in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    built = subprocess.run([kubectl, "kustomize", str(out / "train/k8s")], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr
+    listed = yaml.safe_load((out / "train/k8s/kustomization.yaml").read_text())["resources"]
+    assert len(list(yaml.safe_load_all(built.stdout))) == len(listed)
+
+
+def _pod(files) -> dict:
+    jobset = yaml.safe_load(files["train/jobs/jobset.yaml"])
+    return jobset, jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+
+
+def test_the_job_fits_a_node_and_the_queue_holds_the_fleet(tmp_path):
+    """Cluster admission of the job template: one pod per node asks for the node's GPUs and EFA interfaces
+    (p5.48xlarge: 8 H100s, 32 EFA interfaces: providers/aws/instances.json) and no more CPU or memory than a
+    node can allocate after EKS's kube-reserved; it selects and tolerates the fleet's nodes; the ClusterQueue's
+    quota is every node's worth; the topology level it asks for is a level of the flavor's Topology."""
+    model, files = _model(EXAMPLE, tmp_path)
+    fleet = next(f for f in model.fleets if f.kueue is not None)
+    instance, k = fleet.instance, fleet.kueue
+    jobset, job = _pod(files)
+    spec = job["template"]["spec"]
+    requests = spec["containers"][0]["resources"]["requests"]
+    assert requests == spec["containers"][0]["resources"]["limits"]
+    assert requests["nvidia.com/gpu"] == instance.gpu_count == 8
+    assert requests["vpc.amazonaws.com/efa"] == instance.max_efa == 32
+    assert quantity(requests["cpu"]) * 1000 <= instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)
+    assert quantity(requests["memory"]) / 2**20 <= instance.mem_gib * 1024 - memory_reserved_mib()
+    assert job["parallelism"] == job["completions"] == fleet.nodes.max
+    docs = {d["kind"]: d for _, d in _docs(files, "train")}
+    flavor, queue, topology = docs["ResourceFlavor"], docs["ClusterQueue"], docs["Topology"]
+    assert set(flavor["spec"]["nodeLabels"].items()) - {("node.kubernetes.io/instance-type", instance.name)} \
+        == set(spec["nodeSelector"].items())
+    for taint in flavor["spec"]["nodeTaints"]:
+        assert any(t["key"] == taint["key"] and t.get("value") == taint["value"] and t["effect"] == taint["effect"]
+                   for t in spec["tolerations"])
+    quota = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
+    for resource, value in requests.items():
+        assert quantity(quota[resource]) == pytest.approx(quantity(value) * fleet.nodes.max)
+    annotation = job["template"]["metadata"]["annotations"][kueue.REQUIRED_TOPOLOGY]
+    assert annotation in [level["nodeLabel"] for level in topology["spec"]["levels"]]
+    assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
+    assert jobset["metadata"]["labels"][kueue.QUEUE_LABEL] in \
+        [d["metadata"]["name"] for _, d in _docs(files, "train") if d["kind"] == "LocalQueue"]
+    # torchrun's rendezvous host is the first pod's JobSet host name
+    args = spec["containers"][0]["args"]
+    assert f"--master-addr={jobset['metadata']['name']}-workers-0-0.{jobset['metadata']['name']}" in args
+
+
+def test_training_never_preempts_serving(tmp_path):
+    _, files = _model(EXAMPLE, tmp_path)
+    training = yaml.safe_load(files["train/k8s/priorityclass.yaml"])
+    serving = yaml.safe_load(files["chat/k8s/priorityclass.yaml"])
+    assert training["value"] < serving["value"]
+    assert training["preemptionPolicy"] == "Never" and serving["preemptionPolicy"] == "PreemptLowerPriority"
+    workload = yaml.safe_load(files["train/k8s/workloadpriorityclass.yaml"])
+    assert workload["value"] == training["value"]
+    _, job = _pod(files)
+    assert job["template"]["spec"]["priorityClassName"] == training["metadata"]["name"]
+
+
+def _sourced(path: Path) -> dict[str, str]:
+    """What a shell has in its environment after `set -a; . nccl.env`, as the file's header says to load it."""
+    bash = shutil.which("bash")
+    out = subprocess.run([bash, "-c", 'set -a; . "$1"; env -0', "-", str(path)], env={},
+                         capture_output=True, check=True).stdout
+    pairs = dict(item.split("=", 1) for item in out.decode().split("\0") if item)
+    return {k: v for k, v in pairs.items() if k.startswith(("NCCL_", "FI_", "OFI_"))}
+
+
+NCCL_BLUEPRINT = """\
+apiVersion: fleetform/v1
+kind: Blueprint
+metadata: {{name: nccl-pair, version: 1.0.0}}
+provider:
+  cloud: aws
+  region: us-east-1
+  availability_zone: us-east-1a
+  network: {{cidr: 10.40.0.0/16}}
+fleets:
+  - name: train
+    role: training
+    instance_type: p5.48xlarge
+    nodes: 2
+    interconnect: {{fabric: efa, socket_ifname: ens32}}
+    scheduler: {scheduler}
+    nccl:
+      debug: INFO
+      env: {{NCCL_NVLS_ENABLE: 0, NCCL_BUFFSIZE: 8388608}}
+"""
+
+
+def test_the_nccl_configmap_is_the_slurm_nccl_env(tmp_path):
+    """The same fleet scheduled by Slurm and by Kubernetes: the ConfigMap of the second holds what the
+    nccl.env of the first sets, as bash reads it, except SCHEDULER_SPECIFIC."""
+    slurm_dir, k8s_dir = tmp_path / "slurm", tmp_path / "k8s"
+    slurm_dir.mkdir()
+    k8s_dir.mkdir()
+    _, slurm_files = _model(NCCL_BLUEPRINT.format(
+        scheduler="{type: slurm, partitions: [{name: gpu, default: true}]}"), slurm_dir)
+    _, k8s_files = _model(NCCL_BLUEPRINT.format(
+        scheduler='{type: kubernetes, version: "1.35", namespace: training, job_image: "nvcr.io/nvidia/pytorch:25.01-py3"}'),
+        k8s_dir)
+    env_file = tmp_path / "nccl.env"
+    env_file.write_bytes(slurm_files["train/nccl.env"])
+    sourced = _sourced(env_file)
+    assert sourced["NCCL_SOCKET_IFNAME"] == "=ens32" and sourced["NCCL_NVLS_ENABLE"] == "0"
+    config_map = yaml.safe_load(k8s_files["train/k8s/training-nccl-configmap.yaml"])
+    assert config_map["data"] == {k: v for k, v in sourced.items() if k not in kueue.SCHEDULER_SPECIFIC}
+    # the Kubernetes fleet's own nccl.env is the Slurm fleet's, byte for byte
+    assert k8s_files["train/nccl.env"] == slurm_files["train/nccl.env"]
+    # and the job loads it
+    _, job = _pod(k8s_files)
+    assert job["template"]["spec"]["containers"][0]["envFrom"] == [
+        {"configMapRef": {"name": config_map["metadata"]["name"]}}]
