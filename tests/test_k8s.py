@@ -45,6 +45,7 @@ def _rendered(source: Path | str, tmp_path: Path):
 def _validate(model, files: dict[str, bytes]) -> int:
     """Validate every manifest; return how many were checked."""
     versions = {f.name: f.kube.version for f in model.fleets if f.kube is not None}
+    versions.update({f.name: f.kueue.version for f in model.fleets if f.kueue is not None})  # training on Kubernetes
     checked = 0
     for name, data in files.items():
         fleet, _, rest = name.partition("/")
