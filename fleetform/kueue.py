@@ -126,8 +126,12 @@ def node_labels(fleet) -> tuple[tuple[str, str], ...]:
 
 
 def node_taints(fleet) -> tuple[tuple[str, str, str], ...]:
-    """The node group's taint: only the fleet's training pods (which tolerate it) land on its nodes."""
-    return (("fleetform.dev/training", fleet.cloud_name, "NoSchedule"),)
+    """The node group's taint, the GPU taint every GPU node group of the cluster has: the GPU Operator's
+    DaemonSets tolerate it (a taint of fleetform's own would keep its device plugin off, and the nodes would
+    show no nvidia.com/gpu); serving pods stay off by their fleet's node selector."""
+    from .k8s import GPU_TAINT
+
+    return (GPU_TAINT,)
 
 
 def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None:
@@ -174,3 +178,33 @@ def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None
         f"{blueprint_name}-{ident}-training", TRAINING_PRIORITY, f"{ident}-nccl",
         tuple((v.name, v.value) for v in nccl_env if v.name not in SCHEDULER_SPECIFIC),
         node_labels(fleet), node_taints(fleet), job)
+
+
+def cluster_node_group(fleet, k: KueueFleet):
+    """The fleet's EKS node group as the cluster rules see it (fleetform/cluster.py NodeGroup): its labels,
+    taint and what one node can allocate, GPUs and EFA interfaces included."""
+    from .cluster import (ACCELERATOR_LABEL, EVICTION_NODEFS, ROOT_GIB, NodeGroup, _well_known, accelerator,
+                          cpu_reserved_m, gfd_product, memory_reserved_mib)
+
+    instance = fleet.instance
+    devices = ((GPU_RESOURCE, instance.gpu_count),) + (((EFA_RESOURCE, instance.max_efa),) if instance.max_efa else ())
+    return NodeGroup(
+        fleet.name, fleet.name, instance.name, fleet.nodes.min, fleet.nodes.max,
+        k.node_labels + ((ACCELERATOR_LABEL, accelerator(fleet)),),
+        (("nvidia.com/gpu.product", gfd_product(fleet)),) + _well_known(instance.name, fleet.capacity_type),
+        k.node_taints, instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
+        instance.mem_gib * 1024 - memory_reserved_mib(), math.floor(ROOT_GIB * (1 - EVICTION_NODEFS)),
+        devices, fleet.capacity_type, fleet.reservation_id, False, fleet.path)
+
+
+def cluster_workload(fleet, k: KueueFleet):
+    """The JobSet template's pods as a workload of the cluster: the cluster-admission rule checks that a node
+    of the fleet's group admits one (taint, labels, CPU, memory, GPUs, EFA interfaces)."""
+    from .cluster import Toleration, Workload, quantity
+
+    job = k.job
+    devices = ((GPU_RESOURCE, job.gpus),) + (((EFA_RESOURCE, job.efa),) if job.efa else ())
+    return Workload(f"{fleet.name}/{job.name}", f"fleet {fleet.name}", "JobSet", job.nodes, job.nodes,
+                    round(quantity(job.cpu) * 1000), round(quantity(job.memory) / 2**20), 0, devices,
+                    k.node_labels, tuple(Toleration(key, "Equal", effect) for key, _, effect in k.node_taints),
+                    fleet.name, fleet.scheduler.path + ("job_image",))

@@ -234,3 +234,102 @@ def test_the_nccl_configmap_is_the_slurm_nccl_env(tmp_path):
     _, job = _pod(k8s_files)
     assert job["template"]["spec"]["containers"][0]["envFrom"] == [
         {"configMapRef": {"name": config_map["metadata"]["name"]}}]
+
+
+# ---- the Pulumi program: the EFA node group, the pinned releases, CRDs before objects ----
+
+CHARTS = ROOT / "tests/data/charts"
+TRAINING_CHARTS = ("jobset", "kueue", "aws-efa-k8s-device-plugin")
+
+
+def _missing(values, chart, path=()) -> list[str]:
+    """Key paths of `values` the chart's values.yaml does not have (a key under a value the chart leaves
+    empty or gives as a list or scalar is the user's to fill: not checked below it)."""
+    out = []
+    for key, value in values.items():
+        if key not in chart:
+            out.append(".".join(path + (key,)))
+        elif isinstance(value, dict) and isinstance(chart[key], dict) and chart[key]:
+            out += _missing(value, chart[key], path + (key,))
+    return out
+
+
+def test_every_values_key_exists_in_its_chart_version(tmp_path):
+    model, _ = _model(EXAMPLE, tmp_path)
+    releases = {r.name: r for r in model.cluster.releases}
+    assert set(TRAINING_CHARTS) <= set(releases)
+    for name in TRAINING_CHARTS:
+        release = releases[name]
+        chart = yaml.safe_load((CHARTS / f"{name}-{release.version}-values.yaml").read_text())
+        values = release.values
+        assert values and _missing(values, chart) == [], name
+    # negative control: a misspelt key is seen
+    kueue_chart = yaml.safe_load((CHARTS / f"kueue-{releases['kueue'].version}-values.yaml").read_text())
+    assert _missing({"controllerManager": {"manger": {"resources": {}}}}, kueue_chart) == ["controllerManager.manger"]
+
+
+def test_the_efa_device_plugin_runs_on_the_training_nodes(tmp_path):
+    """The chart tolerates no taint by default, and the training group carries nvidia.com/gpu: its workload
+    as the cluster sees it runs on the group, and the group offers the EFA interfaces the job asks for."""
+    model, _ = _model(EXAMPLE, tmp_path)
+    from fleetform.rules.cluster import _untolerated
+
+    group = next(g for g in model.cluster.node_groups if g.fleet == "train")
+    plugin = next(w for w in model.cluster.workloads if w.name == "aws-efa-k8s-device-plugin")
+    assert plugin.daemon and _untolerated(plugin, group) == []
+    release = next(r for r in model.cluster.releases if r.name == "aws-efa-k8s-device-plugin")
+    assert release.values["tolerations"] == [{"operator": "Exists"}]  # what the workload above says it tolerates
+    assert dict(group.devices) == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    assert dict(group.labels)["fleetform.dev/fleet"] == "train"
+
+
+def test_the_job_template_is_a_workload_the_cluster_admits(tmp_path):
+    """cluster-admission sees the JobSet's pods: asking for one EFA interface more than a node has is an error."""
+    text = EXAMPLE.read_text()
+    model, _ = _model(text, tmp_path)
+    job = next(w for w in model.cluster.workloads if w.kind == "JobSet")
+    assert (job.min_replicas, dict(job.devices)) == (4, {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32})
+    from fleetform.rules import Reporter
+    from fleetform.rules.cluster import cluster_admission
+
+    def admitted(bp) -> list[str]:
+        found: list[str] = []
+        cluster_admission(bp, lambda path, message, hint="": found.append(message))
+        return found
+
+    assert admitted(model) == []
+    from dataclasses import replace
+
+    bigger = replace(job, devices=(("nvidia.com/gpu", 8), ("vpc.amazonaws.com/efa", 33)))
+    broken = replace(model, cluster=replace(model.cluster, workloads=tuple(
+        bigger if w is job else w for w in model.cluster.workloads)))
+    assert any("33 x vpc.amazonaws.com/efa > 32 per node" in m for m in admitted(broken))
+
+
+def test_the_plan_builds_an_efa_node_group_and_installs_crds_first(tmp_path):
+    """Under Pulumi's mocks: the training node group's launch template has the Slurm nodes' card layout
+    (card 0 an interface and an efa-only device, every other card efa-only: 33 interfaces on p5.48xlarge's
+    32 cards) with the security groups on each interface and none in vpc_security_group_ids, and a cluster
+    placement group; the node group is in one subnet; Kueue is installed after JobSet, and every Kueue object
+    after the Kueue release."""
+    from fleetform.plan import record
+
+    model, files = _model(EXAMPLE, tmp_path)
+    resources = record(model, files)
+    by_name = {r["name"]: r for r in resources}
+    template = by_name["train-nodes"]["inputs"]
+    interfaces = template["networkInterfaces"]
+    assert len(interfaces) == model.fleets[0].instance.network_cards + 1 == 33
+    assert [(i["networkCardIndex"], i["deviceIndex"], i["interfaceType"]) for i in interfaces[:3]] == [
+        (0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only")]
+    assert all(len(i["securityGroups"]) == 2 and "subnetId" not in i for i in interfaces)
+    assert "vpcSecurityGroupIds" not in template
+    assert by_name["train-placement"]["inputs"]["strategy"] == "cluster"
+    assert "train-placement" in by_name["train-nodes"]["depends_on"]
+    group = by_name["train-gpu"]["inputs"]
+    assert len(group["subnetIds"]) == 1 and group["instanceTypes"] == ["p5.48xlarge"]
+    assert "eks-jobset" in by_name["eks-kueue"]["depends_on"]
+    assert by_name["eks-kueue"]["inputs"]["chart"] == "oci://registry.k8s.io/kueue/charts/kueue"
+    kinds = {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "WorkloadPriorityClass"}
+    late = [r for r in resources if r["type"].split(":")[-1] in kinds and r["name"].startswith("train-")]
+    assert len(late) == 6 and all("eks-kueue" in r["depends_on"] for r in late)
