@@ -328,7 +328,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
                                          "image": {"repository": chart["image"],
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
-            values = deep_merge(values, _gpu_operator_defaults(fleets))
+            values = deep_merge(values, _gpu_operator_defaults(fleets + training))
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
@@ -375,7 +375,7 @@ def _gpu_operator_defaults(fleets) -> dict:
     nodes without a selecting label: when not every fleet uses the same MIG layout, the default is
     `all-disabled` (in every rendered mig-parted ConfigMap) and each MIG fleet's nodes select their
     layout by the nvidia.com/mig.config label their node group sets."""
-    migs = {f.kube.mig.name if f.kube.mig else None for f in fleets}
+    migs = {f.kube.mig.name if f.kube is not None and f.kube.mig else None for f in fleets}  # training: no MIG
     out: dict = {}
     if len(migs) > 1 and any(migs):
         out["migManager"] = {"config": {"default": "all-disabled"}}

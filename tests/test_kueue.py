@@ -333,3 +333,18 @@ def test_the_plan_builds_an_efa_node_group_and_installs_crds_first(tmp_path):
     kinds = {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "WorkloadPriorityClass"}
     late = [r for r in resources if r["type"].split(":")[-1] in kinds and r["name"].startswith("train-")]
     assert len(late) == 6 and all("eks-kueue" in r["depends_on"] for r in late)
+
+
+def test_training_nodes_beside_a_mig_fleet_keep_whole_gpus(tmp_path):
+    """The GPU Operator's MIG manager applies its `default` config to every node without a
+    nvidia.com/mig.config label: beside one MIG serving fleet that default must be all-disabled, or the
+    training nodes would be partitioned into the serving fleet's slices."""
+    text = EXAMPLE.read_text().replace("""    instance_type: g6.12xlarge
+    nodes: {min: 1, max: 2}""", """    instance_type: p4de.24xlarge
+    nodes: 1
+    gpu_sharing: {strategy: mig, profile: 3g.40gb}""").replace("replicas: {min: 2, max: 8}", "replicas: {min: 2, max: 4}")
+    model, _ = _model(text, tmp_path)
+    operator = next(r for r in model.cluster.releases if r.name == "gpu-operator")
+    assert operator.values["migManager"]["config"]["default"] == "all-disabled"
+    group = next(g for g in model.cluster.node_groups if g.fleet == "train")
+    assert "nvidia.com/mig.config" not in dict(group.labels)

@@ -60,3 +60,22 @@ def kueue_namespace(bp: Blueprint, report: Reporter) -> None:
                 report(where, f"namespace '{namespace}' of training fleet '{fleet.name}' is inference fleet "
                        f"'{serving[namespace]}''s: its Pod Security Admission (restricted) and NetworkPolicy "
                        "would apply to training pods too", "give the training jobs a namespace of their own")
+
+
+@rule("kueue-gpu-sharing", "error", "no serving fleet's time-slicing or MPS config would share a training fleet's GPUs",
+      stage="cluster")
+def kueue_gpu_sharing(bp: Blueprint, report: Reporter) -> None:
+    """The cluster's one GPU Operator applies a sharing fleet's device plugin config as the default to every
+    node without a config label (cluster-gpu-operator says the same of inference fleets): a training node
+    would advertise each GPU as several, and a job asking for 8 would get shares of fewer."""
+    if bp.cluster is None:
+        return
+    sharing = next((f for f in bp.fleets if f.kube is not None and f.kube.device_plugin is not None), None)
+    if sharing is None:
+        return
+    for fleet in bp.fleets:
+        if fleet.kueue is not None:
+            report(fleet.scheduler.path, f"training fleet '{fleet.name}' shares the cluster's GPU Operator with "
+                   f"'{sharing.name}', whose {sharing.gpu_sharing.strategy} config the device plugin applies as the "
+                   "default to every node without a config label: the training GPUs would be shared too",
+                   "put time-sliced or MPS serving fleets in a blueprint of their own")
