@@ -348,3 +348,27 @@ def test_training_nodes_beside_a_mig_fleet_keep_whole_gpus(tmp_path):
     assert operator.values["migManager"]["config"]["default"] == "all-disabled"
     group = next(g for g in model.cluster.node_groups if g.fleet == "train")
     assert "nvidia.com/mig.config" not in dict(group.labels)
+
+
+def test_the_training_rules_apply_whatever_the_orchestrator(tmp_path):
+    """The same fleet under Slurm and under Kubernetes draws the same training findings (memory, multi-node
+    fabric, sizing) and the same sizing lines: only the scheduler differs."""
+    from fleetform.sizing import cost, sizing
+
+    workload = """    workload: {model_params_billion: 400, precision: bf16, optimizer: adamw, tokens_billion: 100, mfu: 0.4}
+    placement: spread
+"""
+    results = {}
+    for name, scheduler in (("slurm", "{type: slurm, partitions: [{name: gpu, default: true}]}"),
+                            ("k8s", '{type: kubernetes, version: "1.35", namespace: training, '
+                                    'job_image: "nvcr.io/nvidia/pytorch:25.01-py3"}')):
+        text = NCCL_BLUEPRINT.format(scheduler=scheduler).replace("    nccl:\n", workload + "    nccl:\n")
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(text)
+        result = check(path)
+        plan = (sizing(result.model), cost(result.model)[0])
+        results[name] = (sorted((f.rule, f.severity.value, f.message) for f in result.findings
+                                if f.rule.startswith(("training", "efa", "spread", "placement"))), plan)
+    assert results["slurm"][0] == results["k8s"][0]
+    assert any(rule == "training-memory" for rule, _, _ in results["k8s"][0])
+    assert results["slurm"][1] == results["k8s"][1]  # sizing steps and notes, cost rows
