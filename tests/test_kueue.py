@@ -93,6 +93,10 @@ def test_every_object_validates_strictly(tmp_path):
         kinds.append(doc["kind"])
     assert sorted(set(kinds)) == sorted(set(PINNED) | {"Namespace", "PriorityClass", "ConfigMap"})
     assert kinds.count("LocalQueue") == kinds.count("ConfigMap") == 2  # training and research
+    # the Topology CRD's CEL rules, which jsonschema does not evaluate: levels unique, the host name last only
+    topology = next(d for _, d in _docs(files, fleet.name) if d["kind"] == "Topology")
+    levels = [level["nodeLabel"] for level in topology["spec"]["levels"]]
+    assert len(set(levels)) == len(levels) and "kubernetes.io/hostname" not in levels[:-1]
 
 
 @pytest.mark.parametrize("kind, path, value", [
