@@ -29,9 +29,11 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 """The labels a job names its LocalQueue and WorkloadPriorityClass by (kueue v0.19.2
 pkg/controller/constants/constants.go: QueueLabel, WorkloadPriorityClassLabel)."""
-REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
-"""The pod template annotation asking Kueue's topology-aware scheduling to place every pod of the pod set
-in one domain of that level (kueue v0.19.2 apis/kueue/v1beta2/topology_types.go)."""
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+"""The pod template annotation asking Kueue's topology-aware scheduling to place every pod of the pod set in
+one domain of that level if one has room, else in as few domains of the next level up as it can (kueue v0.19.2
+apis/kueue/v1beta2/topology_types.go). Preferred, not required (podset-required-topology): a job larger than
+one layer-3 network node would never be admitted under a required level."""
 
 TOPOLOGY_LEVELS = ("topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
                    "topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname")
@@ -166,7 +168,7 @@ def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None
         name = f"{ident}-torchrun"
         job = JobTemplate(name, size.max, gpus, efa, f"{math.floor(cpu_m * JOB_SHARE)}m",
                           f"{math.floor(memory_mib * JOB_SHARE)}Mi", scheduler.job_image, gpus,
-                          # all of a job's nodes under one layer-3 network node: the fewest hops between ranks
+                          # a job's nodes under one layer-3 network node where they fit: the fewest hops between ranks
                           TOPOLOGY_LEVELS[2], mounts, scheduler.namespace, REPLICATED_JOB,
                           # JobSet names pods <jobset>-<replicated job>-<job index>-<pod index> and, with
                           # enableDNSHostnames, gives them that host name under the subdomain <jobset>

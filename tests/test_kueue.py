@@ -162,7 +162,7 @@ def test_the_job_fits_a_node_and_the_queue_holds_the_fleet(tmp_path):
     quota = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
     for resource, value in requests.items():
         assert quantity(quota[resource]) == pytest.approx(quantity(value) * fleet.nodes.max)
-    annotation = job["template"]["metadata"]["annotations"][kueue.REQUIRED_TOPOLOGY]
+    annotation = job["template"]["metadata"]["annotations"][kueue.PREFERRED_TOPOLOGY]
     assert annotation in [level["nodeLabel"] for level in topology["spec"]["levels"]]
     assert flavor["spec"]["topologyName"] == topology["metadata"]["name"]
     assert jobset["metadata"]["labels"][kueue.QUEUE_LABEL] in \
