@@ -149,8 +149,10 @@ def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None
     gpus, efa = instance.gpu_count, instance.max_efa
     cpu_m = instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)
     memory_mib = instance.mem_gib * 1024 - memory_reserved_mib()
-    topology = f"{blueprint_name}-{ident}"
-    flavor = Flavor(f"{ident}-{instance.name.replace('.', '-')}",
+    # the Topology is named as the flavor: a flavor's topologyName is immutable once set (Kueue's CEL rule), so
+    # it may change only with the flavor's name (providers/aws/replacements.json)
+    topology = f"{ident}-{instance.name.replace('.', '-')}"
+    flavor = Flavor(topology,
                     (("node.kubernetes.io/instance-type", instance.name),) + node_labels(fleet),
                     node_taints(fleet), topology)
     quotas = (Quota("cpu", f"{math.floor(cpu_m * JOB_SHARE) * size.max}m"),
