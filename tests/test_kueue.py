@@ -292,7 +292,7 @@ def test_the_job_template_is_a_workload_the_cluster_admits(tmp_path):
     text = EXAMPLE.read_text()
     model, _ = _model(text, tmp_path)
     job = next(w for w in model.cluster.workloads if w.kind == "JobSet")
-    assert (job.min_replicas, dict(job.devices)) == (4, {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32})
+    assert (job.min_replicas, dict(job.devices)) == (1, {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32})
     from fleetform.rules import Reporter
     from fleetform.rules.cluster import cluster_admission
 
