@@ -296,20 +296,27 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def build(bp, eks: dict | None) -> Cluster | None:
-    """The cluster of the blueprint's inference fleets on AWS; None when it has none."""
+    """The cluster of the blueprint's inference fleets and training fleets scheduled by Kubernetes on AWS;
+    None when it has none."""
+    from . import kueue
+
     fleets = [f for f in bp.fleets if f.kube is not None]
-    if bp.cloud != "aws" or not fleets:
+    training = [f for f in bp.fleets if f.kueue is not None]
+    if bp.cloud != "aws" or not (fleets or training):
         return None
     data = addons_data()
     eks = eks or {}
-    path = ("provider", "eks") if eks else fleets[0].path
+    path = ("provider", "eks") if eks else (fleets or training)[0].path
     groups = [_system_group(data, eks, path)]
     groups += [g for g in (_gpu_group(bp, f) for f in fleets) if g is not None]
+    groups += [kueue.cluster_node_group(f, f.kueue) for f in training]
     autoscalers = {f.scheduler.autoscaler for f in fleets}
     wanted = ["gpu-operator", "kube-prometheus-stack"]
     wanted += ["keda"] if "keda" in autoscalers else []
     wanted += ["prometheus-adapter"] if "hpa" in autoscalers else []
     wanted += ["cluster-autoscaler"]
+    # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
+    wanted += ["jobset", "kueue", "aws-efa-k8s-device-plugin"] if training else []
     releases, workloads = [], []
     for name in wanted:
         chart = data["charts"][name]
@@ -318,17 +325,17 @@ def build(bp, eks: dict | None) -> Cluster | None:
             _set_path(values, item["resources_at"], {"requests": {"cpu": item["cpu"], "memory": item["memory"]}})
             workloads.append(_chart_workload(item, f"Helm release {name}", path))
         if name == "cluster-autoscaler":
-            version = fleets[0].scheduler.version
+            version = (fleets or training)[0].scheduler.version
             # autoDiscovery.clusterName is the EKS name, which carries the Pulumi stack: the program sets it
             values = deep_merge(values, {"awsRegion": bp.region,
                                          "image": {"repository": chart["image"],
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
-            values = deep_merge(values, _gpu_operator_defaults(fleets))
+            values = deep_merge(values, _gpu_operator_defaults(fleets + training))
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
-    addons = list(data["addons"]) + optional_addons(data, fleets)
+    addons = list(data["addons"]) + optional_addons(data, fleets, training)
     for name in addons:
         for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
             workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
@@ -336,6 +343,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
     for fleet in fleets:
         if any(g.fleet == fleet.name for g in groups):
             workloads += _servers(fleet)
+    workloads += [kueue.cluster_workload(f, f.kueue) for f in training if f.kueue.job is not None]
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
     for fleet in fleets:  # models streaming their weights from S3 read them as their own service account
@@ -345,10 +353,10 @@ def build(bp, eks: dict | None) -> Cluster | None:
                 identities.append(PodIdentity(f"{fleet.name}-{server.name}-weights", access.namespace,
                                               access.service_account, "s3-weights", fleet.name,
                                               (f"s3://{access.bucket}/{access.prefix}",)))
-    return Cluster(bp.name, fleets[0].scheduler.version, tuple(groups), tuple(releases), tuple(addons),
+    return Cluster(bp.name, (fleets or training)[0].scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
-                   tuple(f.name for f in fleets), path, tuple(eks.get("subnet_ids", ())))
+                   tuple(f.name for f in fleets + training), path, tuple(eks.get("subnet_ids", ())))
 
 
 def volume_weights(fleets) -> bool:
@@ -356,10 +364,12 @@ def volume_weights(fleets) -> bool:
     return any(m.weights is not None and m.weights.source == "volume" for f in fleets for m in f.models)
 
 
-def optional_addons(data: dict, fleets) -> list[str]:
+def optional_addons(data: dict, fleets, training=()) -> list[str]:
     """The add-ons of providers/aws/addons.yaml `optional_addons` the cluster's fleets need: the FSx CSI driver
-    where a model reads its weights from a claim, metrics-server on every inference cluster."""
-    wanted = {"inference": True, "volume-weights": volume_weights(fleets)}
+    where a model reads its weights from a claim or a training job mounts a file system, metrics-server on
+    every inference cluster."""
+    mounts = any(f.kueue.job is not None and f.kueue.job.volumes for f in training)
+    wanted = {"inference": bool(fleets), "volume-weights": volume_weights(fleets) or mounts}
     return [name for name, spec in data["optional_addons"].items() if wanted[spec["when"]]]
 
 
@@ -368,7 +378,7 @@ def _gpu_operator_defaults(fleets) -> dict:
     nodes without a selecting label: when not every fleet uses the same MIG layout, the default is
     `all-disabled` (in every rendered mig-parted ConfigMap) and each MIG fleet's nodes select their
     layout by the nvidia.com/mig.config label their node group sets."""
-    migs = {f.kube.mig.name if f.kube.mig else None for f in fleets}
+    migs = {f.kube.mig.name if f.kube is not None and f.kube.mig else None for f in fleets}  # training: no MIG
     out: dict = {}
     if len(migs) > 1 and any(migs):
         out["migManager"] = {"config": {"default": "all-disabled"}}

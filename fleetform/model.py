@@ -13,6 +13,7 @@ from typing import Literal, Mapping
 from .catalog import Gpu, InstanceType
 from .cluster import Cluster
 from .k8s import KubeFleet
+from .kueue import KueueFleet
 from .models import ModelSpec
 from .records import frozen
 from .health import HealthConfig
@@ -139,6 +140,8 @@ class KubernetesScheduler:
     prometheus_release: str  # the `release` label on ServiceMonitors; empty for none
     path: Path
     type: Literal["kubernetes"] = "kubernetes"
+    queue_namespaces: tuple[str, ...] = ()  # training: namespaces with a LocalQueue; () the fleet's namespace
+    job_image: str | None = None  # training: the image of the JobSet template
 
     @property
     def minor(self) -> tuple[int, int]:
@@ -367,6 +370,7 @@ class Fleet:
     slurm: SlurmConfig | None = None  # training fleets scheduled by Slurm, when their shape is known
     nccl_env: tuple[EnvVar, ...] = ()  # training fleets: what nccl.env sets, each with its reason
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
+    kueue: KueueFleet | None = None  # training fleets on Kubernetes (fleetform/kueue.py), when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, health, k8s, nccl, slurm
+from . import cluster, health, k8s, kueue, nccl, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -60,7 +60,9 @@ def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesSch
     if data["type"] == "kubernetes":
         return KubernetesScheduler(data["version"], data.get("namespace", "default"),
                                    data.get("autoscaler", "keda"), data.get("prometheus_url"),
-                                   data.get("prometheus_release", DEFAULT_PROMETHEUS_RELEASE), path)
+                                   data.get("prometheus_release", DEFAULT_PROMETHEUS_RELEASE), path,
+                                   queue_namespaces=tuple(data.get("queue_namespaces", ())),
+                                   job_image=data.get("job_image"))
     parts = tuple(
         Partition(p["name"], p.get("default", False), p.get("max_time"), p.get("nodes"), p.get("priority_tier"),
                   path + ("partitions", i))
@@ -237,6 +239,8 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                    for i, f in enumerate(data["fleets"]))
     fleets = tuple(replace(f, checkpoint=replace(f.checkpoint, export=_checkpoint_export(f, storage)))
                    if f.checkpoint is not None else f for f in fleets)
+    fleets = tuple(replace(f, kueue=kueue.build(f, meta["name"], f.nccl_env, storage)) if f.training and cloud == "aws"
+                   else f for f in fleets)
     fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
                            health_declared="health" in item)
                    for f, item in zip(fleets, data["fleets"]))

@@ -187,7 +187,9 @@ def _cluster_lines(resources: list[dict], markdown: bool, h) -> list[str]:
     if releases:
         lines += h("Helm releases (values in plan.json)")
         lines += _table(("release", "chart", "namespace", "repository"), [
-            (r["name"], f"{r['chart']} {r['version']}", r["namespace"], r["repositoryOpts"]["repo"]) for r in releases],
+            (r["name"], f"{r['chart']} {r['version']}", r["namespace"],
+             # an OCI chart is named by its full reference and has no repository (providers/aws/kube.py install)
+             r["repositoryOpts"]["repo"] if "repositoryOpts" in r else "(OCI reference)") for r in releases],
             markdown)
     return lines
 

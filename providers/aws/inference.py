@@ -66,13 +66,12 @@ class InferenceFleet(pulumi.ComponentResource):
         super().__init__("fleetform:aws:InferenceFleet", name, None, opts)
         self.name, self.eks = name, eks
         # a Deployment is ready once its weights are loaded: wait as long as its startup probe may
-        startup = max((p.period_s * p.failure_threshold for s in fleet.kube.servers for p in s.probes
+        startup = max((p.period_s * p.failure_threshold for s in (fleet.kube.servers if fleet.kube else ()) for p in s.probes
                        if p.kind == "startup"), default=0)
         self.wait = pulumi.CustomTimeouts(create=f"{startup + 600}s", update=f"{startup + 600}s")
         tags = {**tags, "fleetform:fleet": fleet.cloud_name}  # a rename rolls no node
         group = next(g for g in eks.model.node_groups if g.fleet == fleet.name)
-        template = launch_template(f"{name}-nodes", group,
-                                   _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags, self, ROOT_GIB)
+        template = self._launch_template(f"{name}-nodes", fleet, group, tags)
         self.node_group = node_group(f"{name}-gpu", eks, group, "AL2023_x86_64_NVIDIA", template, tags, self,
                                      [eks.addons["vpc-cni"]])
         objects = [o for o in objects_of(files, fleet.name) if eks.claim(o)] if f"{fleet.name}/k8s/kustomization.yaml" in files else []
@@ -91,6 +90,10 @@ class InferenceFleet(pulumi.ComponentResource):
                 self.early.append(self._object({**obj, "stringData": {k: value for k in keys}},
                                                namespaces + list(eks.namespaces.values())))
         self.register_outputs({})
+
+    def _launch_template(self, name: str, fleet: Fleet, group, tags: dict):
+        return launch_template(name, group, _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags,
+                               self, ROOT_GIB)
 
     def _object(self, obj: dict, depends_on: list) -> KubeObject:
         meta = obj["metadata"]

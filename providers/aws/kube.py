@@ -107,7 +107,7 @@ def _kubeconfig(cluster: aws.eks.Cluster, region: str) -> pulumi.Output:
 
 
 def launch_template(name: str, group: NodeGroup, user_data: str | None, tags: dict,
-                    parent: pulumi.Resource, root_gib: int) -> aws.ec2.LaunchTemplate:
+                    parent: pulumi.Resource, root_gib: int, **more) -> aws.ec2.LaunchTemplate:
     """IMDSv2 with a hop limit of 1 (METADATA_HOP_LIMIT: pods never reach the metadata service), an
     encrypted root volume, and for Capacity Blocks and reservations the targeting EKS requires: a Capacity
     Block node group needs a launch template with InstanceMarketOptions.MarketType capacity-block and
@@ -119,6 +119,7 @@ def launch_template(name: str, group: NodeGroup, user_data: str | None, tags: di
             "capacity_reservation_target": {"capacity_reservation_id": group.reservation_id}}
     if group.capacity_type == "capacity-block":
         extra["instance_market_options"] = {"market_type": "capacity-block"}
+    extra.update(more)  # a training group's EFA interfaces and placement group (providers/aws/kueue.py)
     return aws.ec2.LaunchTemplate(
         name, metadata_options={"http_tokens": "required", "http_endpoint": "enabled", "http_put_response_hop_limit": METADATA_HOP_LIMIT},
         user_data=user_data,
@@ -171,6 +172,7 @@ class EksCluster(pulumi.ComponentResource):
         super().__init__("fleetform:aws:EksCluster", name, None, opts)
         model: Cluster = bp.cluster
         self.model, self.net, self.iam, self.files, self.tags, self.name = model, net, iam, files, tags, name
+        self.security_group = security.group_id  # the blueprint's: its nodes' EFA traffic (providers/aws/kueue.py)
         # the EKS name carries the stack: `dev` and `prod` stacks of one blueprint are two clusters
         self.cluster_name = cluster_id(bp)
         access = api_access(model, deployer_cidr)
@@ -265,9 +267,15 @@ class EksCluster(pulumi.ComponentResource):
         base = [self.system, self.addons["coredns"], *self.namespaces.values(), *after]
         for release in self.model.releases:
             extra = self.identities if release.name == "cluster-autoscaler" else []
+            if release.name == "kueue" and "jobset" in self.releases:
+                extra = [self.releases["jobset"]]  # Kueue's JobSet integration needs JobSet's CRD
+            # a chart in an OCI registry is named by its full reference and has no repository (Helm: `helm
+            # install NAME oci://REGISTRY/PATH/CHART --version V`)
+            chart = dict(chart=f"{release.repo}/{release.chart}") if release.repo.startswith("oci://") else dict(
+                chart=release.chart, repository_opts={"repo": release.repo})
             self.releases[release.name] = k8s.helm.v3.Release(
-                f"{self.name}-{release.name}", name=release.name, chart=release.chart, version=release.version,
-                repository_opts={"repo": release.repo}, namespace=release.namespace, create_namespace=False,
+                f"{self.name}-{release.name}", name=release.name, version=release.version, **chart,
+                namespace=release.namespace, create_namespace=False,
                 values=self._values(release), timeout=900,
                 opts=self.k8s_opts(self, depends_on=base + extra))
 

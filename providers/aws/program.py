@@ -15,6 +15,7 @@ from .common import tags_of
 from .iam import Iam
 from .inference import InferenceFleet
 from .kube import EksCluster
+from .kueue import KubeTrainingFleet
 from .network import Network, Security
 from .storage import RenderedFiles, Storage, admit_lustre_clients, file_system_outputs
 from .training import TrainingFleet
@@ -39,7 +40,8 @@ def build(bp: Blueprint, files: dict[str, bytes], deployer_cidr: str | None = No
         if fleet.training and fleet.slurm is not None and fleet.instance is not None:
             TrainingFleet(fleet.name, bp, fleet, net, security, iam, storage, rendered, tags, opts)
         elif eks is not None and fleet.name in {g.fleet for g in bp.cluster.node_groups}:
-            serving.append(InferenceFleet(fleet.name, fleet, eks, files, tags, opts))
+            kind = KubeTrainingFleet if fleet.kueue is not None else InferenceFleet
+            serving.append(kind(fleet.name, fleet, eks, files, tags, opts))
     if eks is not None:
         eks.install([r for f in serving for r in f.early])
         for fleet in serving:

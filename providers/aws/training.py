@@ -69,6 +69,12 @@ def efa_layout(instance: InstanceType) -> list[NetworkInterface]:
     return layout
 
 
+def own_placement_group(fleet: Fleet) -> bool:
+    """Whether the fleet's nodes get a placement group of their own (TrainingFleet says why reserved capacity
+    gets none)."""
+    return fleet.placement in ("cluster", "spread") and fleet.capacity_type not in ("capacity-block", "reservation")
+
+
 def _launch_template_args(fleet: Fleet, group_id, subnet_id, profile_arn, user_data, tags: dict) -> dict:
     """What a GPU launch template of a fleet holds: its image, EFA interfaces, IMDSv2 with the
     instance's tags readable (a node learns its Slurm name from its `fleetform:node` tag), an
@@ -294,7 +300,7 @@ class TrainingFleet(pulumi.ComponentResource):
         # otherwise ("insufficient capacity errors may occur due to placement constraints outside of
         # the reservation ... consider not using a placement group": aws-parallelcluster
         # cli/src/pcluster/validators/ec2_validators.py, PlacementGroupCapacityReservationValidator).
-        if fleet.placement in ("cluster", "spread") and fleet.capacity_type not in ("capacity-block", "reservation"):
+        if own_placement_group(fleet):
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
                                                opts=_opts(self))
         template_args = _launch_template_args(fleet, security.group_id, net.subnet_id, node_profile.arn,

@@ -1,0 +1,81 @@
+"""Rules over training fleets scheduled by Kubernetes (Kueue and JobSet on the EKS cluster: fleetform/kueue.py).
+
+The rules every training fleet gets (efa-multinode, training-memory, placement, storage) apply whatever
+its orchestrator; these check what only the Kubernetes side has.
+"""
+
+from __future__ import annotations
+
+from ..model import Blueprint
+from . import Reporter, rule
+
+
+def _k8s_training(bp: Blueprint):
+    return [f for f in bp.fleets if f.training and f.scheduler is not None and f.scheduler.type == "kubernetes"]
+
+
+@rule("kueue-cloud", "error", "a training fleet scheduled by Kubernetes is on AWS, where it joins the EKS cluster")
+def kueue_cloud(bp: Blueprint, report: Reporter) -> None:
+    if bp.cloud == "aws":
+        return
+    for fleet in _k8s_training(bp):
+        report(fleet.scheduler.path + ("type",),
+               f"training fleet '{fleet.name}' is scheduled by Kubernetes, and fleetform builds a Kubernetes "
+               f"cluster (EKS) on AWS only", "schedule it with type: slurm on an existing controller")
+
+
+@rule("kueue-fields", "error", "queue_namespaces and job_image are set on training fleets scheduled by Kubernetes only")
+def kueue_fields(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        scheduler = fleet.scheduler
+        if fleet.training or scheduler is None or scheduler.type != "kubernetes":
+            continue
+        for field in ("queue_namespaces", "job_image"):
+            if getattr(scheduler, field):
+                report(scheduler.path + (field,),
+                       f"`{field}` has no effect on inference fleet '{fleet.name}': it sets up Kueue for a "
+                       "training fleet", f"remove `{field}`, or move it to a training fleet scheduled by Kubernetes")
+
+
+@rule("kueue-job-image", "warning", "a training fleet on Kubernetes names the image of its job template")
+def kueue_job_image(bp: Blueprint, report: Reporter) -> None:
+    for fleet in _k8s_training(bp):
+        if fleet.kueue is not None and fleet.kueue.job is None:
+            report(fleet.scheduler.path,
+                   f"training fleet '{fleet.name}' has no job_image: its queues are rendered, its JobSet "
+                   "template (jobs/jobset.yaml) is not",
+                   'add job_image: an image with PyTorch, the EFA installer and aws-ofi-nccl, pinned by tag '
+                   'or digest (for example "nvcr.io/nvidia/pytorch:25.01-py3")')
+
+
+@rule("kueue-namespace", "error", "a training fleet's namespaces are not an inference fleet's namespace")
+def kueue_namespace(bp: Blueprint, report: Reporter) -> None:
+    serving = {f.scheduler.namespace: f.name for f in bp.fleets
+               if not f.training and f.scheduler is not None and f.scheduler.type == "kubernetes"}
+    for fleet in _k8s_training(bp):
+        scheduler = fleet.scheduler
+        for i, namespace in enumerate(scheduler.queue_namespaces or (scheduler.namespace,)):
+            if namespace in serving:
+                where = scheduler.path + (("queue_namespaces", i) if scheduler.queue_namespaces else ("namespace",))
+                report(where, f"namespace '{namespace}' of training fleet '{fleet.name}' is inference fleet "
+                       f"'{serving[namespace]}''s: its Pod Security Admission (restricted) and NetworkPolicy "
+                       "would apply to training pods too", "give the training jobs a namespace of their own")
+
+
+@rule("kueue-gpu-sharing", "error", "no serving fleet's time-slicing or MPS config would share a training fleet's GPUs",
+      stage="cluster")
+def kueue_gpu_sharing(bp: Blueprint, report: Reporter) -> None:
+    """The cluster's one GPU Operator applies a sharing fleet's device plugin config as the default to every
+    node without a config label (cluster-gpu-operator says the same of inference fleets): a training node
+    would advertise each GPU as several, and a job asking for 8 would get shares of fewer."""
+    if bp.cluster is None:
+        return
+    sharing = next((f for f in bp.fleets if f.kube is not None and f.kube.device_plugin is not None), None)
+    if sharing is None:
+        return
+    for fleet in bp.fleets:
+        if fleet.kueue is not None:
+            report(fleet.scheduler.path, f"training fleet '{fleet.name}' shares the cluster's GPU Operator with "
+                   f"'{sharing.name}', whose {sharing.gpu_sharing.strategy} config the device plugin applies as the "
+                   "default to every node without a config label: the training GPUs would be shared too",
+                   "put time-sliced or MPS serving fleets in a blueprint of their own")
