@@ -293,19 +293,24 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def build(bp, eks: dict | None) -> Cluster | None:
-    """The cluster of the blueprint's inference fleets on AWS; None when it has none."""
+    """The cluster of the blueprint's inference fleets and Ray training fleets on AWS; None when it has none."""
+    from . import ray
+
     fleets = [f for f in bp.fleets if f.kube is not None]
-    if bp.cloud != "aws" or not fleets:
+    rays = [f for f in bp.fleets if f.ray is not None]
+    if bp.cloud != "aws" or not (fleets or rays):
         return None
     data = addons_data()
     eks = eks or {}
-    path = ("provider", "eks") if eks else fleets[0].path
+    path = ("provider", "eks") if eks else (fleets or rays)[0].path
     groups = [_system_group(data, eks, path)]
     groups += [g for g in (_gpu_group(bp, f) for f in fleets) if g is not None]
+    groups += [g for g in (ray.node_group(f) for f in rays) if g is not None]
     autoscalers = {f.scheduler.autoscaler for f in fleets}
     wanted = ["gpu-operator", "kube-prometheus-stack"]
     wanted += ["keda"] if "keda" in autoscalers else []
     wanted += ["prometheus-adapter"] if "hpa" in autoscalers else []
+    wanted += ["kuberay-operator"] if rays else []
     wanted += ["cluster-autoscaler"]
     releases, workloads = [], []
     for name in wanted:
@@ -315,7 +320,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
             _set_path(values, item["resources_at"], {"requests": {"cpu": item["cpu"], "memory": item["memory"]}})
             workloads.append(_chart_workload(item, f"Helm release {name}", path))
         if name == "cluster-autoscaler":
-            version = fleets[0].scheduler.version
+            version = (fleets or rays)[0].scheduler.version
             # autoDiscovery.clusterName is the EKS name, which carries the Pulumi stack: the program sets it
             values = deep_merge(values, {"awsRegion": bp.region,
                                          "image": {"repository": chart["image"],
@@ -325,7 +330,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
-    addons = list(data["addons"]) + optional_addons(data, fleets)
+    addons = list(data["addons"]) + optional_addons(data, fleets, any(f.ray.mounts for f in rays))
     for name in addons:
         for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
             workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
@@ -333,6 +338,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
     for fleet in fleets:
         if any(g.fleet == fleet.name for g in groups):
             workloads += _servers(fleet)
+    for fleet in rays:
+        if any(g.fleet == fleet.name for g in groups):
+            workloads += ray.workloads(fleet)
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
     for fleet in fleets:  # models streaming their weights from S3 read them as their own service account
@@ -342,10 +350,11 @@ def build(bp, eks: dict | None) -> Cluster | None:
                 identities.append(PodIdentity(f"{fleet.name}-{server.name}-weights", access.namespace,
                                               access.service_account, "s3-weights", fleet.name,
                                               (f"s3://{access.bucket}/{access.prefix}",)))
-    return Cluster(bp.name, fleets[0].scheduler.version, tuple(groups), tuple(releases), tuple(addons),
+    return Cluster(bp.name, (fleets or rays)[0].scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
-                   tuple(f.name for f in fleets), path, tuple(eks.get("subnet_ids", ())))
+                   tuple(f.name for f in bp.fleets if f.kube is not None or f.ray is not None), path,
+                   tuple(eks.get("subnet_ids", ())))
 
 
 def volume_weights(fleets) -> bool:
@@ -353,10 +362,11 @@ def volume_weights(fleets) -> bool:
     return any(m.weights is not None and m.weights.source == "volume" for f in fleets for m in f.models)
 
 
-def optional_addons(data: dict, fleets) -> list[str]:
+def optional_addons(data: dict, fleets, ray_mounts: bool = False) -> list[str]:
     """The add-ons of providers/aws/addons.yaml `optional_addons` the cluster's fleets need: the FSx CSI driver
-    where a model reads its weights from a claim, metrics-server on every inference cluster."""
-    wanted = {"inference": True, "volume-weights": volume_weights(fleets)}
+    where a model reads its weights from a claim or a Ray fleet mounts an FSx for Lustre claim, metrics-server
+    on every cluster."""
+    wanted = {"inference": True, "volume-weights": volume_weights(fleets) or ray_mounts}
     return [name for name, spec in data["optional_addons"].items() if wanted[spec["when"]]]
 
 

@@ -14,6 +14,7 @@ from .catalog import Gpu, InstanceType
 from .cluster import Cluster
 from .k8s import KubeFleet
 from .models import ModelSpec
+from .ray import RayConfig
 from .records import frozen
 from .health import HealthConfig
 from .slurm import SlurmConfig
@@ -139,6 +140,22 @@ class KubernetesScheduler:
     prometheus_release: str  # the `release` label on ServiceMonitors; empty for none
     path: Path
     type: Literal["kubernetes"] = "kubernetes"
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")
+        return int(major), int(minor)
+
+
+@frozen
+class RayScheduler:
+    """A training fleet scheduled by Ray: a RayCluster (KubeRay) on the blueprint's EKS cluster."""
+
+    version: str  # the cluster's Kubernetes version
+    namespace: str
+    ray_version: str
+    path: Path
+    type: Literal["ray"] = "ray"
 
     @property
     def minor(self) -> tuple[int, int]:
@@ -356,7 +373,7 @@ class Fleet:
     reservation_id: str | None
     placement: Literal["cluster", "spread", "none"]
     storage: tuple[str, ...]
-    scheduler: SlurmScheduler | KubernetesScheduler | None
+    scheduler: SlurmScheduler | KubernetesScheduler | RayScheduler | None
     interconnect: Interconnect | None
     nccl: Nccl | None
     workload: Workload | None
@@ -369,6 +386,7 @@ class Fleet:
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
 
     @property
     def training(self) -> bool:

@@ -202,13 +202,13 @@ def suggested_k8s_version() -> str:
         return ".".join(map(str, K8S_MAX))
 
 
-@rule("role-scheduler", "error", "training fleets are scheduled by Slurm, inference fleets by Kubernetes")
+@rule("role-scheduler", "error", "training fleets are scheduled by Slurm or Ray, inference fleets by Kubernetes")
 def role_scheduler(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
         want = "slurm" if fleet.training else "kubernetes"
         if fleet.scheduler is None:
             report(fleet.path, f"{fleet.role} fleet '{fleet.name}' has no scheduler", _scheduler_hint(fleet))
-        elif fleet.scheduler.type != want:
+        elif fleet.scheduler.type != want and not (fleet.training and fleet.scheduler.type == "ray"):
             report(fleet.scheduler.path + ("type",),
                    f"a {fleet.role} fleet is scheduled by {want}, not {fleet.scheduler.type}",
                    "split training and serving into separate fleets")
