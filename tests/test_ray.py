@@ -161,7 +161,8 @@ def test_workers_carry_the_fleets_nccl_env_and_mount_its_file_system(tmp_path):
 
 def test_the_rayjob_runs_on_the_fleets_raycluster(tmp_path):
     job = yaml.safe_load(render(_model(TEXT, tmp_path))["tune/ray/rayjob.yaml"])
-    assert job["spec"]["clusterSelector"] == {"ray.io/cluster": "tune"}  # KubeRay labels a cluster's pods so
+    # the key names the RayCluster to submit to (kuberay v1.7.0 rayjob_controller.go, utils.RayJobClusterSelectorKey)
+    assert job["spec"]["clusterSelector"] == {"ray.io/cluster": "tune"}
     assert "rayClusterSpec" not in job["spec"] and job["metadata"]["namespace"] == "ray"
     assert job["spec"]["entrypoint"].startswith("python ")
 
