@@ -298,3 +298,19 @@ def test_kuberay_operator_is_a_pinned_release_with_keys_of_its_chart_before_the_
     assert groups["tune-gpu"]["scalingConfig"]["minSize"] == 1 and groups["tune-gpu"]["scalingConfig"]["maxSize"] == 4
     assert groups["tune-gpu"]["labels"]["fleetform.dev/fleet"] == "tune"
     assert addons_data()["charts"]["kuberay-operator"]["version"] == "1.7.0"
+
+
+def test_the_plans_policies_see_the_rayclusters_fsx_claim(tmp_path):
+    """pod-references-exist and eks-volume-claims-mount read the RayCluster's pod templates: its FSx claim is
+    declared by the blueprint and served by the FSx CSI driver add-on (negative controls: without the add-on;
+    a claim the blueprint does not declare)."""
+    from fleetform.policies import POLICIES
+
+    model = _model(TEXT, tmp_path)
+    resources = record(model, render(model))
+    references, claims = POLICIES["pod-references-exist"][1], POLICIES["eks-volume-claims-mount"][1]
+    assert references(resources, model) == [] and claims(resources, model) == []
+    without = [r for r in resources if r["inputs"].get("addonName") != "aws-fsx-csi-driver"]
+    assert [name for name, _ in claims(without, model)] == ["tune-raycluster-ray-tune"]  # the worker group's pods
+    undeclared = replace(model, fleets=(replace(model.fleets[0], ray=replace(model.fleets[0].ray, mounts=())),))
+    assert [name for name, _ in references(resources, undeclared)] == ["tune-raycluster-ray-tune"]
