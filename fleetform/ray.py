@@ -53,6 +53,10 @@ AUTOSCALER_MEMORY = "512Mi"
 500m CPU and 512Mi)."""
 GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")  # as fleetform/k8s.py: the GPU Operator tolerates it
 DASHBOARD_PORT = 8265
+OPERATOR_NAMESPACE = "kuberay-operator"
+"""Where providers/aws/addons.yaml installs the operator. It reaches the head's dashboard (8265) to submit and
+follow RayJobs (kuberay v1.7.0 ray-operator/controllers/ray/utils/dashboardclient); the fleet's NetworkPolicy lets
+it and the fleet's own pods in, nothing else: whoever reaches a Ray head runs code on every worker."""
 JOB_ENTRYPOINT = "python -c 'import ray; ray.init(); print(ray.cluster_resources())'"
 """The rendered RayJob's command: it runs as it is (it prints the GPUs and memory the job sees) and is where a
 user puts their Ray Train script."""
@@ -110,6 +114,7 @@ class RayConfig:
     env: tuple[RayEnv, ...]  # the fleet's NCCL environment (fleetform/nccl.py), as in its nccl.env
     mounts: tuple[RayMount, ...]
     max_train_workers: int  # Ray Train workers of one GPU each the fleet holds at nodes.max
+    operator_namespace: str  # the KubeRay operator's namespace: the only one outside the fleet's that reaches it
     job_prefix: str  # the RayJob's generateName
     job_entrypoint: str  # what the RayJob template runs until the user puts their script there
     dashboard_port: int = DASHBOARD_PORT
@@ -154,7 +159,8 @@ def build(fleet, storage=()) -> RayConfig | None:
         node_labels=(("fleetform.dev/fleet", ident),), node_taints=(GPU_TAINT,),
         env=tuple(RayEnv(v.name, v.value) for v in fleet.nccl_env),
         mounts=tuple(mounts),
-        max_train_workers=size.max * shape.gpu_count, job_prefix=f"{ident}-train-", job_entrypoint=JOB_ENTRYPOINT,
+        max_train_workers=size.max * shape.gpu_count, operator_namespace=OPERATOR_NAMESPACE,
+        job_prefix=f"{ident}-train-", job_entrypoint=JOB_ENTRYPOINT,
     )
 
 

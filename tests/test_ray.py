@@ -69,12 +69,25 @@ def test_rendered_objects_pass_kuberay_crds_and_strict_validation(tmp_path):
     model = _model(TEXT, tmp_path)
     files = render(model)
     assert sorted(n for n in files if n.startswith("tune/")) == [
-        "tune/k8s/kustomization.yaml", "tune/k8s/namespace.yaml", "tune/k8s/raycluster.yaml", "tune/nccl.env",
-        "tune/ray/rayjob.yaml"]
+        "tune/k8s/kustomization.yaml", "tune/k8s/namespace.yaml", "tune/k8s/networkpolicy.yaml",
+        "tune/k8s/raycluster.yaml", "tune/nccl.env", "tune/ray/rayjob.yaml"]
     for name in ("tune/k8s/raycluster.yaml", "tune/ray/rayjob.yaml"):
         doc = yaml.safe_load(files[name])
         assert doc["apiVersion"] == "ray.io/v1" and _crd_errors(doc) == [], name
-    kubernetes_validate.validate(yaml.safe_load(files["tune/k8s/namespace.yaml"]), "1.35.0", strict=True)
+    for name in ("tune/k8s/namespace.yaml", "tune/k8s/networkpolicy.yaml"):
+        kubernetes_validate.validate(yaml.safe_load(files[name]), "1.35.0", strict=True)
+
+
+def test_only_the_fleets_pods_and_the_operator_reach_the_ray_pods(tmp_path):
+    """Whoever reaches a Ray head's dashboard or GCS runs code on every worker: ingress from the fleet's own
+    namespace and from the KubeRay operator's, which submits RayJobs to the dashboard (dashboardclient)."""
+    files = render(_model(TEXT, tmp_path))
+    policy = yaml.safe_load(files["tune/k8s/networkpolicy.yaml"])
+    assert policy["metadata"]["namespace"] == "ray" and policy["spec"]["podSelector"] == {}
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {}},
+                            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kuberay-operator"}}}]
+    assert addons_data()["charts"]["kuberay-operator"]["namespace"] == "kuberay-operator"
 
 
 def test_the_crd_schemas_refuse_what_the_api_server_would(tmp_path):
@@ -102,7 +115,7 @@ def test_kustomize_builds_the_fleet_folder(tmp_path):
         (tmp_path / "out" / name).write_bytes(data)
     built = subprocess.run([kubectl, "kustomize", str(tmp_path / "out/tune/k8s")], capture_output=True, text=True)
     assert built.returncode == 0, built.stderr
-    assert [d["kind"] for d in yaml.safe_load_all(built.stdout)] == ["Namespace", "RayCluster"]
+    assert sorted(d["kind"] for d in yaml.safe_load_all(built.stdout)) == ["Namespace", "NetworkPolicy", "RayCluster"]
 
 
 # --- what fleetform derives ---------------------------------------------------------------------------------

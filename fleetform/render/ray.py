@@ -1,4 +1,4 @@
-"""<fleet>/k8s/: the Kubernetes objects of a training fleet scheduled by Ray (its Namespace and RayCluster,
+"""<fleet>/k8s/: the Kubernetes objects of a training fleet scheduled by Ray (its Namespace, NetworkPolicy and RayCluster,
 applied by `pulumi up` after the KubeRay operator's CRDs) and <fleet>/ray/rayjob.yaml, the Ray Train job a
 user copies and submits to that RayCluster (not applied)."""
 
@@ -16,7 +16,8 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
               ("fleetform.dev/fleet", fleet.cloud_name)) + tuple(sorted(bp.labels.items()))
     common = {"fleet": fleet.name, "r": r, "labels": labels}
     objects = {"namespace.yaml": render("ray/namespace.yaml.j2", **common),
-               "raycluster.yaml": render("ray/raycluster.yaml.j2", **common)}
+               "raycluster.yaml": render("ray/raycluster.yaml.j2", **common),
+               "networkpolicy.yaml": render("ray/networkpolicy.yaml.j2", **common)}
     out = {f"{fleet.name}/k8s/{name}": data for name, data in objects.items()}
     out[f"{fleet.name}/k8s/kustomization.yaml"] = render("ray/kustomization.yaml.j2", fleet=fleet.name,
                                                          resources=sorted(objects))
