@@ -53,6 +53,10 @@ AUTOSCALER_MEMORY = "512Mi"
 500m CPU and 512Mi)."""
 GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")  # as fleetform/k8s.py: the GPU Operator tolerates it
 DASHBOARD_PORT = 8265
+UPGRADE_STRATEGY = "Recreate"
+"""Without it KubeRay applies a changed RayCluster spec (image, Ray version, env, resources) to new pods only
+(ray-operator/controllers/ray/raycluster_controller.go shouldRecreatePodsForUpgrade, v1.7.0): an autoscaled worker
+would join a head of another Ray version. With Recreate the change reaches every pod, ending the running jobs."""
 OPERATOR_NAMESPACE = "kuberay-operator"
 """Where providers/aws/addons.yaml installs the operator. It reaches the head's dashboard (8265) to submit and
 follow RayJobs (kuberay v1.7.0 ray-operator/controllers/ray/utils/dashboardclient); the fleet's NetworkPolicy lets
@@ -92,6 +96,7 @@ class RayConfig:
     image: str | None  # None: no pinned image for ray_version (the ray-version rule says so)
     autoscaling: bool
     autoscaler_version: str  # v1 | v2
+    upgrade_strategy: str  # Recreate: a spec change reaches every pod (KubeRay 1.7.0 RayClusterUpgradeStrategy)
     head_cpu: str
     head_memory: str
     head_object_store_bytes: int
@@ -150,6 +155,7 @@ def build(fleet, storage=()) -> RayConfig | None:
         ray_version=version, image=ray_image(version),
         autoscaling=size.elastic,
         autoscaler_version="v2" if _version(version) >= AUTOSCALER_V2_SINCE else "v1",
+        upgrade_strategy=UPGRADE_STRATEGY,
         head_cpu=HEAD_CPU, head_memory=HEAD_MEMORY, head_object_store_bytes=HEAD_OBJECT_STORE_BYTES,
         head_shm=f"{math.ceil(HEAD_OBJECT_STORE_BYTES / SHM_USABLE / 2**30)}Gi",
         autoscaler_cpu=AUTOSCALER_CPU, autoscaler_memory=AUTOSCALER_MEMORY,

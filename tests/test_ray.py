@@ -125,6 +125,7 @@ def test_workers_take_a_whole_node_and_scale_between_the_fleets_min_and_max(tmp_
     cluster = _cluster(render(_model(TEXT, tmp_path)))
     spec = cluster["spec"]
     assert spec["enableInTreeAutoscaling"] is True and spec["autoscalerOptions"]["version"] == "v2"
+    assert spec["upgradeStrategy"] == {"type": "Recreate"}  # a changed spec reaches the running pods
     (group,) = spec["workerGroupSpecs"]
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (1, 1, 4)
     assert group["rayStartParams"]["num-gpus"] == "8"
