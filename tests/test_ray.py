@@ -328,3 +328,29 @@ def test_the_plans_policies_see_the_rayclusters_fsx_claim(tmp_path):
     assert [name for name, _ in claims(without, model)] == ["tune-raycluster-ray-tune"]  # the worker group's pods
     undeclared = replace(model, fleets=(replace(model.fleets[0], ray=replace(model.fleets[0].ray, mounts=())),))
     assert [name for name, _ in references(resources, undeclared)] == ["tune-raycluster-ray-tune"]
+
+
+RAY_BESIDE_SERVING = (ROOT / "blueprints/reference.yaml").read_text() + """
+  - name: tune
+    role: training
+    instance_type: g6e.48xlarge
+    nodes: {min: 1, max: 2}
+    interconnect: {fabric: tcp}
+    storage: [scratch, checkpoints]
+    scheduler: {type: ray, version: "1.33", namespace: ray}
+waivers:
+  - {rule: efa-multinode, fleet: tune, reason: data-parallel fine-tuning over TCP}
+"""
+
+
+def test_a_ray_fleet_shares_the_serving_fleets_cluster(tmp_path):
+    """The reference's inference fleets and a Ray fleet: one EKS cluster, one GPU node group each, the KubeRay
+    release beside KEDA's and the adapter's; the Ray fleet's Kubernetes version must be the cluster's."""
+    result = _check(RAY_BESIDE_SERVING, tmp_path)
+    assert [f.rule for f in result.findings if f.severity.value == "error"] == []
+    cluster = result.model.cluster
+    assert [g.name for g in cluster.node_groups] == ["system", "serve", "small-models", "tune"]
+    assert {r.name for r in cluster.releases} >= {"kuberay-operator", "keda", "prometheus-adapter", "gpu-operator"}
+    assert cluster.fleets == ("serve", "small-models", "tune")
+    other = RAY_BESIDE_SERVING.replace('{type: ray, version: "1.33"', '{type: ray, version: "1.34"')
+    assert any("'tune' asks for Kubernetes 1.34" in m for m in _rules(other, tmp_path, "cluster-version"))
