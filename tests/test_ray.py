@@ -354,3 +354,11 @@ def test_a_ray_fleet_shares_the_serving_fleets_cluster(tmp_path):
     assert cluster.fleets == ("serve", "small-models", "tune")
     other = RAY_BESIDE_SERVING.replace('{type: ray, version: "1.33"', '{type: ray, version: "1.34"')
     assert any("'tune' asks for Kubernetes 1.34" in m for m in _rules(other, tmp_path, "cluster-version"))
+
+
+def test_a_ray_only_clusters_kubernetes_version_is_checked_like_a_serving_one(tmp_path):
+    """The Ray fleet's scheduler.version is the EKS cluster's: k8s-version (what fleetform renders for) and
+    eks-version (EKS's release calendar) read it as they read an inference fleet's."""
+    assert _rules(TEXT, tmp_path, "eks-version") == [] and _rules(TEXT, tmp_path, "k8s-version") == []
+    assert len(_rules(TEXT.replace('version: "1.35"', 'version: "1.29"'), tmp_path, "eks-version")) == 1
+    assert len(_rules(TEXT.replace('version: "1.35"', 'version: "1.24"'), tmp_path, "k8s-version")) == 1
