@@ -120,7 +120,7 @@ class RayConfig:
     mounts: tuple[RayMount, ...]
     max_train_workers: int  # Ray Train workers of one GPU each the fleet holds at nodes.max
     operator_namespace: str  # the KubeRay operator's namespace: the only one outside the fleet's that reaches it
-    job_prefix: str  # the RayJob's generateName
+    job_name: str  # the RayJob's name (a copy for another job changes it: a RayJob name is used once)
     job_entrypoint: str  # what the RayJob template runs until the user puts their script there
     dashboard_port: int = DASHBOARD_PORT
 
@@ -166,7 +166,7 @@ def build(fleet, storage=()) -> RayConfig | None:
         env=tuple(RayEnv(v.name, v.value) for v in fleet.nccl_env),
         mounts=tuple(mounts),
         max_train_workers=size.max * shape.gpu_count, operator_namespace=OPERATOR_NAMESPACE,
-        job_prefix=f"{ident}-train-", job_entrypoint=JOB_ENTRYPOINT,
+        job_name=f"{ident}-train", job_entrypoint=JOB_ENTRYPOINT,
     )
 
 

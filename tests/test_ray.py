@@ -178,6 +178,7 @@ def test_the_rayjob_runs_on_the_fleets_raycluster(tmp_path):
     # the key names the RayCluster to submit to (kuberay v1.7.0 rayjob_controller.go, utils.RayJobClusterSelectorKey)
     assert job["spec"]["clusterSelector"] == {"ray.io/cluster": "tune"}
     assert "rayClusterSpec" not in job["spec"] and job["metadata"]["namespace"] == "ray"
+    assert job["metadata"]["name"] == "tune-train"  # the API server's checks of a name (fuzz_oracles.check_object)
     assert job["spec"]["entrypoint"].startswith("python ")
 
 
