@@ -86,3 +86,14 @@ def ray_head(bp: Blueprint, report: Reporter) -> None:
         if head is not None and (head.devices or dict(head.node_selector).get("fleetform.dev/node-group") != "system"):
             report(fleet.scheduler.path, f"fleet '{fleet.name}''s Ray head would run on a GPU node",
                    "report this: the head belongs on the system node group")
+
+
+@rule("ray-node-image", "error", "a Ray fleet's nodes boot EKS's NVIDIA AMI: a fleet `image` does not apply")
+def ray_node_image(bp: Blueprint, report: Reporter) -> None:
+    """The fleet's EKS managed node group runs ami_type AL2023_x86_64_NVIDIA (providers/aws/ray.py), which brings
+    the driver and the container toolkit; the image the Slurm nodes boot would be ignored without a word."""
+    for fleet in _ray_fleets(bp):
+        if fleet.image is not None and not fleet.image.default:
+            report(fleet.image.path, "image does not apply to a Ray fleet: its EKS node group boots EKS's "
+                   "NVIDIA AMI (AL2023_x86_64_NVIDIA), and the Ray image is set by ray_version",
+                   "remove image")
