@@ -210,3 +210,25 @@ def workloads(fleet):
                  tuple(r.node_labels), tuple(Toleration(k, "Equal", e) for k, _, e in r.node_taints), fleet.name,
                  path),
     ]
+
+
+COUNTS = ("replicas", "minReplicas", "maxReplicas")
+
+
+def recreates_pods(inputs) -> bool:
+    """Whether a RayCluster update (its changed inputs: path, old, new) makes KubeRay recreate its pods: with
+    upgradeStrategy Recreate, any change of the spec but the worker groups' counts (KubeRay v1.7.0
+    utils.GenerateHashWithoutReplicasAndWorkersToDelete, compared in raycluster_controller.go
+    shouldRecreatePodsForUpgrade). Labels and annotations of the object itself recreate nothing."""
+    def without_counts(value):
+        if isinstance(value, list):
+            return [{k: v for k, v in g.items() if k not in COUNTS} if isinstance(g, dict) else g for g in value]
+        return value
+
+    for path, old, new in inputs:
+        if not path.startswith("spec"):
+            continue
+        if path == "spec.workerGroupSpecs" and without_counts(old) == without_counts(new):
+            continue
+        return True
+    return False

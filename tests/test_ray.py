@@ -363,3 +363,21 @@ def test_a_ray_only_clusters_kubernetes_version_is_checked_like_a_serving_one(tm
     assert _rules(TEXT, tmp_path, "eks-version") == [] and _rules(TEXT, tmp_path, "k8s-version") == []
     assert len(_rules(TEXT.replace('version: "1.35"', 'version: "1.29"'), tmp_path, "eks-version")) == 1
     assert len(_rules(TEXT.replace('version: "1.35"', 'version: "1.24"'), tmp_path, "k8s-version")) == 1
+
+
+def test_diff_says_when_a_change_ends_the_running_ray_jobs(tmp_path):
+    """KubeRay v1.7.0 recreates a RayCluster's pods (upgradeStrategy Recreate) when its spec changes beyond the
+    worker groups' counts (GenerateHashWithoutReplicasAndWorkersToDelete): diff calls that a drain; a change of
+    the fleet's node range alone stays in place."""
+    from conftest import run_cli
+
+    old = tmp_path / "old.yaml"
+    old.write_text(TEXT)
+    counts = tmp_path / "counts.yaml"
+    counts.write_text(TEXT.replace("nodes: {min: 1, max: 4}", "nodes: {min: 1, max: 6}"))
+    version = tmp_path / "version.yaml"
+    version.write_text(TEXT.replace('ray_version: "2.52.0"', 'ray_version: "2.56.0"'))
+    out = run_cli("diff", str(old), str(counts)).stdout
+    assert "most disruptive: in place" in out and "[drain] RayCluster" not in out
+    out = run_cli("diff", str(old), str(version)).stdout
+    assert "most disruptive: drain" in out and "[drain] RayCluster tune-raycluster-ray-tune: KubeRay recreates" in out
