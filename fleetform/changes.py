@@ -426,6 +426,13 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
     if kind == "Cluster" and gone:
         return Disruption("replace with state", what, "a new EKS cluster: every object in the old one (also those "
                                                       "fleetform does not manage) is gone; all pods start again")
+    if kind == "RayCluster" and not gone:
+        from .ray import recreates_pods
+
+        if recreates_pods((i.path, i.old, i.new) for i in change.inputs):
+            return Disruption("drain", what, "KubeRay recreates every pod of the RayCluster (upgradeStrategy "
+                                             "Recreate; its spec changed beyond the worker counts): running Ray "
+                                             "jobs end, let them finish first")
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")

@@ -296,24 +296,28 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def build(bp, eks: dict | None) -> Cluster | None:
-    """The cluster of the blueprint's inference fleets and training fleets scheduled by Kubernetes on AWS;
-    None when it has none."""
-    from . import kueue
+    """The cluster of the blueprint's inference fleets, training fleets scheduled by Kubernetes and Ray training
+    fleets on AWS; None when it has none."""
+    from . import kueue, ray
 
     fleets = [f for f in bp.fleets if f.kube is not None]
     training = [f for f in bp.fleets if f.kueue is not None]
-    if bp.cloud != "aws" or not (fleets or training):
+    rays = [f for f in bp.fleets if f.ray is not None]
+    if bp.cloud != "aws" or not (fleets or training or rays):
         return None
     data = addons_data()
     eks = eks or {}
-    path = ("provider", "eks") if eks else (fleets or training)[0].path
+    first = (fleets or training or rays)[0]
+    path = ("provider", "eks") if eks else first.path
     groups = [_system_group(data, eks, path)]
     groups += [g for g in (_gpu_group(bp, f) for f in fleets) if g is not None]
     groups += [kueue.cluster_node_group(f, f.kueue) for f in training]
+    groups += [g for g in (ray.node_group(f) for f in rays) if g is not None]
     autoscalers = {f.scheduler.autoscaler for f in fleets}
     wanted = ["gpu-operator", "kube-prometheus-stack"]
     wanted += ["keda"] if "keda" in autoscalers else []
     wanted += ["prometheus-adapter"] if "hpa" in autoscalers else []
+    wanted += ["kuberay-operator"] if rays else []
     wanted += ["cluster-autoscaler"]
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
     wanted += ["jobset", "kueue", "aws-efa-k8s-device-plugin"] if training else []
@@ -325,17 +329,17 @@ def build(bp, eks: dict | None) -> Cluster | None:
             _set_path(values, item["resources_at"], {"requests": {"cpu": item["cpu"], "memory": item["memory"]}})
             workloads.append(_chart_workload(item, f"Helm release {name}", path))
         if name == "cluster-autoscaler":
-            version = (fleets or training)[0].scheduler.version
+            version = first.scheduler.version
             # autoDiscovery.clusterName is the EKS name, which carries the Pulumi stack: the program sets it
             values = deep_merge(values, {"awsRegion": bp.region,
                                          "image": {"repository": chart["image"],
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
-            values = deep_merge(values, _gpu_operator_defaults(fleets + training))
+            values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays))
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
-    addons = list(data["addons"]) + optional_addons(data, fleets, training)
+    addons = list(data["addons"]) + optional_addons(data, fleets, training, any(f.ray.mounts for f in rays))
     for name in addons:
         for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
             workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
@@ -344,6 +348,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
         if any(g.fleet == fleet.name for g in groups):
             workloads += _servers(fleet)
     workloads += [kueue.cluster_workload(f, f.kueue) for f in training if f.kueue.job is not None]
+    for fleet in rays:
+        if any(g.fleet == fleet.name for g in groups):
+            workloads += ray.workloads(fleet)
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
     for fleet in fleets:  # models streaming their weights from S3 read them as their own service account
@@ -353,10 +360,10 @@ def build(bp, eks: dict | None) -> Cluster | None:
                 identities.append(PodIdentity(f"{fleet.name}-{server.name}-weights", access.namespace,
                                               access.service_account, "s3-weights", fleet.name,
                                               (f"s3://{access.bucket}/{access.prefix}",)))
-    return Cluster(bp.name, (fleets or training)[0].scheduler.version, tuple(groups), tuple(releases), tuple(addons),
+    return Cluster(bp.name, first.scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
-                   tuple(f.name for f in fleets + training), path, tuple(eks.get("subnet_ids", ())))
+                   tuple(f.name for f in fleets + training + rays), path, tuple(eks.get("subnet_ids", ())))
 
 
 def volume_weights(fleets) -> bool:
@@ -364,12 +371,12 @@ def volume_weights(fleets) -> bool:
     return any(m.weights is not None and m.weights.source == "volume" for f in fleets for m in f.models)
 
 
-def optional_addons(data: dict, fleets, training=()) -> list[str]:
+def optional_addons(data: dict, fleets, training=(), ray_mounts: bool = False) -> list[str]:
     """The add-ons of providers/aws/addons.yaml `optional_addons` the cluster's fleets need: the FSx CSI driver
-    where a model reads its weights from a claim or a training job mounts a file system, metrics-server on
-    every inference cluster."""
+    where a model reads its weights from a claim, a training job mounts a file system or a Ray fleet mounts an
+    FSx for Lustre claim; metrics-server and the node monitoring agent on every cluster (each has GPU nodes)."""
     mounts = any(f.kueue.job is not None and f.kueue.job.volumes for f in training)
-    wanted = {"inference": bool(fleets), "volume-weights": volume_weights(fleets) or mounts}
+    wanted = {"inference": True, "volume-weights": volume_weights(fleets) or mounts or ray_mounts}
     return [name for name, spec in data["optional_addons"].items() if wanted[spec["when"]]]
 
 
@@ -378,7 +385,7 @@ def _gpu_operator_defaults(fleets) -> dict:
     nodes without a selecting label: when not every fleet uses the same MIG layout, the default is
     `all-disabled` (in every rendered mig-parted ConfigMap) and each MIG fleet's nodes select their
     layout by the nvidia.com/mig.config label their node group sets."""
-    migs = {f.kube.mig.name if f.kube is not None and f.kube.mig else None for f in fleets}  # training: no MIG
+    migs = {f.kube.mig.name if f.kube is not None and f.kube.mig else None for f in fleets}  # training, Ray: no MIG
     out: dict = {}
     if len(migs) > 1 and any(migs):
         out["migManager"] = {"config": {"default": "all-disabled"}}

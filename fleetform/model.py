@@ -15,6 +15,7 @@ from .cluster import Cluster
 from .k8s import KubeFleet
 from .kueue import KueueFleet
 from .models import ModelSpec
+from .ray import RayConfig
 from .records import frozen
 from .health import HealthConfig
 from .slurm import SlurmConfig
@@ -142,6 +143,22 @@ class KubernetesScheduler:
     type: Literal["kubernetes"] = "kubernetes"
     queue_namespaces: tuple[str, ...] = ()  # training: namespaces with a LocalQueue; () the fleet's namespace
     job_image: str | None = None  # training: the image of the JobSet template
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")
+        return int(major), int(minor)
+
+
+@frozen
+class RayScheduler:
+    """A training fleet scheduled by Ray: a RayCluster (KubeRay) on the blueprint's EKS cluster."""
+
+    version: str  # the cluster's Kubernetes version
+    namespace: str
+    ray_version: str
+    path: Path
+    type: Literal["ray"] = "ray"
 
     @property
     def minor(self) -> tuple[int, int]:
@@ -359,7 +376,7 @@ class Fleet:
     reservation_id: str | None
     placement: Literal["cluster", "spread", "none"]
     storage: tuple[str, ...]
-    scheduler: SlurmScheduler | KubernetesScheduler | None
+    scheduler: SlurmScheduler | KubernetesScheduler | RayScheduler | None
     interconnect: Interconnect | None
     nccl: Nccl | None
     workload: Workload | None
@@ -373,6 +390,7 @@ class Fleet:
     kueue: KueueFleet | None = None  # training fleets on Kubernetes (fleetform/kueue.py), when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
 
     @property
     def training(self) -> bool:

@@ -304,12 +304,20 @@ POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
 
 
 def _pod_templates(resources):
-    """(resource, namespace, pod spec) of every recorded Kubernetes workload that makes pods."""
+    """(resource, namespace, pod spec) of every recorded Kubernetes workload that makes pods: a RayCluster's
+    head and worker groups (KubeRay makes their pods from `headGroupSpec.template`, `workerGroupSpecs[].template`)
+    as well as the built-in kinds."""
     for r in resources:
         inputs = r["inputs"]
-        if r["type"].startswith("kubernetes:") and inputs.get("kind") in POD_KINDS:
-            namespace = (inputs.get("metadata") or {}).get("namespace")
-            yield r, namespace, (((inputs.get("spec") or {}).get("template") or {}).get("spec")) or {}
+        if not r["type"].startswith("kubernetes:"):
+            continue
+        namespace = (inputs.get("metadata") or {}).get("namespace")
+        spec = inputs.get("spec") or {}
+        if inputs.get("kind") in POD_KINDS:
+            yield r, namespace, ((spec.get("template") or {}).get("spec")) or {}
+        elif inputs.get("kind") == "RayCluster":
+            for group in [spec.get("headGroupSpec") or {}] + list(spec.get("workerGroupSpecs") or []):
+                yield r, namespace, ((group.get("template") or {}).get("spec")) or {}
 
 
 def _pod_references(spec: dict) -> list[tuple[str, str]]:
@@ -344,13 +352,17 @@ def _pod_references(spec: dict) -> list[tuple[str, str]]:
 
 def declared_external(bp: Blueprint) -> set[tuple[str, str, str]]:
     """(kind, namespace, name) the blueprint declares to exist already: the PersistentVolumeClaim of
-    `weights: {source: volume, claim: ...}` ("name of an existing PersistentVolumeClaim")."""
+    `weights: {source: volume, claim: ...}` ("name of an existing PersistentVolumeClaim"), and that of each
+    FSx for Lustre storage a Ray fleet attaches (the README says how to create it)."""
     out = set()
     for fleet in bp.fleets:
         for model in fleet.models:
             weights = model.weights
             if weights is not None and weights.source == "volume" and weights.claim and fleet.kube is not None:
                 out.add(("PersistentVolumeClaim", fleet.kube.namespace, weights.claim))
+        ray = getattr(fleet, "ray", None)  # a Ray fleet's FSx claims, named after the storage (fleetform/ray.py)
+        for mount in ray.mounts if ray is not None else ():
+            out.add(("PersistentVolumeClaim", ray.namespace, mount.claim))
     return out
 
 

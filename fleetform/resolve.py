@@ -11,14 +11,14 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, health, k8s, kueue, nccl, slurm
+from . import cluster, health, k8s, kueue, nccl, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .models import load_models
 from .model import (
     IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
-    KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch,
+    KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size, Slo, Storage, Switch,
     Topology, Waiver, Weights, Workload, under,
 )
 
@@ -54,9 +54,12 @@ def _storage(item: dict, path: tuple) -> Storage:
     )
 
 
-def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesScheduler | None:
+def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesScheduler | RayScheduler | None:
     if data is None:
         return None
+    if data["type"] == "ray":
+        return RayScheduler(data["version"], data.get("namespace", "default"),
+                            data.get("ray_version", ray.DEFAULT_RAY_VERSION), path)
     if data["type"] == "kubernetes":
         return KubernetesScheduler(data["version"], data.get("namespace", "default"),
                                    data.get("autoscaler", "keda"), data.get("prometheus_url"),
@@ -241,6 +244,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                    if f.checkpoint is not None else f for f in fleets)
     fleets = tuple(replace(f, kueue=kueue.build(f, meta["name"], f.nccl_env, storage)) if f.training and cloud == "aws"
                    else f for f in fleets)
+    fleets = tuple(replace(f, ray=ray.build(f, storage)) if cloud == "aws" and f.training else f for f in fleets)
     fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
                            health_declared="health" in item)
                    for f, item in zip(fleets, data["fleets"]))
