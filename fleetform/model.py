@@ -16,6 +16,7 @@ from .k8s import KubeFleet
 from .models import ModelSpec
 from .records import frozen
 from .health import HealthConfig
+from .login import LoginConfig
 from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
@@ -369,6 +370,7 @@ class Fleet:
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    login: LoginConfig | None = None  # login nodes, users, home (fleetform/login.py); None when none is declared
 
     @property
     def training(self) -> bool:
