@@ -247,3 +247,14 @@ def test_iam_caller_actions_sees_a_login_role_that_cannot_read_the_munge_key(ssm
     violations = {(v[0], v[1], v[2].split(",")[0]) for v in plan_check(crippled, bp)}
     assert violations == {("iam-caller-actions", "train-login", "does not allow secretsmanager:GetSecretValue"),
                           ("iam-caller-actions", "train-login", "does not allow kms:Decrypt")}, violations
+
+
+def test_the_plan_says_the_login_nodes_are_not_priced(tmp_path):
+    """Login nodes cost money too: the plan's cost section names them among what it cannot price (a CPU
+    instance has no row in the GPU catalog), as it does the controller."""
+    from fleetform.sizing import cost
+
+    _, unpriced = cost(model(blueprint(SSM), tmp_path))
+    assert "fleet train: 2 login node(s) (m7i.xlarge), not GPU instances in the catalog" in unpriced
+    _, unpriced = cost(model(blueprint(USERS), tmp_path))
+    assert not [u for u in unpriced if "login" in u]
