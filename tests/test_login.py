@@ -258,3 +258,13 @@ def test_the_plan_says_the_login_nodes_are_not_priced(tmp_path):
     assert "fleet train: 2 login node(s) (m7i.xlarge), not GPU instances in the catalog" in unpriced
     _, unpriced = cost(model(blueprint(USERS), tmp_path))
     assert not [u for u in unpriced if "login" in u]
+
+
+def test_diff_says_how_a_changed_user_list_reaches_the_running_machines():
+    """Day 2: bin/update runs the bootstrap's accounts step with every new artifact version, so a user
+    added reaches the running controller and nodes in place; diff says so, and what it does not do."""
+    from fleetform.changes import file_disruption
+
+    found = file_disruption("train/slurm/bin/users.json", "~", b"{}", b"{}")
+    assert found.cls == "in place" and "update timer" in found.how and "removed stays" in found.how
+    assert "bootstrap.accounts(env[\"FLEETFORM_ROLE\"])" in (ROOT / "templates/slurm/bin/update").read_text()
