@@ -72,7 +72,7 @@ def test_a_fleet_with_login_nodes_users_and_a_shared_home_is_clean(tmp_path):
     ("[{name: Alice, uid: 2001}]", ("login-user-name", "fleets[0].users[0].name")),
     ("[{name: 'al ice', uid: 2001}]", ("login-user-name", "fleets[0].users[0].name")),
     ("[{name: slurm, uid: 2001}]", ("login-user-name", "fleets[0].users[0].name")),
-    ("[{name: alice, uid: 2001}, {name: alice, uid: 2002}]", ("login-user-name", "fleets[0].users[1].name")),
+    ("[{name: alice, uid: 2001}, {name: alice, uid: 2002}]", ("unique-names", "fleets[0].users[1].name")),
 ])
 def test_bad_users_are_errors(users, expected, tmp_path):
     found = findings(blueprint(f"    login: {{nodes: 1, access: ssm}}\n    users: {users}\n    home: {{storage: shared}}\n"),

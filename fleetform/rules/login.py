@@ -40,8 +40,7 @@ def login_scope(bp: Blueprint, report: Reporter) -> None:
 @rule("login-user-name", "error", "a user's name is a valid POSIX user name that the machines do not already have")
 def login_user_name(bp: Blueprint, report: Reporter) -> None:
     for _fleet, login in _configs(bp):
-        seen: set[str] = set()
-        for user in login.users:
+        for user in login.users:  # a name listed twice is unique-names' finding
             if not POSIX_NAME.fullmatch(user.name):
                 report(user.path + ("name",), f"{user.name!r} is not a user name useradd accepts",
                        "a lower-case letter or '_' first, then lower-case letters, digits, '_' or '-', "
@@ -49,9 +48,6 @@ def login_user_name(bp: Blueprint, report: Reporter) -> None:
             elif user.name in SYSTEM_USERS:
                 report(user.path + ("name",), f"user {user.name!r} already exists on the machines (system, "
                        "Slurm, munge or the image's default user)", "choose another name")
-            elif user.name in seen:
-                report(user.path + ("name",), f"user {user.name!r} is listed twice", "list each user once")
-            seen.add(user.name)
             for index, group in enumerate((user.group, *user.groups)):
                 if index == 0 and group == user.name:
                     continue  # the default, the user's own name: reported above when it is wrong
