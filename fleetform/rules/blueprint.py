@@ -58,7 +58,7 @@ def _models_per_namespace(bp: Blueprint, report: Reporter) -> None:
             first.setdefault(key, fleet.name)
 
 
-@rule("unique-names", "error", "fleets, storage, models, partitions and switches have unique names; "
+@rule("unique-names", "error", "fleets, storage, models, partitions, switches and a fleet's users have unique names; "
       "a fleet's earlier names (renamed_from) are no other fleet's; one model name per Kubernetes namespace")
 def unique_names(bp: Blueprint, report: Reporter) -> None:
     _duplicates(report, bp.storage, "storage", "")
