@@ -18,6 +18,7 @@ from .models import ModelSpec
 from .ray import RayConfig
 from .records import frozen
 from .health import HealthConfig
+from .login import LoginConfig
 from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
@@ -391,6 +392,7 @@ class Fleet:
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
     ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
+    login: LoginConfig | None = None  # login nodes, users, home (fleetform/login.py); None when none is declared
 
     @property
     def training(self) -> bool:

@@ -71,6 +71,8 @@ def public_access(resources, bp):
 @policy("no-open-ingress", "no ingress from 0.0.0.0/0 unless ssh_ingress_cidrs asks for it")
 def open_ingress(resources, bp):
     allowed = {ipaddress.ip_network(c, strict=False) for c in bp.network.ssh_ingress_cidrs}
+    # a login node's SSH ranges (login.access.ssh_cidrs) are the blueprint's asking too (rule login-ssh-open)
+    allowed |= {ipaddress.ip_network(c, strict=False) for f in bp.fleets if f.login is not None for c in f.login.ssh_cidrs}
     out = []
     for r in _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         cidr = r["inputs"].get("cidrIpv4")

@@ -337,6 +337,9 @@ def cost(bp: Blueprint) -> tuple[list[FleetCost], list[str]]:
             unpriced.append(f"fleet {fleet.name}: the Slurm controller "
                             f"({fleet.scheduler.controller_instance_type or 'm7i.2xlarge'}) is not a GPU instance in "
                             "the catalog")
+        if fleet.login is not None and fleet.login.nodes and bp.cloud == "aws" and fleet.training:
+            unpriced.append(f"fleet {fleet.name}: {fleet.login.nodes} login node(s) ({fleet.login.instance_type}), "
+                            "not GPU instances in the catalog")
     for item in bp.storage:
         unpriced.append(f"storage {item.name} ({item.type}): no dated price in fleetform's catalog")
     if bp.cloud == "aws" and bp.region != "us-east-1" and any(f.usd_hour_min is not None for f in fleets):

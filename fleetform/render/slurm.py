@@ -41,4 +41,6 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if config.ec2 is not None:
         out[f"{base}/bin/fleet.json"] = render("slurm/fleet.json.j2", **common)
         out.update({f"{base}/bin/{name}": _program(name) for name in PROGRAMS})
+        if fleet.login is not None:  # the users every machine's bootstrap creates (fleetform/login.py)
+            out[f"{base}/bin/users.json"] = render("slurm/users.json.j2", u=fleet.login, **common)
     return out

@@ -21,6 +21,7 @@ from fleetform.catalog import InstanceType
 from fleetform.model import Blueprint, Fleet
 
 from .common import ROOT_GIB, _opts, _policy, _user_data, cluster_id
+from . import login
 from .iam import Iam
 from .network import Network, Security
 from .storage import RenderedFiles, Storage
@@ -262,12 +263,20 @@ class TrainingFleet(pulumi.ComponentResource):
         role = aws.iam.Role(f"{name}-controller", assume_role_policy=iam.ec2_trust, tags=controller_tags,
                             opts=_opts(self))
         node_role, node_profile = iam.compute_role(name, self, tags)
+        # login nodes (providers/aws/login.py): a role of their own, a reader of the munge key
+        logins = fleet.login is not None and fleet.login.nodes > 0
+        login_tags = {**tags, "fleetform:role": "login"}
+        login_role, login_profile = login.login_role(name, self, iam, login_tags) if logins else (None, None)
+        readers = [role.arn, node_role.arn] + ([login_role.arn] if logins else [])
         aws.secretsmanager.SecretPolicy(
             f"{name}-munge", secret_arn=secret.arn, block_public_policy=True,
-            policy=pulumi.Output.all(secret.arn, role.arn, node_role.arn).apply(
-                lambda a: secret_policy(a[0], [a[1], a[2]])), opts=_opts(self))
+            policy=pulumi.Output.all(secret.arn, *readers).apply(
+                lambda a: secret_policy(a[0], list(a[1:]))), opts=_opts(self))
         aws.iam.RolePolicy(f"{name}-node-munge", role=node_role.id, policy=pulumi.Output.all(
             secret.arn, key.arn).apply(lambda a: munge_reader_policy(a[0], a[1], bp.region)), opts=_opts(self))
+        if logins:
+            aws.iam.RolePolicy(f"{name}-login-munge", role=login_role.id, policy=pulumi.Output.all(
+                secret.arn, key.arn).apply(lambda a: munge_reader_policy(a[0], a[1], bp.region)), opts=_opts(self))
 
         # the controller's address and state outlive the instance
         eni = aws.ec2.NetworkInterface(f"{name}-controller", subnet_id=net.subnet_id,
@@ -367,5 +376,9 @@ class TrainingFleet(pulumi.ComponentResource):
         # stop_instance_before_detaching)
         aws.ec2.VolumeAttachment(f"{name}-controller-state", device_name=STATE_DEVICE, volume_id=state.id,
                                  instance_id=controller.id, stop_instance_before_detaching=True, opts=_opts(self))
+        if logins:  # the controller's image and bootstrap; started once the controller is
+            login.LoginNodes(f"{name}-login", bp, fleet, net.subnet_id, net.vpc_id, security.group_id,
+                             login_profile, ami, user_data(bp, fleet, "login nodes", {"FLEETFORM_ROLE": "login", **env}),
+                             login_tags, [files.object, controller], opts=_opts(self))
         self.launch_template = template
         self.register_outputs({"launch_template": template.id, "controller_address": eni.private_ip})
