@@ -261,3 +261,16 @@ def test_a_child_that_outlives_its_kill_is_remembered(rendered, tmp_path, monkey
         os.kill(entry["pid"], 9)
         os.waitpid(entry["pid"], 0)
     assert not health.still_hung(state, "probe /fsx")
+
+
+def test_a_node_drained_after_its_reboots_is_not_resumed_by_a_pass(node):
+    """After the reboot limit the node is a person's: a flaky node that passes now and then would
+    otherwise go back into service, take jobs and fail under them, again and again."""
+    node.state("IDLE+DRAIN", f"{REASON_PREFIX}{REBOOT_LIMIT} reboots: 7 of 8 GPUs")
+    done = node.run(on_failure="reboot")
+    assert done.returncode == 0, done.stderr
+    assert node.updates() == []
+    assert "stays drained for a person" in done.stdout
+    node.state("IDLE+DRAIN", f"{REASON_PREFIX}7 of 8 GPUs")  # an ordinary drain of its own still resumes
+    assert node.run(on_failure="reboot").returncode == 0
+    assert node.updates() == [["update", "nodename=train-001", "state=resume"]]
