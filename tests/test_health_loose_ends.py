@@ -165,3 +165,112 @@ def test_scontrol_calls_count_in_the_60_s(tmp_path):
     found = _findings(_blueprint(tmp_path, "{suite: thorough, on_failure: replace}"))
     assert "health-time" in found and "4 scontrol calls" in found["health-time"], found
     assert f"after {SLURMD_KILL_S} s" in found["health-time"]
+
+
+def _live_process():
+    """A process that stays alive for the test, as a child stuck in uninterruptible sleep would
+    (one cannot be made here: it ignores SIGKILL until its system call ends)."""
+    import subprocess
+    import sys
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def _start_time(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2:].split()[19]
+
+
+def _remember(node: Node, key: str, pid: int, boot: str = "boot-1") -> None:
+    state = node.root / "var/lib/fleetform/health-hung.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(json.dumps({key: {"pid": pid, "start": _start_time(pid), "boot": boot}}))
+
+
+def test_a_probe_still_hung_from_an_earlier_check_is_not_started_again(node):
+    """A hung Lustre mount leaves the killed probe in uninterruptible sleep: every later check must
+    not add one more (one per check, 288 a day at the default interval, until the node restarts)."""
+    stuck = _live_process()
+    try:
+        _remember(node, "probe /fsx", stuck.pid)
+        done = node.run()
+        assert done.returncode == 1, done.stderr
+        assert drained_with(node) == f"mount /fsx did not answer in {timeouts(node)['probe']}s"
+        assert "still hung" in done.stderr
+        assert list((node.root / "fsx").iterdir()) == []  # no probe ran
+    finally:
+        stuck.kill()
+        stuck.wait()
+    # the hung child has ended (the mount answered): the next check probes again and passes
+    assert node.run().returncode == 0
+
+
+def test_nvidia_smi_still_hung_from_an_earlier_check_is_not_run_again(node):
+    stuck = _live_process()
+    try:
+        _remember(node, " ".join(["nvidia-smi", FULL_QUERY, "--format=csv,noheader"]), stuck.pid)
+        done = node.run()
+        assert done.returncode == 1, done.stderr
+        assert drained_with(node) == f"nvidia-smi hung {timeouts(node)['gpus']}s"
+        assert [c for c in node.calls("nvidia-smi") if c[0].startswith("--query-gpu=")] == []
+    finally:
+        stuck.kill()
+        stuck.wait()
+
+
+def test_a_remembered_child_of_another_boot_or_a_reused_pid_does_not_count(node):
+    stuck = _live_process()
+    try:
+        _remember(node, "probe /fsx", stuck.pid, boot="boot-0")  # pids start again after a restart
+        assert node.run().returncode == 0
+        state = node.root / "var/lib/fleetform/health-hung.json"
+        entry = {"pid": stuck.pid, "start": "1", "boot": "boot-1"}  # the pid now names another process
+        state.write_text(json.dumps({"probe /fsx": entry}))
+        assert node.run().returncode == 0
+    finally:
+        stuck.kill()
+        stuck.wait()
+
+
+def test_a_child_that_outlives_its_kill_is_remembered(rendered, tmp_path, monkeypatch):  # noqa: F811
+    """The other half: bounded() records a child that a kill did not end (here kill() is made a
+    no-op, as SIGKILL is for a process in uninterruptible sleep), and forgets it once it has ended."""
+    import importlib.machinery
+    import importlib.util
+    import subprocess
+    import sys
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # the program appends the EFA folder on import
+    loader = importlib.machinery.SourceFileLoader("fleetform_bin_health", str(rendered / "health"))
+    health = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(health)
+
+    class Unkillable(subprocess.Popen):
+        def kill(self):
+            pass
+
+    monkeypatch.setattr(health.subprocess, "Popen", Unkillable)
+    state = tmp_path / "health-hung.json"
+    argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(subprocess.TimeoutExpired):
+        health.bounded(argv, 0.5, key="probe /fsx", state=state)
+    entry = json.loads(state.read_text())["probe /fsx"]
+    try:
+        assert health.still_hung(state, "probe /fsx")
+        with pytest.raises(subprocess.TimeoutExpired):  # at once, without a second child
+            health.bounded(["/nonexistent/not-started"], 0.5, key="probe /fsx", state=state)
+    finally:
+        os.kill(entry["pid"], 9)
+        os.waitpid(entry["pid"], 0)
+    assert not health.still_hung(state, "probe /fsx")
+
+
+def test_a_node_drained_after_its_reboots_is_not_resumed_by_a_pass(node):
+    """After the reboot limit the node is a person's: a flaky node that passes now and then would
+    otherwise go back into service, take jobs and fail under them, again and again."""
+    node.state("IDLE+DRAIN", f"{REASON_PREFIX}{REBOOT_LIMIT} reboots: 7 of 8 GPUs")
+    done = node.run(on_failure="reboot")
+    assert done.returncode == 0, done.stderr
+    assert node.updates() == []
+    assert "stays drained for a person" in done.stdout
+    node.state("IDLE+DRAIN", f"{REASON_PREFIX}7 of 8 GPUs")  # an ordinary drain of its own still resumes
+    assert node.run(on_failure="reboot").returncode == 0
+    assert node.updates() == [["update", "nodename=train-001", "state=resume"]]

@@ -125,3 +125,18 @@ def test_an_inference_fleet_off_aws_is_told_it_has_no_node_health_agent(tmp_path
     assert "no GPU node health agent" in found[0].message and found[0].path == "fleets[0].scheduler"
     aws = [f.rule for f in check(ROOT / "blueprints/reference.yaml").findings]
     assert "health-kube-agent" not in aws  # EKS: the node monitoring agent and node auto repair
+
+
+def test_the_gpu_operator_values_off_aws_name_no_eks_agent(tmp_path):
+    """The values file is the same template on every cloud: off AWS no node monitoring agent runs
+    (health-kube-agent), so its comments must not say that one runs the node's DCGM."""
+    from fleetform.pipeline import check
+    from variants import INFERENCE_VARIANTS
+    path = tmp_path / "onprem.yaml"
+    path.write_text(INFERENCE_VARIANTS["tp8-k8s-125"])
+    model = check(path).model
+    (values,) = [data for name, data in render(model).items() if name.endswith("gpu-operator-values.yaml")]
+    text = values.decode() if isinstance(values, bytes) else values
+    dcgm = [line for line in text.splitlines() if "DCGM" in line or "hostengine" in line or line.startswith("dcgm")]
+    assert dcgm and not [line for line in dcgm if "EKS" in line or "agent" in line], dcgm
+    assert yaml.safe_load(text)["dcgm"] == {"enabled": False}
