@@ -15,6 +15,7 @@ from .cluster import Cluster
 from .k8s import KubeFleet
 from .models import ModelSpec
 from .records import frozen
+from .acceptance import AcceptanceConfig
 from .health import HealthConfig
 from .slurm import SlurmConfig
 
@@ -369,6 +370,8 @@ class Fleet:
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
+    acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
 
     @property
     def training(self) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, health, k8s, nccl, slurm
+from . import acceptance, cluster, health, k8s, nccl, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -239,6 +239,9 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                    if f.checkpoint is not None else f for f in fleets)
     fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
                            health_declared="health" in item)
+                   for f, item in zip(fleets, data["fleets"]))
+    fleets = tuple(replace(f, acceptance=acceptance.build(f, item.get("acceptance"), f.health, cloud),
+                           acceptance_declared="acceptance" in item)
                    for f, item in zip(fleets, data["fleets"]))
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
