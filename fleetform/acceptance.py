@@ -150,3 +150,27 @@ def build(fleet, data: dict | None, health, cloud: str) -> AcceptanceConfig | No
         time_limit_min=(DCGM_TIMEOUT_S[level] + reduce_s) // 60 + 5, program=f"{program_dir}/acceptance",
         path=fleet.path + ("acceptance",) if data else fleet.path, declared=frozenset(data),
     )
+
+
+@frozen
+class ModelCheck:
+    """One model of an inference fleet on Kubernetes, as <fleet>/acceptance/accept-models asks it for a
+    completion: through its Service, within its startup budget."""
+
+    service: str
+    namespace: str
+    port: int
+    served_name: str  # vLLM's --served-model-name: the `model` of the request
+    budget_s: int  # the startup probe's period x failure threshold (fleetform/k8s.py): how long a replica may take
+
+
+def model_checks(kube) -> tuple[ModelCheck, ...]:
+    """The models of an inference fleet on Kubernetes (its KubeFleet), each with its startup budget."""
+    if kube is None:
+        return ()
+    checks = []
+    for server in kube.servers:
+        startup = next(p for p in server.probes if p.kind == "startup")
+        checks.append(ModelCheck(server.name, server.namespace, server.port, server.name,
+                                 startup.period_s * startup.failure_threshold))
+    return tuple(checks)

@@ -372,6 +372,7 @@ class Fleet:
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
     acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
     acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
+    model_checks: tuple = ()  # inference fleets on Kubernetes: each model's acceptance request (fleetform/acceptance.py)
 
     @property
     def training(self) -> bool:

@@ -241,7 +241,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                            health_declared="health" in item)
                    for f, item in zip(fleets, data["fleets"]))
     fleets = tuple(replace(f, acceptance=acceptance.build(f, item.get("acceptance"), f.health, cloud),
-                           acceptance_declared="acceptance" in item)
+                           acceptance_declared="acceptance" in item, model_checks=acceptance.model_checks(f.kube))
                    for f, item in zip(fleets, data["fleets"]))
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
