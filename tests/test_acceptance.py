@@ -260,3 +260,11 @@ def test_dcgm_parser_reads_only_failed_results():
     assert program.parse_dcgm((DATA / "dcgmi_diag_r2_pass.json").read_text()) == []
     assert program.parse_dcgm((DATA / "dcgmi_diag_r2_fail.json").read_text()) == [
         "memory gpu3: GPU 3 had uncorrectable memory errors and row remapping failed. Run a field diagnostic on the GPU."]
+
+
+def test_on_prem_fleets_get_no_floor_and_no_warning():
+    """onprem-ib (DGX H100 over InfiniBand): no instance type to look a published run up by; the site's floor."""
+    result = check(ROOT / "blueprints/onprem-ib.yaml")
+    a = result.model.fleets[0].acceptance
+    assert a.floor_gbps is None and a.all_reduce == "multi-node" and a.program == "/opt/fleetform/slurm/bin/acceptance"
+    assert "acceptance-floor" not in {f.rule for f in result.findings}
