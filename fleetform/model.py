@@ -17,6 +17,7 @@ from .kueue import KueueFleet
 from .models import ModelSpec
 from .ray import RayConfig
 from .records import frozen
+from .acceptance import AcceptanceConfig
 from .health import HealthConfig
 from .login import LoginConfig
 from .slurm import SlurmConfig
@@ -393,6 +394,9 @@ class Fleet:
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
     ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
     login: LoginConfig | None = None  # login nodes, users, home (fleetform/login.py); None when none is declared
+    acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
+    acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
+    model_checks: tuple = ()  # inference fleets on Kubernetes: each model's acceptance request (fleetform/acceptance.py)
 
     @property
     def training(self) -> bool:

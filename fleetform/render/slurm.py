@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from importlib import resources
 
+from ..acceptance import ALL_REDUCE_PERF
 from ..model import Blueprint, Fleet
 from .jinja import render
 
@@ -13,6 +14,12 @@ PROGRAMS = ("fleetform_node.py", "fleetform_dns.py", "bootstrap", "resume", "sus
             "topology", "task-prolog", "imds-access", "update", "prolog", "epilog")
 """templates/slurm/bin/: Python 3 programs with no render-time values in them (those are in
 bin/fleet.json), copied as they are."""
+ACCEPTANCE_MPI = "pmix"
+"""srun --mpi: nccl-tests built with MPI (MPI=1, as AWS's Deep Learning AMI and awsome-distributed-training
+build it) takes its ranks from PMIx under srun."""
+ACCEPTANCE_FILES = ("acceptance",)
+"""Every Slurm training fleet's acceptance job (fleetform/acceptance.py): the program, copied as it is; its
+values are in bin/acceptance.json, its allocation in bin/acceptance.sbatch."""
 HEALTH_FILES = ("health", "xid.json")
 """Every Slurm training fleet's node health check (fleetform/health.py), on-prem too: the program
 and NVIDIA's Xid table it reads, copied as they are; its values are in bin/health.json."""
@@ -38,6 +45,11 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if fleet.health is not None:
         out[f"{base}/bin/health.json"] = render("slurm/health.json.j2", **common)
         out.update({f"{base}/bin/{name}": _program(name) for name in HEALTH_FILES})
+    if fleet.acceptance is not None:
+        accept = dict(common, a=fleet.acceptance, all_reduce_perf=ALL_REDUCE_PERF, mpi=ACCEPTANCE_MPI)
+        out.update({f"{base}/bin/{name}": _program(name) for name in ACCEPTANCE_FILES})
+        out[f"{base}/bin/acceptance.json"] = render("slurm/acceptance.json.j2", **accept)
+        out[f"{base}/bin/acceptance.sbatch"] = render("slurm/acceptance.sbatch.j2", **accept)
     if config.ec2 is not None:
         out[f"{base}/bin/fleet.json"] = render("slurm/fleet.json.j2", **common)
         out.update({f"{base}/bin/{name}": _program(name) for name in PROGRAMS})
