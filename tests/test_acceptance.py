@@ -122,7 +122,7 @@ def test_the_p5_floor_is_the_stated_fraction_of_the_published_mean():
 
 
 def _blueprint(tmp_path: Path, fleet_extra: str, instance: str = "p5.48xlarge", nodes: str = "2") -> Path:
-    text = (ROOT / "tests/corpus/431-acceptance-floor.yaml").read_text()
+    text = (ROOT / "tests/corpus/441-acceptance-floor.yaml").read_text()
     text = text.replace("instance_type: p4d.24xlarge", f"instance_type: {instance}").replace("nodes: 4", f"nodes: {nodes}")
     path = tmp_path / "bp.yaml"
     path.write_text(text + fleet_extra)
