@@ -14,6 +14,7 @@ from .catalog import Gpu, InstanceType
 from .cluster import Cluster
 from .k8s import KubeFleet
 from .models import ModelSpec
+from .pool import Pool
 from .records import frozen
 from .health import HealthConfig
 from .slurm import SlurmConfig
@@ -444,6 +445,7 @@ class Blueprint:
     bases: tuple[Mapping[str, str], ...] = ()  # versioned bases merged in: name, version, sha256
     cluster: Cluster | None = None  # aws: the one EKS cluster of the inference fleets
     allow_replace: tuple[AllowReplace, ...] = ()  # update_safety.allow_replace
+    pools: tuple[Pool, ...] = ()  # capacity shared by time between fleets (fleetform/pool.py)
 
     def storage_named(self, name: str) -> Storage | None:
         return next((s for s in self.storage if s.name == name), None)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, health, k8s, nccl, slurm
+from . import cluster, health, k8s, nccl, pool, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -252,6 +252,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                       for i, w in enumerate(data.get("waivers", ()))),
         file=doc.file, sha256=doc.sha256,
         bases=tuple(MappingProxyType(dict(b)) for b in doc.bases),
+        pools=tuple(pool.build(p, ("pools", i)) for i, p in enumerate(data.get("pools", ()))),
         allow_replace=tuple(AllowReplace(a["part"], a["reason"], ("update_safety", "allow_replace", i))
                             for i, a in enumerate(data.get("update_safety", {}).get("allow_replace", ()))),
     )

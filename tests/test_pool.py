@@ -1,0 +1,236 @@
+"""Pools shared by time (fleetform/pool.py, fleetform/rules/pool.py): the ledger is a pure function of the pool
+and the week, checked hour by hour over Europe/Berlin's clock changes (the last Sundays of March and October,
+EU Directive 2000/84/EC: 01:00 UTC) and over windows that touch; the rules fire on the schedules they name."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from conftest import ROOT, run_cli
+from fleetform import pool as pools
+from fleetform.catalog import load_catalog
+from fleetform.commands.plan import build, text_lines
+from fleetform.pipeline import check
+from fleetform.rules import run
+
+HYBRID = ROOT / "blueprints/hybrid-pool.yaml"
+UTC = timezone.utc
+
+
+def _pool(shares, nodes=8, tz="Europe/Berlin", week=pools.DEFAULT_WEEK):
+    return pools.Pool("p", "p5.48xlarge", nodes, "capacity-block", "cr-0123456789abcdef0", tz, week, tuple(shares), ("pools", 0))
+
+
+def _share(fleet, floor=0, windows=(), remainder=False, on_window="finish"):
+    return pools.Share(fleet, floor, tuple(pools.Window(*w, ()) for w in windows), remainder, on_window, ())
+
+
+WEEKDAYS = (0, 1, 2, 3, 4)
+HYBRID_SHARES = [_share("serve", 0, [(WEEKDAYS, 8, 20, 6)]), _share("train", 2, remainder=True)]
+
+
+def test_the_example_week_has_168_hours_and_the_issues_arithmetic():
+    led = pools.ledger(_pool(HYBRID_SHARES), 8)
+    assert len(led.hours) == 168
+    # weekdays 08:00-20:00: serve 6 nodes, 5 x 12 h; training holds the rest of every hour
+    assert led.gpu_hours("serve") == 5 * 12 * 6 * 8 == 2880
+    assert led.gpu_hours("train") == (168 * 8 - 5 * 12 * 6) * 8 == 7872
+    assert led.idle_gpu_hours == 0
+    assert (led.peak("serve"), led.peak("train")) == (6, 8)
+    monday = [h for h in led.hours if h.local.weekday() == 0]
+    assert [h.nodes["serve"] for h in monday] == [0] * 8 + [6] * 12 + [0] * 4
+    assert [h.nodes["train"] for h in monday] == [8] * 8 + [2] * 12 + [8] * 4
+    # January: Berlin is UTC+1, so the window opens at 07:00 UTC
+    assert monday[8].start == datetime(2026, 1, 5, 7, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("week, hours, opens_utc", [
+    (date(2026, 3, 23), 167, 7),  # clocks go forward on Sunday 29 March: the week is an hour short; weekdays still CET
+    (date(2026, 3, 30), 168, 6),  # the week after: CEST, the window opens at 06:00 UTC
+    (date(2026, 10, 19), 169, 6),  # clocks go back on Sunday 25 October: an hour more; weekdays still CEST
+    (date(2026, 10, 26), 168, 7),  # CET again
+])
+def test_the_ledger_over_berlins_clock_changes(week, hours, opens_utc):
+    led = pools.ledger(_pool(HYBRID_SHARES), 8, week)
+    assert len(led.hours) == hours
+    assert led.gpu_hours("serve") == 2880  # the weekday window never meets the Sunday change
+    assert led.gpu_hours("train") == (hours * 8 - 360) * 8
+    first = next(h for h in led.hours if h.nodes["serve"])
+    assert first.start == datetime(week.year, week.month, week.day, opens_utc, tzinfo=UTC)
+    assert first.local.hour == 8
+
+
+def test_a_window_over_the_changed_night_lasts_what_the_clock_says():
+    """Sunday 01:00-04:00 local: 2 real hours when 02:00 is skipped (March), 4 when 02:00-03:00 comes twice (October)."""
+    shares = [_share("serve", 0, [((6,), 1, 4, 3)]), _share("train", 0, remainder=True)]
+    spring = pools.ledger(_pool(shares), 8, date(2026, 3, 23))
+    autumn = pools.ledger(_pool(shares), 8, date(2026, 10, 19))
+    plain = pools.ledger(_pool(shares), 8, date(2026, 1, 5))
+    assert (spring.gpu_hours("serve"), plain.gpu_hours("serve"), autumn.gpu_hours("serve")) == (2 * 24, 3 * 24, 4 * 24)
+    (span,) = pools.intervals(pools.Window((6,), 1, 4, 3, ()), date(2026, 10, 19), pools.zone("Europe/Berlin"))
+    assert span == (datetime(2026, 10, 24, 23, tzinfo=UTC), datetime(2026, 10, 25, 3, tzinfo=UTC))
+
+
+def test_touching_windows_never_overlap():
+    """Windows are half-open: one ending at 12:00 and one starting at 12:00, a night window 20:00-08:00 against a day
+    window 08:00-20:00, and 24:00 against the next day's 00:00 share no instant."""
+    shares = [_share("a", 0, [(WEEKDAYS, 8, 12, 4), (WEEKDAYS, 12, 20, 8), ((5,), 0, 24, 8)]),
+              _share("b", 0, [((0, 1, 2, 3), 20, 8, 8), ((4,), 20, 24, 8), ((6,), 0, 24, 8), ((6,), 20, 8, 8)])]
+    pool = _pool(shares)
+    tz = pools.zone("Europe/Berlin")
+    for week in [date(2026, 1, 5), date(2026, 3, 23), date(2026, 10, 19)]:
+        assert pools.overcommit(pool, week, tz) is None
+        led = pools.ledger(pool, 8, week)
+        assert all(h.used <= 8 for h in led.hours)
+    led = pools.ledger(pool, 8)
+    assert [h.nodes["a"] for h in led.hours[:24]] == [0] * 8 + [4] * 4 + [8] * 8 + [0] * 4
+    assert [h.nodes["b"] for h in led.hours[:24]] == [8] * 8 + [0] * 12 + [8] * 4  # Sunday night's reaches Monday
+    saturday = led.hours[5 * 24:6 * 24]
+    assert [h.nodes["a"] for h in saturday] == [8] * 24 and [h.nodes["b"] for h in saturday] == [0] * 24
+    assert led.idle_gpu_hours == 4 * 4 * 5 * 8  # a's 4 nodes of 08:00-12:00 leave 4 idle
+
+
+def test_a_night_window_over_a_weekend_day_overlaps():
+    """Friday's 20:00-08:00 reaches into Saturday, where the other fleet holds every node from 00:00: found at
+    Saturday 00:00 Berlin time (Friday 23:00 UTC)."""
+    pool = _pool([_share("a", 0, [((5,), 0, 24, 8)]), _share("b", 0, [(WEEKDAYS, 20, 8, 8)])])
+    moment, held = pools.overcommit(pool, date(2026, 1, 5), pools.zone("Europe/Berlin"))
+    assert moment == datetime(2026, 1, 9, 23, tzinfo=UTC) and held == {"a": 8, "b": 8}
+    wider = _pool([_share("a", 0, [(WEEKDAYS, 8, 13, 4)]), _share("b", 0, [(WEEKDAYS, 12, 14, 5)])])
+    moment, held = pools.overcommit(wider, date(2026, 1, 5), pools.zone("Europe/Berlin"))
+    assert moment == datetime(2026, 1, 5, 11, tzinfo=UTC) and held == {"a": 4, "b": 5}
+
+
+def test_a_monday_morning_window_from_sunday_night_wraps_into_the_week():
+    """The Sunday before the week: a window 22:00-06:00 on Sundays holds Monday 00:00-06:00 of this week."""
+    led = pools.ledger(_pool([_share("a", 0, [((6,), 22, 6, 5)]), _share("b", 0, remainder=True)]), 8)
+    assert [h.nodes["a"] for h in led.hours[:8]] == [5] * 6 + [0] * 2
+    assert [h.nodes["a"] for h in led.hours[-3:]] == [0, 5, 5]
+    assert led.gpu_hours("a") == 8 * 5 * 8
+
+
+def test_the_ledger_is_pure():
+    pool = _pool(HYBRID_SHARES)
+    assert pools.ledger(pool, 8) == pools.ledger(pool, 8)
+    assert pools.ledger(pool, 8, date(2026, 1, 7)) == pools.ledger(pool, 8, date(2026, 1, 5))  # any day of the week
+
+
+def test_clock_change_weeks():
+    assert pools.clock_change_weeks(2026, pools.zone("Europe/Berlin")) == [date(2026, 3, 23), date(2026, 10, 19)]
+    assert pools.clock_change_weeks(2026, pools.zone("UTC")) == []
+
+
+@pytest.mark.parametrize("value, minutes", [
+    ("11:00:00", 660), (90, 90), ("90", 90), ("1-12", 2160), ("2-00:30", 2910), ("7-00:00:00", 10080),
+    ("30:30", 30.5), ("UNLIMITED", None), (None, None)])
+def test_slurm_minutes(value, minutes):
+    assert pools.slurm_minutes(value) == minutes
+
+
+def test_the_example_validates_clean_and_plans_its_ledger():
+    result = check(HYBRID)
+    assert result.ok, [f.to_text() for f in result.findings]
+    assert not [f for f in result.findings if f.rule.startswith("pool-")], [f.to_text() for f in result.findings]
+    _, (data, _files, _findings) = build(str(HYBRID), resources=False)
+    (p,) = data["pools"]
+    # serve: 6 nodes 5 x 12 h, its floor of 1 the other 108 h; train: the rest of 8 nodes
+    assert p["hours"] == 168 and p["idle_gpu_hours"] == 0
+    assert p["fleets"]["serve"] == {"gpu_hours": (360 + 108) * 8, "node_hours": 468, "peak_nodes": 6}
+    assert p["fleets"]["train"] == {"gpu_hours": (1344 - 468) * 8, "node_hours": 876, "peak_nodes": 7}
+    price = load_catalog().instance("p5.48xlarge").price_usd_hr
+    assert p["separate_nodes"] == 13 and p["nodes"] == 8
+    assert (p["usd_per_week"], p["separate_usd_per_week"]) == (round(8 * 168 * price, 2), round(13 * 168 * price, 2))
+    md = "\n".join(text_lines(data, True))
+    assert "```mermaid\ngantt\n" in md
+    assert "| Mon 08:00 | 2026-01-05T07:00Z | 12 | 6 | 2 | 0 |" in md
+    text = "\n".join(text_lines(data, False))
+    assert "mermaid" not in text and "Pool p5-block: 8 x p5.48xlarge" in text
+
+
+def test_the_chart_parses_with_mermaid():
+    from test_diagram import assert_parses
+
+    charts = {"hybrid": pools.gantt(pools.ledger(_pool(HYBRID_SHARES), 8)),
+              "spring": pools.gantt(pools.ledger(_pool(HYBRID_SHARES), 8, date(2026, 3, 23))),
+              "autumn": pools.gantt(pools.ledger(_pool(HYBRID_SHARES), 8, date(2026, 10, 19)))}
+    assert_parses(charts)
+    assert "  6 nodes :2026-01-05 08:00, 2026-01-05 20:00" in charts["hybrid"]
+
+
+def _variant(write, old: str, new: str, count: int = 1):
+    text = HYBRID.read_text()
+    assert text.count(old) == count, old
+    return check(write(text.replace(old, new)))
+
+
+def _rules(result):
+    return sorted({f.rule for f in result.findings})
+
+
+def test_unknown_time_zone(write):
+    result = _variant(write, "time_zone: Europe/Berlin", "time_zone: Europe/Berln")
+    (finding,) = [f for f in result.findings if f.rule == "pool-time-zone"]
+    assert finding.severity.value == "error" and "did you mean 'Europe/Berlin'?" in finding.to_text()
+    assert ":30:16:" in finding.to_text() or "time_zone" in finding.to_text()
+
+
+def test_overcommit_names_the_hour(write):
+    result = _variant(write, "floor: 2\n        remainder: true", "floor: 3\n        remainder: true")
+    (finding,) = [f for f in result.findings if f.rule == "pool-overcommit"]
+    assert "at Mon 2026-01-05 08:00 CET" in finding.message and "9 nodes (serve 6, train 3), more than its 8" in finding.message
+
+
+def test_overcommit_in_a_clock_change_week_only(write):
+    """Two windows that meet in local time never overlap; a fixed nine-hour window in UTC would. Here the shares
+    meet only on the Sunday of the change: 01:00-03:00 and 03:00-05:00 do not overlap in any week."""
+    result = _variant(write, "          - {days: weekdays, start: \"08:00\", end: \"20:00\", nodes: 6}",
+                      "          - {days: weekdays, start: \"08:00\", end: \"20:00\", nodes: 6}\n"
+                      "          - {days: [sun], start: \"01:00\", end: \"03:00\", nodes: 6}")
+    assert "pool-overcommit" not in _rules(result)
+
+
+def test_fleet_mismatches(write):
+    result = _variant(write, "instance_type: p5.48xlarge\n    nodes: {min: 1, max: 6}",
+                      "instance_type: p5e.48xlarge\n    nodes: {min: 1, max: 4}")
+    messages = [f.message for f in result.findings if f.rule == "pool-fleets"]
+    assert any("runs p5e.48xlarge, pool 'p5-block' has p5.48xlarge" in m for m in messages), messages
+    assert any("sized 1-4 nodes, its share of pool 'p5-block' runs from 1 to 6" in m for m in messages), messages
+    result = _variant(write, "      - fleet: serve\n", "      - fleet: serv\n")
+    assert any("no fleet is named 'serv'" in f.message for f in result.findings)
+    result = _variant(write, "reservation_id: cr-0123456789abcdef0\n    scheduler:\n      type: kubernetes",
+                      "reservation_id: cr-0123456789abcdef1\n    scheduler:\n      type: kubernetes")
+    assert any("not from pool 'p5-block'" in f.message for f in result.findings if f.rule == "pool-fleets")
+
+
+def test_training_max_time_longer_than_the_night(write):
+    result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
+    (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
+    assert finding.severity.value == "warning"
+    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 12 h" in finding.message
+    # requeue with checkpoints every 30 minutes fits the 12-hour nights
+    ok = _variant(write, "on_window: finish", "on_window: requeue")
+    assert "pool-training-fit" not in _rules(ok)
+    text = HYBRID.read_text().replace("on_window: finish", "on_window: requeue").replace("every_minutes: 30", "every_minutes: 720")
+    late = check(write(text))
+    assert any("checkpoints every 720 min" in f.message for f in late.findings if f.rule == "pool-training-fit")
+
+
+def test_an_inference_window_shorter_than_startup():
+    result = check(HYBRID)
+    model, doc = result.model, result.document
+    serve = next(f for f in model.fleets if f.name == "serve")
+    assert not [f for f in run(model, doc) if f.rule == "pool-inference-warmup"]
+    servers = tuple(replace(s, probes=tuple(replace(p, failure_threshold=4400) for p in s.probes)) for s in serve.kube.servers)
+    slow = replace(serve, kube=replace(serve.kube, servers=servers))
+    model = replace(model, fleets=tuple(slow if f.name == "serve" else f for f in model.fleets))
+    (finding,) = [f for f in run(model, doc) if f.rule == "pool-inference-warmup"]
+    assert "holds its window's nodes for 12 h from Mon 2026-01-05 08:00 CET" in finding.message
+
+
+def test_rules_are_listed():
+    out = run_cli("rules").stdout
+    for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup"):
+        assert rule_id in out
