@@ -183,13 +183,19 @@ def test_overcommit_names_the_hour(write):
     assert "at Mon 2026-01-05 08:00 CET" in finding.message and "9 nodes (serve 6, train 3), more than its 8" in finding.message
 
 
-def test_overcommit_in_a_clock_change_week_only(write):
-    """Two windows that meet in local time never overlap; a fixed nine-hour window in UTC would. Here the shares
-    meet only on the Sunday of the change: 01:00-03:00 and 03:00-05:00 do not overlap in any week."""
-    result = _variant(write, "          - {days: weekdays, start: \"08:00\", end: \"20:00\", nodes: 6}",
-                      "          - {days: weekdays, start: \"08:00\", end: \"20:00\", nodes: 6}\n"
-                      "          - {days: [sun], start: \"01:00\", end: \"03:00\", nodes: 6}")
-    assert "pool-overcommit" not in _rules(result)
+def test_one_week_decides_overcommit_for_the_whole_year():
+    """pool-overcommit checks the ledger week alone: a schedule that fits it fits every week of the year, the
+    clock-change weeks included, and one that does not fits none (here for Berlin, New York and Sydney, whose
+    clocks change on other days and in other directions)."""
+    night = [((0, 1, 2, 3), 20, 8, 8), ((4,), 20, 24, 8), ((6,), 0, 24, 8), ((6,), 20, 8, 8)]
+    fits = [_share("a", 0, [(WEEKDAYS, 8, 12, 4), (WEEKDAYS, 12, 20, 8), ((5,), 0, 24, 8)]), _share("b", 0, night)]
+    clash = [_share("a", 0, [((5,), 0, 24, 8)]), _share("b", 0, [(WEEKDAYS, 20, 8, 8)])]
+    for name in ("Europe/Berlin", "America/New_York", "Australia/Sydney"):
+        tz = pools.zone(name)
+        weeks = [date(2026, 1, 5) + timedelta(days=7 * n) for n in range(52)]
+        assert set(pools.clock_change_weeks(2026, tz)) <= set(weeks) and len(pools.clock_change_weeks(2026, tz)) == 2
+        assert all(pools.overcommit(_pool(fits, tz=name), week, tz) is None for week in weeks)
+        assert all(pools.overcommit(_pool(clash, tz=name), week, tz) is not None for week in weeks)
 
 
 def test_fleet_mismatches(write):
