@@ -14,7 +14,7 @@ from .catalog import Gpu, InstanceType
 from .cluster import Cluster
 from .k8s import KubeFleet
 from .models import ModelSpec
-from .pool import Pool
+from .pool import Pool, PoolEdge
 from .records import frozen
 from .health import HealthConfig
 from .slurm import SlurmConfig
@@ -370,6 +370,7 @@ class Fleet:
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    pool_edge: PoolEdge | None = None  # AWS Slurm training fleets that lend nodes to a pool (fleetform/pool.py)
 
     @property
     def training(self) -> bool:

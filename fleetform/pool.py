@@ -393,3 +393,68 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
             text = f"the pool: {p['nodes']} nodes, separate fleets each sized for its peak: {p['separate_nodes']} nodes; not priced"
         lines += ["", f"- {text}"] if markdown else [f"  {text}"]
     return lines
+
+
+@frozen
+class Lend:
+    """Hours of some days (local time of the pool) in which a training fleet lends `nodes` to the pool's other
+    fleets."""
+
+    days: tuple[int, ...]
+    start: int  # local hour
+    hours: int  # wall-clock hours
+    nodes: str  # hostlist of the lent nodes: the fleet's highest-numbered ones
+
+
+@frozen
+class PoolEdge:
+    """What a Slurm training fleet's bin/pool-edge needs on the controller (rendered into bin/pool.json)."""
+
+    pool: str
+    time_zone: str
+    lead_minutes: int  # reservations are made this far ahead: the longest partition max_time + one keeper round
+    lends: tuple[Lend, ...]
+    on_window: str  # finish | requeue: what happens to a job still running on lent nodes when a lend starts
+
+
+KEEPER_ROUND_MIN = 60
+"""Margin on top of the longest time limit: the keeper runs pool-edge every minute; an hour spares a controller
+that was down a while."""
+
+
+def _plain_week(pool: Pool, tz: ZoneInfo) -> date:
+    """The ledger week, or the first week after it without a clock change (the weekly pattern in wall-clock hours)."""
+    week = pool.week - timedelta(days=pool.week.weekday())
+    while True:
+        start, end = week_bounds(week, tz)
+        if end - start == timedelta(days=7):
+            return week
+        week += timedelta(days=7)
+
+
+def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
+    """The lends of a Slurm training fleet of a pool: each stretch in which it holds fewer than its peak nodes, its
+    highest-numbered nodes lent. None when the fleet lends nothing, the time zone is unknown or a partition has no
+    time limit (rule pool-training-fit reports that)."""
+    import hostlist
+
+    tz = zone(pool.time_zone)
+    share = pool.share(fleet.name)
+    if tz is None or share is None or pool.week is None:
+        return None
+    limits = [slurm_minutes(p.max_time) for p in fleet.scheduler.partitions] or [None]
+    if any(limit is None for limit in limits):
+        return None
+    week = _plain_week(pool, tz)
+    led = ledger(pool, 1, week)
+    peak = led.peak(fleet.name)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for first, count, nodes in led.runs():
+        lent = peak - nodes[fleet.name]
+        if lent > 0:
+            groups.setdefault((first.local.hour, count, lent), []).append(first.local.weekday())
+    lends = tuple(Lend(tuple(sorted(days)), hour, count, hostlist.collect_hostlist(hosts[len(hosts) - lent:]))
+                  for (hour, count, lent), days in sorted(groups.items(), key=lambda g: (min(g[1]), g[0])))
+    if not lends:
+        return None
+    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window)

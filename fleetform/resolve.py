@@ -256,4 +256,17 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         allow_replace=tuple(AllowReplace(a["part"], a["reason"], ("update_safety", "allow_replace", i))
                             for i, a in enumerate(data.get("update_safety", {}).get("allow_replace", ()))),
     )
+    bp = replace(bp, fleets=tuple(_pool_edge(f, bp.pools) for f in bp.fleets))
     return replace(bp, cluster=cluster.build(bp, provider.get("eks")))
+
+
+def _pool_edge(fleet: Fleet, pools: tuple) -> Fleet:
+    """An AWS Slurm training fleet of a pool gets what its controller's bin/pool-edge needs."""
+    if not fleet.training or fleet.slurm is None or fleet.slurm.ec2 is None:
+        return fleet
+    owner = next((p for p in pools if p.share(fleet.name) is not None), None)
+    if owner is None:
+        return fleet
+    import hostlist
+
+    return replace(fleet, pool_edge=pool.edge(owner, fleet, hostlist.expand_hostlist(fleet.slurm.all_nodes)))

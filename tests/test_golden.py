@@ -16,7 +16,7 @@ from conftest import EXAMPLES, ROOT
 from fleetform.pipeline import check
 from fleetform.render import render
 from fleetform.render.output import compare, write
-from fleetform.render.slurm import HEALTH_FILES, PROGRAMS, _program
+from fleetform.render.slurm import HEALTH_FILES, POOL_PROGRAMS, PROGRAMS, _program
 from variants import VARIANTS
 
 GOLDEN = ROOT / "tests/golden"
@@ -38,7 +38,7 @@ def test_render_matches_golden(source, tmp_path):
     files = render(result.model)
     # the programs in <fleet>/slurm/bin/ are templates/slurm/bin/ as they are (their render-time
     # values are in bin/fleet.json and bin/health.json, which are golden): compared there, not kept twice
-    for path in [p for p in files if p.split("/")[-2:-1] == ["bin"] and p.rsplit("/", 1)[1] in PROGRAMS + HEALTH_FILES]:
+    for path in [p for p in files if p.split("/")[-2:-1] == ["bin"] and p.rsplit("/", 1)[1] in PROGRAMS + HEALTH_FILES + POOL_PROGRAMS]:
         assert files.pop(path) == _program(path.rsplit("/", 1)[1]), path
     golden = GOLDEN / name
     if os.environ.get("FLEETFORM_UPDATE_GOLDEN"):

@@ -240,3 +240,15 @@ def test_rules_are_listed():
     out = run_cli("rules").stdout
     for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup"):
         assert rule_id in out
+
+
+def test_render_check_covers_the_example(tmp_path):
+    """`render --check` on blueprints/hybrid-pool.yaml: clean after a render; a hand-edited bin/pool.json (the lent
+    nodes) is stale."""
+    out = tmp_path / "out"
+    assert run_cli("render", str(HYBRID), "-o", str(out)).returncode == 0
+    assert run_cli("render", str(HYBRID), "-o", str(out), "--check").returncode == 0
+    pool_json = out / "train/slurm/bin/pool.json"
+    pool_json.write_text(pool_json.read_text().replace("train-[003-007]", "train-[004-007]"))
+    stale = run_cli("render", str(HYBRID), "-o", str(out), "--check")
+    assert stale.returncode == 1 and "train/slurm/bin/pool.json" in stale.stdout + stale.stderr

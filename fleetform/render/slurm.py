@@ -13,6 +13,9 @@ PROGRAMS = ("fleetform_node.py", "fleetform_dns.py", "bootstrap", "resume", "sus
             "topology", "task-prolog", "imds-access", "update", "prolog", "epilog")
 """templates/slurm/bin/: Python 3 programs with no render-time values in them (those are in
 bin/fleet.json), copied as they are."""
+POOL_PROGRAMS = ("pool-edge",)
+"""A training fleet that lends nodes to a pool (fleetform/pool.py): the program the keeper runs, copied as it is;
+its values are in bin/pool.json."""
 HEALTH_FILES = ("health", "xid.json")
 """Every Slurm training fleet's node health check (fleetform/health.py), on-prem too: the program
 and NVIDIA's Xid table it reads, copied as they are; its values are in bin/health.json."""
@@ -41,4 +44,7 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if config.ec2 is not None:
         out[f"{base}/bin/fleet.json"] = render("slurm/fleet.json.j2", **common)
         out.update({f"{base}/bin/{name}": _program(name) for name in PROGRAMS})
+    if config.ec2 is not None and fleet.pool_edge is not None:
+        out[f"{base}/bin/pool.json"] = render("slurm/pool.json.j2", e=fleet.pool_edge)
+        out.update({f"{base}/bin/{name}": _program(name) for name in POOL_PROGRAMS})
     return out
