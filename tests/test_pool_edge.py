@@ -103,7 +103,7 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
 
 def test_the_rendered_keeper_runs_it():
     keeper = (ROOT / "templates/slurm/bin/keeper").read_text()
-    assert 'pool = Path(__file__).resolve().parent / "pool-edge"' in keeper
+    assert 'if (here / "pool.json").exists():' in keeper and '[sys.executable, str(here / "pool-edge")]' in keeper
     files = render(check(HYBRID).model)
     assert files["train/slurm/bin/pool-edge"] == PROGRAM.read_bytes()
     assert not any(name.endswith("pool-edge") for name in render(check(ROOT / "blueprints/reference.yaml").model))
@@ -132,7 +132,7 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
     until = int((begin - now).total_seconds() // 60)
     config = {**config, "lead_minutes": until + 60,
               "lends": [{"days": [begin_local.weekday()], "start": begin_local.hour, "hours": 2,
-                         "nodes": "train-[003-007]"}]}
+                         "nodes": "train-[003-005]"}]}
     path = tmp_path / "pool.json"
     path.write_text(json.dumps(config))
     extra = "DisableRootJobs=NO\n"  # the test submits as its own user, root in CI
@@ -148,7 +148,7 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
                                timeout=60).stdout
         assert f"StartTime={begin.strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
         assert f"EndTime={(begin + timedelta(hours=2)).strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
-        assert "Nodes=train-[003-007]" in shown and "Users=root" in shown, shown
+        assert "Nodes=train-[003-005]" in shown and "Users=root" in shown, shown
         # a second round finds it made and changes nothing
         again = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now.isoformat()],
                                env=berlin, capture_output=True, text=True, timeout=120)
@@ -164,3 +164,15 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
         assert crosses.returncode != 0 and "Requested node configuration is not available" in crosses.stderr, crosses.stderr
         elsewhere = test_only("-w", "train-001", f"--time={until + 10}")
         assert elsewhere.returncode == 0 and "on nodes train-001" in elsewhere.stderr, elsewhere.stderr
+
+        # the edge: a lend that began an hour ago is reserved from now on and its nodes are powered down
+        started = (now - timedelta(hours=1)).astimezone(tz).replace(minute=0)
+        under_way = {**config, "lends": [{"days": [started.weekday()], "start": started.hour, "hours": 3,
+                                          "nodes": "train-[006-007]"}]}
+        path.write_text(json.dumps(under_way))
+        edge = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now.isoformat()],
+                              env=berlin, capture_output=True, text=True, timeout=120)
+        assert edge.returncode == 0, edge.stderr
+        nodes = subprocess.run(["scontrol", "show", "node", "train-006"], env=env, capture_output=True, text=True,
+                               timeout=60).stdout
+        assert "POWER" in nodes and "Reason=pool-p5-block" in nodes, nodes
