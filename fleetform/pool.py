@@ -458,3 +458,50 @@ def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
     if not lends:
         return None
     return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window)
+
+
+@frozen
+class CronWindow:
+    """A KEDA cron trigger (keda.sh/docs/2.17/scalers/cron: metadata timezone, start, end, desiredReplicas; start
+    and end are 5-field Linux cron, Minute Hour Dom Month Dow, Sunday 0): while it is active the model keeps at
+    least `replicas`. It starts when the window opens: the nodes are training's until then (bin/pool-edge lends
+    them at the window's start), so a warm-up lead would only leave pods pending; `lead_min` is kept for when the
+    lend itself starts earlier."""
+
+    timezone: str
+    start: str
+    end: str
+    replicas: int
+    lead_min: int
+
+
+def _cron(minute_of_day: int, days: tuple[int, ...]) -> str:
+    """A 5-field cron line at a local minute of some days (0 = Monday), the minute folded into the day before or
+    after when it falls outside 0..1439."""
+    shift, minute = divmod(minute_of_day, 1440)
+    dows = sorted({(d + shift + 1) % 7 for d in days})  # cron: Sunday 0, Monday 1
+    return f"{minute % 60} {minute // 60} * * {','.join(str(d) for d in dows)}"
+
+
+def cron_windows(pool: Pool, fleet) -> dict[str, tuple[CronWindow, ...]]:
+    """Each model's cron triggers for an inference fleet's windows: the window's devices shared among the fleet's
+    models in proportion to their most replicas (times tensor parallel), within each model's replicas range."""
+    share = pool.share(fleet.name)
+    devices = fleet.devices()
+    if share is None or devices is None or fleet.kube is None or not fleet.models:
+        return {}
+    per_node = devices[0]
+    weights = {m.name: m.replicas.max * m.tensor_parallel for m in fleet.models}
+    total = sum(weights.values()) or 1
+    out = {}
+    for model in fleet.models:
+        lead = 0  # see CronWindow
+        triggers = []
+        for window in share.windows:
+            gpus = window.nodes * per_node * weights[model.name] // total
+            replicas = max(model.replicas.min, min(model.replicas.max, gpus // model.tensor_parallel))
+            end = window.start * 60 + window.hours * 60
+            triggers.append(CronWindow(pool.time_zone, _cron(window.start * 60 - lead, window.days),
+                                       _cron(end, window.days), replicas, lead))
+        out[model.name] = tuple(triggers)
+    return out

@@ -14,6 +14,7 @@ from fleetform import pool as pools
 from fleetform.catalog import load_catalog
 from fleetform.commands.plan import build, text_lines
 from fleetform.pipeline import check
+from fleetform.render import render
 from fleetform.rules import run
 
 HYBRID = ROOT / "blueprints/hybrid-pool.yaml"
@@ -252,3 +253,52 @@ def test_render_check_covers_the_example(tmp_path):
     pool_json.write_text(pool_json.read_text().replace("train-[003-007]", "train-[004-007]"))
     stale = run_cli("render", str(HYBRID), "-o", str(out), "--check")
     assert stale.returncode == 1 and "train/slurm/bin/pool.json" in stale.stdout + stale.stderr
+
+
+def test_keda_cron_triggers_follow_the_windows(tmp_path):
+    """The inference fleet's ScaledObject keeps its queue trigger and gains one cron trigger per window (KEDA's cron
+    scaler: timezone, start, end, desiredReplicas, keda.sh/docs/2.17/scalers/cron), which the CRD schema in
+    tests/crd accepts, as kubernetes-validate and the schemas accept every other manifest of the example."""
+    import jsonschema
+    import yaml
+
+    from test_k8s import CRD_SCHEMAS, _validate
+
+    model = check(HYBRID).model
+    files = render(model)
+    assert _validate(model, files) == 9  # the 9 manifests of serve/k8s/, kustomization.yaml aside
+    (doc,) = yaml.safe_load_all(files["serve/k8s/qwen-7b-scaledobject.yaml"])
+    prometheus, cron = doc["spec"]["triggers"]
+    assert prometheus["type"] == "prometheus"
+    assert cron == {"type": "cron", "metricType": "AverageValue", "metadata": {
+        "timezone": "Europe/Berlin", "start": "0 8 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
+    schema = jsonschema.Draft202012Validator(CRD_SCHEMAS["keda.sh_v1alpha1_ScaledObject"])
+    # negative controls: KEDA refuses a trigger without metricType next to a fallback (CheckFallbackValid in
+    # apis/keda/v1alpha1/scaledobject_types.go: an unset metricType is not AverageValue), and cron has five fields
+    unset = yaml.safe_load(files["serve/k8s/qwen-7b-scaledobject.yaml"])
+    del unset["spec"]["triggers"][1]["metricType"]
+    assert list(schema.iter_errors(unset))
+    seconds = yaml.safe_load(files["serve/k8s/qwen-7b-scaledobject.yaml"])
+    seconds["spec"]["triggers"][1]["metadata"]["start"] = "0 0 8 * * 1-5"
+    assert list(schema.iter_errors(seconds))
+
+
+def test_cron_lines_cross_midnight_and_weekdays():
+    assert pools._cron(8 * 60, (0, 1, 2, 3, 4)) == "0 8 * * 1,2,3,4,5"
+    assert pools._cron(20 * 60 + 12 * 60, (0, 1, 2, 3, 4)) == "0 8 * * 2,3,4,5,6"  # 20:00 + 12 h: the next mornings
+    assert pools._cron(-30, (0,)) == "30 23 * * 0"  # half an hour before Monday: Sunday 23:30
+    assert pools._cron(24 * 60, (6,)) == "0 0 * * 1"  # Sunday's 24:00 is Monday 00:00
+
+
+def test_cron_replicas_share_the_windows_gpus():
+    """Two models on one fleet share a window's GPUs by their most replicas x tensor parallel, within their ranges."""
+    from types import SimpleNamespace as NS
+
+    models = (NS(name="big", replicas=NS(min=1, max=4), tensor_parallel=4),
+              NS(name="small", replicas=NS(min=2, max=16), tensor_parallel=1))
+    fleet = NS(name="serve", models=models, kube=NS(servers=()), devices=lambda: (8, 80.0, "H100"))
+    pool = _pool([_share("serve", 1, [(WEEKDAYS, 8, 20, 4)]), _share("train", 0, remainder=True)])
+    crons = pools.cron_windows(pool, fleet)
+    # 4 nodes x 8 GPUs = 32; weights 16 and 16: 16 GPUs each -> big 4 replicas (TP 4), small 16
+    assert [c.replicas for c in crons["big"]] == [4] and [c.replicas for c in crons["small"]] == [16]
+    assert crons["big"][0].start == "0 8 * * 1,2,3,4,5" and crons["big"][0].end == "0 20 * * 1,2,3,4,5"
