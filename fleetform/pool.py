@@ -505,3 +505,43 @@ def cron_windows(pool: Pool, fleet) -> dict[str, tuple[CronWindow, ...]]:
                                        _cron(end, window.days), replicas, lead))
         out[model.name] = tuple(triggers)
     return out
+
+
+def schedule_delta(old: list[dict], new: list[dict]) -> list[dict]:
+    """What a change does to each pool's week, from the two plans' `pools`: the pools whose ledger changed, with
+    each fleet's GPU-hours a week, the idle GPU-hours and the hours whose shares differ, old -> new."""
+    before = {p["pool"]: p for p in old}
+    out = []
+    for p in new:
+        q = before.get(p["pool"])
+        if q is None or q["runs"] == p["runs"] and q["nodes"] == p["nodes"]:
+            continue
+        fleets = sorted(set(p["fleets"]) | set(q["fleets"]))
+
+        def hourly(plan: dict) -> list[dict]:
+            return [r["nodes"] for r in plan["runs"] for _ in range(r["hours"])]
+
+        a, b = hourly(q), hourly(p)
+        moved = sum(1 for x, y in zip(a, b) if x != y) + abs(len(a) - len(b))
+        out.append({
+            "hours_changed": moved, "hours": p["hours"],
+            "pool": p["pool"], "time_zone": p["time_zone"], "week": p["week"],
+            "gpu_hours": {f: {"old": q["fleets"].get(f, {}).get("gpu_hours", 0),
+                              "new": p["fleets"].get(f, {}).get("gpu_hours", 0)} for f in fleets},
+            "idle_gpu_hours": {"old": q["idle_gpu_hours"], "new": p["idle_gpu_hours"]},
+            "runs": {"old": [r for r in q["runs"] if r not in p["runs"]], "new": [r for r in p["runs"] if r not in q["runs"]]},
+        })
+    return out
+
+
+def schedule_text(item: dict, replaced: int | None) -> str:
+    """One line of a diff's summary for a pool whose schedule changed."""
+    def signed(a: int, b: int) -> str:
+        return f"{a:,} -> {b:,} ({b - a:+,})"
+
+    parts = [f"{f} {signed(v['old'], v['new'])}" for f, v in item["gpu_hours"].items()]
+    parts.append(f"idle {signed(item['idle_gpu_hours']['old'], item['idle_gpu_hours']['new'])}")
+    what = ("nothing replaced" if replaced == 0 else "cloud resources not compared" if replaced is None
+            else f"{replaced} cloud resources replaced")
+    return (f"pool {item['pool']}: schedule change, {what}; {item['hours_changed']} of {item['hours']} hours of the "
+            f"week of {item['week']} ({item['time_zone']}) change hands; GPU-hours a week: " + ", ".join(parts))

@@ -4,6 +4,7 @@ EU Directive 2000/84/EC: 01:00 UTC) and over windows that touch; the rules fire 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 
@@ -302,3 +303,24 @@ def test_cron_replicas_share_the_windows_gpus():
     # 4 nodes x 8 GPUs = 32; weights 16 and 16: 16 GPUs each -> big 4 replicas (TP 4), small 16
     assert [c.replicas for c in crons["big"]] == [4] and [c.replicas for c in crons["small"]] == [16]
     assert crons["big"][0].start == "0 8 * * 1,2,3,4,5" and crons["big"][0].end == "0 20 * * 1,2,3,4,5"
+
+
+def test_diff_of_a_moved_window_is_a_schedule_change(tmp_path, write):
+    """Moving the weekday window an hour later replaces nothing and hands 10 hours a week over (08:00-09:00 back
+    to training, 20:00-21:00 to inference, five days); shrinking it moves GPU-hours from serving to training."""
+    moved = write(HYBRID.read_text().replace('start: "08:00", end: "20:00", nodes: 6', 'start: "09:00", end: "21:00", nodes: 6'),
+                  "moved.yaml")
+    result = run_cli("diff", str(HYBRID), str(moved), "--format", "json")
+    data = json.loads(result.stdout)
+    (item,) = data["schedule"]
+    assert data["summary"]["resources"]["replace"] == 0
+    assert item["hours_changed"] == 10 and item["hours"] == 168
+    assert item["gpu_hours"] == {"serve": {"old": 3744, "new": 3744}, "train": {"old": 7008, "new": 7008}}
+    text = run_cli("diff", str(HYBRID), str(moved)).stdout
+    assert "pool p5-block: schedule change, nothing replaced; 10 of 168 hours of the week of 2026-01-05" in text
+    smaller = write(HYBRID.read_text().replace('end: "20:00", nodes: 6', 'end: "20:00", nodes: 5'), "smaller.yaml")
+    (item,) = json.loads(run_cli("diff", str(HYBRID), str(smaller), "--format", "json").stdout)["schedule"]
+    assert item["gpu_hours"]["serve"] == {"old": 3744, "new": 3744 - 5 * 12 * 8}
+    assert item["gpu_hours"]["train"] == {"old": 7008, "new": 7008 + 5 * 12 * 8} and item["hours_changed"] == 60
+    same = json.loads(run_cli("diff", str(HYBRID), str(HYBRID), "--format", "json").stdout)
+    assert same["schedule"] == []
