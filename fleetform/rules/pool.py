@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from .. import pool as pools
 from ..model import Blueprint
-from . import Reporter, did_you_mean, rule
+from . import UNIQUE_NAMES, Reporter, did_you_mean, rule
 
 POOL_TIME_ZONE = "pool-time-zone"
 POOL_FLEETS = "pool-fleets"
@@ -89,7 +89,7 @@ def _checked(bp: Blueprint):
 
 
 @rule("pool-overcommit", "error", "at no moment of the week do a pool's fleets hold more nodes than the pool has",
-      needs=(POOL_TIME_ZONE, POOL_FLEETS))
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
 def pool_overcommit(bp: Blueprint, report: Reporter) -> None:
     """One week is enough: every window of a pool is in the pool's one time zone, and local times map to UTC in
     the same order in every week (a skipped local time counts from the moment the clock jumps to), so two windows
@@ -112,7 +112,7 @@ def _lent(pool, share, week, tz):
 
 @rule("pool-training-fit", "warning", "a training fleet's jobs on nodes it lends fit between the windows: the "
       "partition's max_time (finish) or the checkpoint interval (requeue) is shorter than the time it holds them",
-      needs=(POOL_TIME_ZONE, POOL_FLEETS))
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
 def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
     fleets = {f.name: f for f in bp.fleets}
     for pool, tz in _checked(bp):
@@ -147,7 +147,7 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("pool-inference-warmup", "warning", "an inference fleet's window in a pool lasts longer than its replicas "
-      "take to start", needs=(POOL_TIME_ZONE, POOL_FLEETS))
+      "take to start", needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
 def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
     fleets = {f.name: f for f in bp.fleets}
     for pool, tz in _checked(bp):
