@@ -324,3 +324,15 @@ def test_diff_of_a_moved_window_is_a_schedule_change(tmp_path, write):
     assert item["gpu_hours"]["train"] == {"old": 7008, "new": 7008 + 5 * 12 * 8} and item["hours_changed"] == 60
     same = json.loads(run_cli("diff", str(HYBRID), str(HYBRID), "--format", "json").stdout)
     assert same["schedule"] == []
+
+
+def test_time_zones_resolve_without_a_system_zone_database():
+    """A machine or container without /usr/share/zoneinfo still knows Europe/Berlin: fleetform depends on the tzdata
+    package, which zoneinfo falls back to (PEP 615); without it every pool would read as an unknown time zone."""
+    import subprocess
+    import sys
+
+    probe = "from fleetform import pool; z = pool.zone('Europe/Berlin'); print(z is not None and z.key)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            env={**__import__("os").environ, "PYTHONTZPATH": "/nonexistent"})
+    assert result.stdout.strip() == "Europe/Berlin", result.stderr
