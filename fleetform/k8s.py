@@ -108,6 +108,7 @@ class Autoscaling:
     scale_up_period_s: int
     fallback_replicas: int  # KEDA: held while the metric cannot be read (more if more run)
     fallback_failures: int
+    cron: tuple = ()  # KEDA: the pool's windows as cron triggers (fleetform/pool.py CronWindow), next to the queue
 
 
 @frozen

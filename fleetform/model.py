@@ -16,6 +16,7 @@ from .k8s import KubeFleet
 from .kueue import KueueFleet
 from .models import ModelSpec
 from .ray import RayConfig
+from .pool import Pool, PoolEdge
 from .records import frozen
 from .acceptance import AcceptanceConfig
 from .health import HealthConfig
@@ -397,6 +398,7 @@ class Fleet:
     acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
     acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
     model_checks: tuple = ()  # inference fleets on Kubernetes: each model's acceptance request (fleetform/acceptance.py)
+    pool_edge: PoolEdge | None = None  # AWS Slurm training fleets that lend nodes to a pool (fleetform/pool.py)
 
     @property
     def training(self) -> bool:
@@ -472,6 +474,7 @@ class Blueprint:
     bases: tuple[Mapping[str, str], ...] = ()  # versioned bases merged in: name, version, sha256
     cluster: Cluster | None = None  # aws: the one EKS cluster of the inference fleets
     allow_replace: tuple[AllowReplace, ...] = ()  # update_safety.allow_replace
+    pools: tuple[Pool, ...] = ()  # capacity shared by time between fleets (fleetform/pool.py)
 
     def storage_named(self, name: str) -> Storage | None:
         return next((s for s in self.storage if s.name == name), None)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import acceptance, cluster, health, k8s, kueue, login, nccl, ray, slurm
+from . import acceptance, cluster, health, k8s, kueue, login, nccl, pool, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -264,7 +264,34 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                       for i, w in enumerate(data.get("waivers", ()))),
         file=doc.file, sha256=doc.sha256,
         bases=tuple(MappingProxyType(dict(b)) for b in doc.bases),
+        pools=tuple(pool.build(p, ("pools", i)) for i, p in enumerate(data.get("pools", ()))),
         allow_replace=tuple(AllowReplace(a["part"], a["reason"], ("update_safety", "allow_replace", i))
                             for i, a in enumerate(data.get("update_safety", {}).get("allow_replace", ()))),
     )
+    bp = replace(bp, fleets=tuple(_pool_cron(_pool_edge(f, bp.pools), bp.pools) for f in bp.fleets))
     return replace(bp, cluster=cluster.build(bp, provider.get("eks")))
+
+
+def _pool_edge(fleet: Fleet, pools: tuple) -> Fleet:
+    """An AWS Slurm training fleet of a pool gets what its controller's bin/pool-edge needs."""
+    if not fleet.training or fleet.slurm is None or fleet.slurm.ec2 is None:
+        return fleet
+    owner = next((p for p in pools if p.share(fleet.name) is not None), None)
+    if owner is None:
+        return fleet
+    import hostlist
+
+    return replace(fleet, pool_edge=pool.edge(owner, fleet, hostlist.expand_hostlist(fleet.slurm.all_nodes)))
+
+
+def _pool_cron(fleet: Fleet, pools: tuple) -> Fleet:
+    """A KEDA-scaled inference fleet of a pool: each model's minimum follows the pool's windows (cron triggers)."""
+    if fleet.training or fleet.kube is None:
+        return fleet
+    owner = next((p for p in pools if p.share(fleet.name) is not None), None)
+    if owner is None:
+        return fleet
+    crons = pool.cron_windows(owner, fleet)
+    servers = tuple(replace(s, autoscaling=replace(s.autoscaling, cron=crons.get(s.name, ())))
+                    if s.autoscaling is not None and s.autoscaling.kind == "keda" else s for s in fleet.kube.servers)
+    return replace(fleet, kube=replace(fleet.kube, servers=servers))

@@ -237,6 +237,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
     from ..changes import CLASSES, SIGNS, Disruption, classify, compare, file_disruption, model_changes, \
         region_move, rollout_fit, _components, cluster_id_change
+    from ..pool import schedule_delta
     from ..rules import EKS_VERSION_STEP, REPLACE_STATEFUL, ROLLOUT_FIT
     from ..rules.eks import version_step
 
@@ -307,6 +308,8 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
             "disruptions": [d.to_dict() for d in disruptions],
             "model_changes": swaps, "region_move": move, "diagram": diagram,
             **({"cluster_id_change": renamed} if renamed else {}),  # only where the id moves: other diffs keep their keys
+            **({"schedule": schedule_delta(old.get("pools", []), new.get("pools", []))}
+               if old.get("pools") or new.get("pools") else {}),  # pools (fleetform/pool.py): the ledger's delta
             "resources": [c.to_dict() for c in resources],
             "cost": _cost(old, new), "sizing": _sizing(old, new),
             "rendered_files": files,
@@ -331,7 +334,8 @@ def _diagram(old_model, new_model, old: dict, new: dict, resources, per_resource
 
 
 def has_changes(data: dict) -> bool:
-    return bool(data["resources"] or data["rendered_files"] or data["cost"]["fleets"] or data["sizing"])
+    return bool(data["resources"] or data["rendered_files"] or data["cost"]["fleets"] or data["sizing"]
+                or data.get("schedule"))
 
 
 def _resource_lines(data: dict, markdown: bool) -> list[str]:
@@ -371,6 +375,10 @@ def _summary_lines(data: dict, markdown: bool) -> list[str]:
     from ..changes import model_change_text
 
     lines += [model_change_text(item) for item in data.get("model_changes", ())]
+    if data.get("schedule"):
+        from ..pool import schedule_text
+
+        lines += [schedule_text(item, None if counts is None else counts["replace"]) for item in data["schedule"]]
     if data.get("disruptions") is not None:
         lines.append(f"most disruptive: {data['summary']['disruption']}" +
                      ((" (of the rendered files and the region move: the cloud resources were not compared)"

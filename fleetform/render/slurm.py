@@ -20,6 +20,9 @@ build it) takes its ranks from PMIx under srun."""
 ACCEPTANCE_FILES = ("acceptance",)
 """Every Slurm training fleet's acceptance job (fleetform/acceptance.py): the program, copied as it is; its
 values are in bin/acceptance.json, its allocation in bin/acceptance.sbatch."""
+POOL_PROGRAMS = ("pool-edge",)
+"""A training fleet that lends nodes to a pool (fleetform/pool.py): the program the keeper runs, copied as it is;
+its values are in bin/pool.json."""
 HEALTH_FILES = ("health", "xid.json")
 """Every Slurm training fleet's node health check (fleetform/health.py), on-prem too: the program
 and NVIDIA's Xid table it reads, copied as they are; its values are in bin/health.json."""
@@ -55,4 +58,7 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
         out.update({f"{base}/bin/{name}": _program(name) for name in PROGRAMS})
         if fleet.login is not None:  # the users every machine's bootstrap creates (fleetform/login.py)
             out[f"{base}/bin/users.json"] = render("slurm/users.json.j2", u=fleet.login, **common)
+    if config.ec2 is not None and fleet.pool_edge is not None:
+        out[f"{base}/bin/pool.json"] = render("slurm/pool.json.j2", e=fleet.pool_edge)
+        out.update({f"{base}/bin/{name}": _program(name) for name in POOL_PROGRAMS})
     return out

@@ -58,11 +58,12 @@ def _models_per_namespace(bp: Blueprint, report: Reporter) -> None:
             first.setdefault(key, fleet.name)
 
 
-@rule("unique-names", "error", "fleets, storage, models, partitions, switches and a fleet's users have unique names; "
+@rule("unique-names", "error", "fleets, storage, pools, models, partitions, switches and a fleet's users have unique names; "
       "a fleet's earlier names (renamed_from) are no other fleet's; one model name per Kubernetes namespace")
 def unique_names(bp: Blueprint, report: Reporter) -> None:
     _duplicates(report, bp.storage, "storage", "")
     _duplicates(report, bp.fleets, "fleet", "")
+    _duplicates(report, bp.pools, "pool", "")
     _earlier_names(bp, report)
     _models_per_namespace(bp, report)
     for fleet in bp.fleets:
