@@ -220,6 +220,8 @@ class Autoscale:
     scale_up_replicas: int | None = None  # None: fleetform's default step
     scale_up_period_s: int | None = None  # None: the estimated time a replica takes to become ready
     fallback_replicas: int | None = None  # None: replicas.min
+    kv_cache_target: float | None = None  # keda: a KV-cache use trigger (fraction of the cache), None: none
+    cold_start_latency_s: float | None = None  # the wait a request accepts when no replica runs (min 0)
 
 
 @frozen
@@ -250,6 +252,7 @@ class Slo:
     redundancy: int
     burst_headroom: float
     path: Path
+    ttft_p90_s: float | None = None  # keda: a time-to-first-token trigger, None: none
 
 
 @frozen

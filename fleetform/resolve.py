@@ -110,10 +110,10 @@ def _model(item: dict, path: tuple) -> Model:
             auto["metric"], auto["target_per_replica"],
             auto.get("scale_down_window_s", DEFAULT_SCALE_DOWN_WINDOW_S), path + ("autoscale",),
             auto.get("scale_up", {}).get("replicas"), auto.get("scale_up", {}).get("period_s"),
-            auto.get("fallback_replicas")),
+            auto.get("fallback_replicas"), auto.get("kv_cache_target"), auto.get("cold_start_latency_s")),
         slo=None if slo is None else Slo(
             slo["peak_qps"], slo["qps_per_gpu"], slo.get("latency_s"), slo.get("redundancy", 0),
-            slo.get("burst_headroom", 0.0), path + ("slo",)),
+            slo.get("burst_headroom", 0.0), path + ("slo",), slo.get("ttft_p90_s")),
         hf_token_secret=item.get("hf_token_secret"),
         path=path,
         checkpoint_precision=item.get("checkpoint_precision", ""),
