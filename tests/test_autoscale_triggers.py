@@ -114,3 +114,12 @@ def test_cold_start_from_s3_is_faster(tmp_path):
                      "weights: {source: s3, uri: s3://models/qwen/}", 1)
     assert len(_rules(_check(hub, tmp_path), "cold-start-budget")) == 1
     assert _rules(_check(s3, tmp_path), "cold-start-budget") == []
+
+
+def test_diagram_names_every_trigger():
+    """The plan's diagram says what the model scales on: the queue, and the KV cache and TTFT where set."""
+    from fleetform import diagram
+
+    text = diagram.mermaid(diagram.graph(check(EXAMPLE).model))
+    assert "KEDA: queue_depth, target 5 per replica, KV cache 0.8, TTFT p90 1.5 s" in text
+    assert "KEDA: queue_depth, target 5 per replica, KV cache 0.75" in text
