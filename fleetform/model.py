@@ -12,6 +12,7 @@ from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
 from .cluster import Cluster
+from .gateway import InferenceGateway
 from .k8s import KubeFleet
 from .models import ModelSpec
 from .records import frozen
@@ -212,6 +213,14 @@ class GpuSharing:
 
 
 @frozen
+class GatewaySpec:
+    """An inference fleet's `gateway:` block: one OpenAI endpoint in front of its models (issue 23)."""
+
+    request_timeout_s: int
+    path: Path
+
+
+@frozen
 class Autoscale:
     metric: str
     target_per_replica: float
@@ -372,6 +381,8 @@ class Fleet:
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    gateway: GatewaySpec | None = None  # inference on Kubernetes: the blueprint's `gateway:` block
+    inference_gateway: InferenceGateway | None = None  # its objects, when the fleet has kube and a gateway
 
     @property
     def training(self) -> bool:

@@ -11,13 +11,14 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, health, k8s, nccl, slurm
+from . import cluster, gateway, health, k8s, nccl, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .models import load_models
 from .model import (
-    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
+    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
+    Interconnect,
     KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch,
     Topology, Waiver, Weights, Workload, under,
 )
@@ -190,6 +191,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
                                sharing.get("mig_strategy", "single"), path + ("gpu_sharing",)),
         models=tuple(_model(m, path + ("models", i)) for i, m in enumerate(item.get("models", ()))),
         renamed_from=tuple(item.get("renamed_from", ())),
+        gateway=None if "gateway" not in item else GatewaySpec(
+            item["gateway"].get("request_timeout_s", 300), path + ("gateway",)),
     )
 
 
@@ -222,7 +225,8 @@ def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
     its Kubernetes objects."""
     name = meta["name"]
     if not fleet.training:
-        return replace(fleet, kube=k8s.build(fleet, name, meta.get("labels", {}), region))
+        kube = k8s.build(fleet, name, meta.get("labels", {}), region)
+        return replace(fleet, kube=kube, inference_gateway=gateway.build(fleet, kube))
     return replace(fleet, slurm=slurm.build(fleet, name, region, cloud), nccl_env=nccl.environment(fleet))
 
 

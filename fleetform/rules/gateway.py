@@ -66,3 +66,27 @@ def cold_start_budget(bp: Blueprint, report: Reporter) -> None:
                        f"({estimate.detail}), over the {budget:g} s a cold request may wait",
                        "keep replicas.min at 1, load the weights from a faster source (s3 streams at "
                        f"{LOAD_GB_PER_S['s3']:g} GB/s), or accept a longer wait")
+
+
+@rule("gateway-auth", "error",
+      "a gateway fronts only Kubernetes inference fleets whose models all check an API key")
+def gateway_auth(bp: Blueprint, report: Reporter) -> None:
+    """The Gateway is a LoadBalancer reachable from outside the cluster, unlike the ClusterIP Services and
+    their NetworkPolicy; the request passes the gateway and its endpoint picker with its Authorization
+    header, and vLLM checks it against VLLM_API_KEY from the model's Secret (vLLM 0.11 api_server.py, on
+    /v1 paths). A model without api_key_secret would answer anyone the gateway lets in. The gateway's own
+    authentication (kgateway's policies) would need its CRDs, which this slice does not render."""
+    for fleet in bp.fleets:
+        if fleet.gateway is None:
+            continue
+        if fleet.training or fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
+            report(fleet.gateway.path,
+                   f"fleet '{fleet.name}' has a gateway, which fronts model servers on Kubernetes only",
+                   "remove gateway, or make the fleet an inference fleet with scheduler.type: kubernetes")
+            continue
+        for model in fleet.models:
+            if not model.api_key_secret:
+                report(model.path + ("name",),
+                       f"model '{model.name}' sits behind the gateway of fleet '{fleet.name}' with no API key: anyone "
+                       "who reaches the gateway could use it",
+                       "set api_key_secret to a Secret with key VLLM_API_KEY, or remove the fleet's gateway")
