@@ -115,6 +115,7 @@ class Trigger:
     query: str
     threshold: str  # a quantity string
     comment: str  # what the trigger reads, for the rendered file
+    activation: str | None = None  # KEDA activationThreshold: above it the model leaves 0 replicas
 
 
 @frozen
@@ -396,7 +397,8 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
                 scale_up_period_s=auto.scale_up_period_s or min(1800, max(60, math.ceil(ready_s))),
                 fallback_replicas=auto.fallback_replicas if auto.fallback_replicas is not None else model.replicas.min,
                 fallback_failures=3,
-                triggers=load_triggers(model, namespace) if scheduler.autoscaler == "keda" else ())
+                triggers=(load_triggers(model, namespace) + wake_triggers(fleet, model, namespace)
+                          if scheduler.autoscaler == "keda" else ()))
         env = [EnvVar("HOME", CACHE_DIR), EnvVar("USER", "vllm"), EnvVar("LOGNAME", "vllm"),
                EnvVar("XDG_CACHE_HOME", CACHE_DIR), EnvVar("XDG_CONFIG_HOME", f"{CACHE_DIR}/config"),
                EnvVar("VLLM_CACHE_ROOT", f"{CACHE_DIR}/vllm"),
@@ -499,6 +501,33 @@ def load_triggers(model, namespace: str) -> tuple[Trigger, ...]:
         triggers.append(Trigger("ttft-p90", "Value", f"({quantile} > 0) or vector(0)", f"{model.slo.ttft_p90_s:g}",
                                 f"p90 time to first token above the SLO's {model.slo.ttft_p90_s:g} s ({TTFT_METRIC})"))
     return tuple(triggers)
+
+
+EPP_REQUESTS = 'inference_objective_request(_error)?_total'
+"""The endpoint picker's request counters (Gateway API Inference Extension v1.1.0, pkg/epp/metrics/metrics.go:
+inference_objective_request_total and inference_objective_request_error_total, labels model_name and
+target_model_name). A request for a model with no pod is counted as an error before the EPP answers 503
+(pkg/epp/handlers/server.go: the deferred RecordRequestErrCounter; requestcontrol/director.go:
+ServiceUnavailable with no candidate pod): the counter moves while no replica runs."""
+WAKE_THRESHOLD = "1000000"
+"""The wake trigger only takes a model off zero: KEDA activates a prometheus trigger when its value is above
+activationThreshold (kedacore/keda pkg/scalers/prometheus_scaler.go: `val > ActivationThreshold`), 0 here.
+Its threshold for sizing is beyond any request rate, so it asks the HPA for one replica and the queue,
+KV-cache and TTFT triggers set the count (the HPA takes the highest)."""
+WAKE_WINDOW = "2m"
+
+
+def wake_triggers(fleet, model, namespace: str) -> tuple[Trigger, ...]:
+    """The trigger that wakes a model from 0 replicas: requests the gateway's endpoint picker counted for it
+    (fleet.gateway, replicas.min 0). No vLLM metric exists while no replica runs."""
+    if fleet.gateway is None or model.replicas.min != 0:
+        return ()
+    query = (f'sum(rate({{__name__=~"{EPP_REQUESTS}",namespace="{namespace}",model_name="{model.name}"}}'
+             f'[{WAKE_WINDOW}]))')
+    return (Trigger("gateway-requests", "AverageValue", query, WAKE_THRESHOLD,
+                    "requests the gateway's endpoint picker counted for it, served or refused while no replica ran "
+                    "(inference_objective_request_total, inference_objective_request_error_total)",
+                    activation="0"),)
 
 
 WEIGHTS_MOUNT = "/weights"

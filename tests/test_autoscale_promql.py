@@ -97,3 +97,40 @@ def test_queue_query_sums_waiting_requests(tmp_path):
     series = [{"series": f"vllm:num_requests_waiting{_labels('qwen-7b', 'a')}", "values": "3x10"},
               {"series": f"vllm:num_requests_waiting{_labels('qwen-7b', 'b')}", "values": "9x10"}]
     _value(tmp_path, series, _queries()["queue"], 12)
+
+
+def _wake_query() -> str:
+    files = render(check(EXAMPLE).model)
+    scaled = yaml.safe_load(files["chat/k8s/llama-8b-scaledobject.yaml"])
+    (wake,) = [t for t in scaled["spec"]["triggers"] if t.get("name") == "gateway-requests"]
+    assert wake["metadata"]["activationThreshold"] == "0"
+    return wake["metadata"]["query"]
+
+
+def _epp(name: str, model: str, values: str, namespace: str = "chat", **extra: str) -> dict:
+    """An endpoint picker counter (Inference Extension v1.1.0 pkg/epp/metrics/metrics.go: labels model_name,
+    target_model_name; error_code on the error counter), scraped through its ServiceMonitor."""
+    labels = {"namespace": namespace, "pod": "llama-8b-epp-0", "model_name": model, "target_model_name": model, **extra}
+    return {"series": name + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in labels.items()) + "}", "values": values}
+
+
+def test_wake_query_rises_on_requests_refused_while_no_replica_runs(tmp_path):
+    """No replica: every request is refused with 503 and counted in the error counter; 60 a minute is 1 a
+    second, above the activation threshold 0, so KEDA takes the model off zero."""
+    series = [_epp("inference_objective_request_error_total", "llama-8b", "0+60x10", error_code="ServiceUnavailable"),
+              _epp("inference_objective_request_total", "llama-8b", "500x10")]  # served before it scaled down
+    _value(tmp_path, series, _wake_query(), 1)
+
+
+def test_wake_query_reads_0_when_nobody_asks(tmp_path):
+    """Flat counters (and other models' or namespaces' requests) keep it inactive: the model stays at 0."""
+    series = [_epp("inference_objective_request_total", "llama-8b", "500x10"),
+              _epp("inference_objective_request_error_total", "llama-8b", "7x10", error_code="ServiceUnavailable"),
+              _epp("inference_objective_request_total", "qwen-7b", "0+600x10"),
+              _epp("inference_objective_request_total", "llama-8b", "0+600x10", namespace="other")]
+    _value(tmp_path, series, _wake_query(), 0)
+
+
+def test_wake_query_counts_served_requests_too(tmp_path):
+    series = [_epp("inference_objective_request_total", "llama-8b", "0+120x10")]
+    _value(tmp_path, series, _wake_query(), 2)

@@ -43,9 +43,9 @@ def test_example_scales_on_queue_kv_cache_and_ttft():
     assert ttft["metadata"]["query"] == (
         f'(histogram_quantile(0.9, sum by (le) (rate({TTFT_METRIC}_bucket{{namespace="chat",model_name="qwen-7b"}}[2m]))) > 0)'
         " or vector(0)")
-    # llama-8b has a KV-cache target and no SLO: two triggers
+    # llama-8b has a KV-cache target and no SLO: two triggers, and the gateway's wake trigger (it scales to 0)
     other = yaml.safe_load(files["chat/k8s/llama-8b-scaledobject.yaml"])
-    assert [t.get("name") for t in other["spec"]["triggers"]] == [None, "kv-cache"]
+    assert [t.get("name") for t in other["spec"]["triggers"]] == [None, "kv-cache", "gateway-requests"]
 
 
 def test_no_target_no_trigger():

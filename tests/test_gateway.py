@@ -121,7 +121,8 @@ def test_the_picker_is_admitted_and_reachable():
 def test_no_gateway_block_renders_no_gateway(tmp_path):
     text = EXAMPLE.read_text()
     path = tmp_path / "bp.yaml"
-    path.write_text(re.sub(r"    gateway:\n      request_timeout_s: 300[^\n]*\n", "", text))
+    path.write_text(re.sub(r"    gateway:\n      request_timeout_s: 300[^\n]*\n", "", text).replace(
+        "replicas: {min: 0, max: 8}", "replicas: {min: 1, max: 8}"))
     _, files, objs = _objects(path)
     assert "Gateway" not in objs and "InferencePool" not in objs and "HTTPRoute" not in objs
     assert not any("epp" in name for name in files)
@@ -137,7 +138,50 @@ def test_gateway_auth(tmp_path):
     text = EXAMPLE.read_text()
     assert _auth_findings(tmp_path, text) == []
     # the first model without its key: one finding, on that model
-    one = text.replace("        api_key_secret: chat-api-key\n", "", 1)
+    one = re.sub(r"        api_key_secret: chat-api-key[^\n]*\n", "", text, count=1)
     (finding,) = _auth_findings(tmp_path, one)
     assert "model 'qwen-7b'" in finding and "fleets[0].models[0].name" in finding
-    assert len(_auth_findings(tmp_path, text.replace("        api_key_secret: chat-api-key\n", ""))) == 2
+    assert len(_auth_findings(tmp_path, re.sub(r"        api_key_secret: chat-api-key[^\n]*\n", "", text))) == 2
+
+
+def _zero_findings(tmp_path, text: str) -> list[str]:
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    return [f"{f.rule} {f.to_text()}" for f in check(path).findings if f.rule in ("scale-to-zero", "cold-start-budget")]
+
+
+def test_scale_to_zero_only_where_the_gateway_and_keda_can_wake_the_model(tmp_path):
+    text = EXAMPLE.read_text()
+    assert "replicas: {min: 0, max: 8}" in text
+    assert _zero_findings(tmp_path, text) == []
+    no_gateway = re.sub(r"    gateway:\n      request_timeout_s: 300[^\n]*\n", "", text)
+    (finding,) = _zero_findings(tmp_path, no_gateway)
+    assert finding.startswith("scale-to-zero") and "model 'llama-8b' may scale to 0" in finding
+    # the HPA path cannot go to 0 (and has no wake trigger): refused even behind the gateway
+    hpa = text.replace("autoscaler: keda", "autoscaler: hpa").replace("          kv_cache_target: 0.8      ", "          # ").replace(
+        "          kv_cache_target: 0.75\n", "").replace("          ttft_p90_s: 1.5", "          # ttft")
+    assert [f.split()[0] for f in _zero_findings(tmp_path, hpa)] == ["scale-to-zero"]
+    # the cold-start budget still holds: 16 GB from the Hub at 0.2 GB/s + 120 s = 200 s, over 199
+    assert [f.split()[0] for f in _zero_findings(tmp_path, text.replace("cold_start_latency_s: 300", "cold_start_latency_s: 199"))] \
+        == ["cold-start-budget"]
+    assert _zero_findings(tmp_path, text.replace("cold_start_latency_s: 300", "cold_start_latency_s: 200")) == []
+
+
+def test_the_wake_trigger_is_on_the_model_at_zero_only_and_its_counters_are_scraped():
+    _, files, objs = _objects()
+    llama = yaml.safe_load(files["chat/k8s/llama-8b-scaledobject.yaml"])["spec"]
+    qwen = yaml.safe_load(files["chat/k8s/qwen-7b-scaledobject.yaml"])["spec"]
+    assert llama["minReplicaCount"] == 0 and qwen["minReplicaCount"] == 1
+    assert [t.get("name") for t in llama["triggers"]] == [None, "kv-cache", "gateway-requests"]
+    assert "gateway-requests" not in [t.get("name") for t in qwen["triggers"]]
+    assert all("activationThreshold" not in t["metadata"] for t in qwen["triggers"])
+    for name, monitor in objs["ServiceMonitor"].items():
+        if name.endswith("-epp"):
+            service = objs["Service"][name]
+            assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+            assert monitor["spec"]["endpoints"][0]["port"] in [p["name"] for p in service["spec"]["ports"]]
+            assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+            # and the picker serves /metrics without a token: the ServiceMonitor sends none
+            epp = objs["Deployment"][name]["spec"]["template"]["spec"]["containers"][0]
+            assert "--metrics-endpoint-auth=false" in epp["args"]
+    assert {n for n in objs["ServiceMonitor"] if n.endswith("-epp")} == {"qwen-7b-epp", "llama-8b-epp"}

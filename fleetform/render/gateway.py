@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..model import Fleet
 from .jinja import render
 
-EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", "deployment", "networkpolicy")
+EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", "deployment", "networkpolicy",
+               "servicemonitor")
 
 
 def objects(fleet: Fleet) -> dict[str, bytes]:
@@ -15,7 +16,8 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
         return {}
     out = {"gateway.yaml": render("gateway/gateway.yaml.j2", fleet=fleet.name, g=g)}
     for p in g.pickers:
-        one = {"g": g, "p": p, "prometheus_namespace": fleet.kube.network_policy.prometheus_namespace}
+        one = {"g": g, "p": p, "prometheus_namespace": fleet.kube.network_policy.prometheus_namespace,
+               "monitor_labels": fleet.kube.monitor_labels}
         out[f"{p.pool}-httproute.yaml"] = render("gateway/httproute.yaml.j2", **one)
         out[f"{p.pool}-inferencepool.yaml"] = render("gateway/inferencepool.yaml.j2", **one)
         for kind in EPP_OBJECTS:
