@@ -90,3 +90,21 @@ def gateway_auth(bp: Blueprint, report: Reporter) -> None:
                        f"model '{model.name}' sits behind the gateway of fleet '{fleet.name}' with no API key: anyone "
                        "who reaches the gateway could use it",
                        "set api_key_secret to a Secret with key VLLM_API_KEY, or remove the fleet's gateway")
+
+
+@rule("gateway-names", "error", "no model behind a gateway is named like another model's endpoint picker")
+def gateway_names(bp: Blueprint, report: Reporter) -> None:
+    """A model's endpoint picker is named <model>-epp (its Deployment, Service, ServiceMonitor and
+    NetworkPolicy, fleetform/gateway.py): a model of that name in the same fleet would have its own objects
+    of those kinds and names, and one would replace the other when applied."""
+    for fleet in bp.fleets:
+        if fleet.gateway is None:
+            continue
+        names = {model.name for model in fleet.models}
+        for model in fleet.models:
+            if f"{model.name}-epp" in names:
+                other = next(m for m in fleet.models if m.name == f"{model.name}-epp")
+                report(other.path + ("name",),
+                       f"model '{other.name}' has the name of the endpoint picker of model '{model.name}': their "
+                       "Deployments, Services and ServiceMonitors would be one object",
+                       f"rename model '{other.name}'")
