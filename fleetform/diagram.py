@@ -198,6 +198,10 @@ def _fleet(g: Graph, bp, fleet, eks) -> None:
         scale = ""
         if m.autoscale is not None and autoscaler != "none":
             scale = f"{autoscaler.upper()}: {m.autoscale.metric}, target {m.autoscale.target_per_replica:g} per replica"
+            if autoscaler == "keda" and m.autoscale.kv_cache_target is not None:
+                scale += f", KV cache {m.autoscale.kv_cache_target:g}"
+            if autoscaler == "keda" and m.slo is not None and m.slo.ttft_p90_s is not None:
+                scale += f", TTFT p90 {m.slo.ttft_p90_s:g} s"
         gpus = f"{m.tensor_parallel} GPU" + ("s" if m.tensor_parallel > 1 else "")
         key = g.node(("fleet", name, "model", m.name), f"model {m.name}", m.model,
                      f"{_count(m.replicas)} replicas x {gpus}", scale, shape="round", group=fg)

@@ -12,6 +12,7 @@ from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
 from .cluster import Cluster
+from .gateway import InferenceGateway
 from .k8s import KubeFleet
 from .kueue import KueueFleet
 from .models import ModelSpec
@@ -235,6 +236,14 @@ class GpuSharing:
 
 
 @frozen
+class GatewaySpec:
+    """An inference fleet's `gateway:` block: one OpenAI endpoint in front of its models (issue 23)."""
+
+    request_timeout_s: int
+    path: Path
+
+
+@frozen
 class Autoscale:
     metric: str
     target_per_replica: float
@@ -243,6 +252,8 @@ class Autoscale:
     scale_up_replicas: int | None = None  # None: fleetform's default step
     scale_up_period_s: int | None = None  # None: the estimated time a replica takes to become ready
     fallback_replicas: int | None = None  # None: replicas.min
+    kv_cache_target: float | None = None  # keda: a KV-cache use trigger (fraction of the cache), None: none
+    cold_start_latency_s: float | None = None  # the wait a request accepts when no replica runs (min 0)
 
 
 @frozen
@@ -273,6 +284,7 @@ class Slo:
     redundancy: int
     burst_headroom: float
     path: Path
+    ttft_p90_s: float | None = None  # keda: a time-to-first-token trigger, None: none
 
 
 @frozen
@@ -399,6 +411,8 @@ class Fleet:
     acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
     model_checks: tuple = ()  # inference fleets on Kubernetes: each model's acceptance request (fleetform/acceptance.py)
     pool_edge: PoolEdge | None = None  # AWS Slurm training fleets that lend nodes to a pool (fleetform/pool.py)
+    gateway: GatewaySpec | None = None  # inference on Kubernetes: the blueprint's `gateway:` block
+    inference_gateway: InferenceGateway | None = None  # its objects, when the fleet has kube and a gateway
 
     @property
     def training(self) -> bool:

@@ -11,14 +11,15 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import acceptance, cluster, health, k8s, kueue, login, nccl, pool, ray, slurm
+from . import acceptance, cluster, gateway, health, k8s, kueue, login, nccl, pool, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .models import load_models
 from .model import (
-    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
-    KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size, Slo, Storage, Switch,
+    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
+    Interconnect, KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size,
+    Slo, Storage, Switch,
     Topology, Waiver, Weights, Workload, under,
 )
 
@@ -115,10 +116,10 @@ def _model(item: dict, path: tuple) -> Model:
             auto["metric"], auto["target_per_replica"],
             auto.get("scale_down_window_s", DEFAULT_SCALE_DOWN_WINDOW_S), path + ("autoscale",),
             auto.get("scale_up", {}).get("replicas"), auto.get("scale_up", {}).get("period_s"),
-            auto.get("fallback_replicas")),
+            auto.get("fallback_replicas"), auto.get("kv_cache_target"), auto.get("cold_start_latency_s")),
         slo=None if slo is None else Slo(
             slo["peak_qps"], slo["qps_per_gpu"], slo.get("latency_s"), slo.get("redundancy", 0),
-            slo.get("burst_headroom", 0.0), path + ("slo",)),
+            slo.get("burst_headroom", 0.0), path + ("slo",), slo.get("ttft_p90_s")),
         hf_token_secret=item.get("hf_token_secret"),
         path=path,
         checkpoint_precision=item.get("checkpoint_precision", ""),
@@ -195,6 +196,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
                                sharing.get("mig_strategy", "single"), path + ("gpu_sharing",)),
         models=tuple(_model(m, path + ("models", i)) for i, m in enumerate(item.get("models", ()))),
         renamed_from=tuple(item.get("renamed_from", ())),
+        gateway=None if "gateway" not in item else GatewaySpec(
+            item["gateway"].get("request_timeout_s", 300), path + ("gateway",)),
     )
 
 
@@ -227,7 +230,8 @@ def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
     its Kubernetes objects."""
     name = meta["name"]
     if not fleet.training:
-        return replace(fleet, kube=k8s.build(fleet, name, meta.get("labels", {}), region))
+        kube = k8s.build(fleet, name, meta.get("labels", {}), region)
+        return replace(fleet, kube=kube, inference_gateway=gateway.build(fleet, kube))
     return replace(fleet, slurm=slurm.build(fleet, name, region, cloud), nccl_env=nccl.environment(fleet))
 
 

@@ -8,6 +8,7 @@ from importlib import resources
 
 from ..k8s import HPA_METRIC
 from ..model import Blueprint, Fleet
+from .gateway import objects as gateway_objects
 from .jinja import render
 
 ACCEPTANCE_PROGRAMS = ("accept-models",)
@@ -48,6 +49,7 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if kube.mig is not None:
         objects["mig-parted-config.yaml"] = render("k8s/mig-parted-config.yaml.j2", m=kube.mig, **common)
     objects["dcgm-servicemonitor.yaml"] = render("k8s/dcgm-servicemonitor.yaml.j2", **common)
+    objects.update(gateway_objects(fleet))
     out = {f"{fleet.name}/k8s/{name}": data for name, data in objects.items()}
     out[f"{fleet.name}/k8s/kustomization.yaml"] = render("k8s/kustomization.yaml.j2", fleet=fleet.name,
                                                          resources=sorted(objects))

@@ -8,6 +8,7 @@ from . import ray  # noqa: F401  (training fleets scheduled by Ray through KubeR
 from . import login  # noqa: F401  (login nodes, users, home of the Slurm training fleets)
 from . import acceptance  # noqa: F401  (after health: the acceptance job's DCGM level follows the health suite)
 from . import models  # noqa: F401  (the model catalog's rules: after inference's memory rules)
+from . import gateway  # noqa: F401  (scaling beyond the queue and the cold-start budget: after inference)
 from . import cluster  # noqa: F401  (the cluster stage: after every fleet is checked on its own)
 from . import eks  # noqa: F401  (the cluster's Kubernetes version against EKS's calendar)
 from . import pool  # noqa: F401  (pools shared by time: after every fleet is checked on its own)
