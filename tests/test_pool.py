@@ -274,11 +274,11 @@ def test_keda_cron_triggers_follow_the_windows(tmp_path):
     assert cron == {"type": "cron", "metricType": "AverageValue", "metadata": {
         "timezone": "Europe/Berlin", "start": "0 8 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
     schema = jsonschema.Draft202012Validator(CRD_SCHEMAS["keda.sh_v1alpha1_ScaledObject"])
-    # negative controls: KEDA refuses a trigger without metricType next to a fallback (CheckFallbackValid in
-    # apis/keda/v1alpha1/scaledobject_types.go: an unset metricType is not AverageValue), and cron has five fields
-    unset = yaml.safe_load(files["serve/k8s/qwen-7b-scaledobject.yaml"])
-    del unset["spec"]["triggers"][1]["metricType"]
-    assert list(schema.iter_errors(unset))
+    # negative controls: KEDA 2.17+ refuses a fallback whose triggers are all cpu or memory (CheckFallbackValid in
+    # apis/keda/v1alpha1/scaledobject_types.go), and cron has five fields
+    cpu_only = yaml.safe_load(files["serve/k8s/qwen-7b-scaledobject.yaml"])
+    cpu_only["spec"]["triggers"] = [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}]
+    assert list(schema.iter_errors(cpu_only))
     seconds = yaml.safe_load(files["serve/k8s/qwen-7b-scaledobject.yaml"])
     seconds["spec"]["triggers"][1]["metadata"]["start"] = "0 0 8 * * 1-5"
     assert list(schema.iter_errors(seconds))
