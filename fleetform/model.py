@@ -15,6 +15,7 @@ from .cluster import Cluster
 from .k8s import KubeFleet
 from .models import ModelSpec
 from .records import frozen
+from .accounting import AccountingConfig, Team
 from .health import HealthConfig
 from .slurm import SlurmConfig
 
@@ -369,6 +370,8 @@ class Fleet:
     kube: KubeFleet | None = None  # inference fleets on Kubernetes, when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)
+    teams: tuple[Team, ...] = ()  # `scheduler.teams` as written, with or without accounting (the rules' input)
 
     @property
     def training(self) -> bool:

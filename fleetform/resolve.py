@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, health, k8s, nccl, slurm
+from . import accounting, cluster, health, k8s, nccl, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -240,6 +240,9 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
     fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
                            health_declared="health" in item)
                    for f, item in zip(fleets, data["fleets"]))
+    fleets = tuple(replace(f, teams=accounting.teams(item.get("scheduler"), ("fleets", i, "scheduler")),
+                           accounting=accounting.build(f, item.get("scheduler"), ("fleets", i, "scheduler"), cloud))
+                   for i, (f, item) in enumerate(zip(fleets, data["fleets"])))
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),

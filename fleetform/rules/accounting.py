@@ -1,0 +1,95 @@
+"""Rules over Slurm accounting and teams (fleetform/accounting.py, docs/accounting.md)."""
+
+from __future__ import annotations
+
+from ..model import Blueprint
+from . import Reporter, rule
+
+
+def _slurm(fleet) -> bool:
+    return fleet.scheduler is not None and fleet.scheduler.type == "slurm"
+
+
+@rule("accounting-scope", "error", "`accounting` and `teams` are on a Slurm scheduler, the only kind that has them")
+def accounting_scope(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        scheduler = fleet.scheduler
+        if scheduler is None or _slurm(fleet):
+            continue
+        for team in fleet.teams[:1]:
+            report(team.path[:-1], "`teams` are Slurm accounts (sacctmgr): a fleet scheduled by Kubernetes has none",
+                   "remove the block, or schedule the fleet with Slurm")
+
+
+@rule("teams-need-accounting", "error", "teams (accounts, budgets, limits) come with `accounting`: without slurmdbd "
+      "there is no account to charge and nothing enforces a budget")
+def teams_need_accounting(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        if not fleet.teams or not _slurm(fleet) or fleet.accounting is not None or fleet.slurm is None:
+            continue
+        report(fleet.teams[0].path[:-1],
+               "teams are accounts in slurmdbd's database and their budgets and limits are enforced by slurmctld "
+               "against it (AccountingStorageEnforce); without `accounting` slurm.conf keeps "
+               "AccountingStorageType=accounting_storage/none and no team, budget or limit exists",
+               "add `accounting: {}` to the scheduler (on-prem with `host:` the database server)")
+
+
+@rule("team-names", "error", "team names are unique (each is one Slurm account)")
+def team_names(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        seen: set[str] = set()
+        for team in fleet.teams:
+            if team.name in seen:
+                report(team.path + ("name",), f"team {team.name!r} is listed twice: it is one Slurm account",
+                       "merge the two entries")
+            seen.add(team.name)
+
+
+@rule("team-max-gpus", "error", "a team's max_gpus_per_job is at most the GPUs of the fleet")
+def team_max_gpus(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        if fleet.shape is None or fleet.nodes is None:
+            continue
+        total = fleet.shape.gpu_count * fleet.nodes.max
+        for team in fleet.teams:
+            if team.max_gpus_per_job is not None and team.max_gpus_per_job > total:
+                report(team.path + ("max_gpus_per_job",),
+                       f"max_gpus_per_job {team.max_gpus_per_job} is more than the fleet's {total} GPUs "
+                       f"({fleet.nodes.max} nodes x {fleet.shape.gpu_count}): the limit never applies",
+                       f"max_gpus_per_job: {total} or less")
+
+
+@rule("team-budget", "warning", "a team's monthly GPU-hour budget fits one of its largest jobs for an hour")
+def team_budget(bp: Blueprint, report: Reporter) -> None:
+    """With AccountingStorageEnforce=safe a job starts only when its GPUs x its time limit fit in
+    what is left of the budget (slurm.conf(5)): a budget below one largest job's GPUs for an hour
+    keeps every such job waiting (AssocGrpGRESMinutes) from the first day of the month."""
+    for fleet in bp.fleets:
+        for team in fleet.teams:
+            if team.gpu_hours_per_month is None or team.max_gpus_per_job is None:
+                continue
+            if team.gpu_hours_per_month < team.max_gpus_per_job:
+                report(team.path + ("gpu_hours_per_month",),
+                       f"gpu_hours_per_month {team.gpu_hours_per_month} is less than one hour of a "
+                       f"{team.max_gpus_per_job}-GPU job (max_gpus_per_job): Slurm starts a job only when it can finish "
+                       "within what is left of the budget, so such a job always waits (AssocGrpGRESMinutes)",
+                       f"gpu_hours_per_month: {team.max_gpus_per_job} or more, or a smaller max_gpus_per_job")
+
+
+@rule("accounting-host", "error", "the accounting database's host is named on-prem and left to fleetform on AWS")
+def accounting_host(bp: Blueprint, report: Reporter) -> None:
+    for fleet in bp.fleets:
+        a = fleet.accounting
+        if a is None or not a.aws:
+            continue
+        declared = _declared(fleet)
+        for key in ("host", "port", "password_file"):
+            if key in declared:
+                report(a.path + (key,), f"accounting.{key} is for an on-prem database: on AWS fleetform creates the "
+                       "database (RDS for MySQL) and the controller reads its address and password at boot",
+                       f"remove accounting.{key}")
+
+
+def _declared(fleet) -> tuple[str, ...]:
+    a = fleet.accounting
+    return a.declared if a is not None else ()
