@@ -37,8 +37,8 @@ DEFAULT_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5) StorageLoc's default
 DEFAULT_USER = "slurm"
 DEFAULT_PORT = 3306
 PASSWORD_FILE = "/etc/slurm/slurmdbd-storage.conf"
-"""slurmdbd.conf ends with `Include` of this file: `StoragePass=...` (and on AWS `StorageHost=` and
-`StoragePort=` of the database fleetform creates), written on the controller, never rendered."""
+"""slurmdbd.conf ends with `Include` of this file: `StoragePass=...`, written on the controller by the
+site (mode 600, owned by the slurm user), never rendered."""
 TRES = ("gres/gpu",)
 ENFORCE = ("associations", "limits", "qos", "safe")
 PRIORITY_WEIGHTS = {"PriorityWeightFairshare": 10000, "PriorityWeightAssoc": 1000, "PriorityWeightAge": 1000,
@@ -84,8 +84,7 @@ class AccountingConfig:
     cluster_name: str
     dbd_host: str  # slurmdbd runs on the controller
     dbd_port: int
-    storage_host: str | None  # None on AWS: the controller writes the database's address at boot;
-    # on-prem the named server, default localhost (MariaDB beside slurmdbd on the controller)
+    storage_host: str  # the named database server, default localhost (MariaDB beside slurmdbd on the controller)
     storage_port: int
     database: str
     user: str
@@ -96,9 +95,8 @@ class AccountingConfig:
     priority_weights: tuple[tuple[str, int], ...]
     priority_max_age: str
     teams: tuple[Team, ...]
-    aws: bool
+    aws: bool  # refused for now (rule accounting-cloud): the AWS program builds no database yet
     path: tuple
-    declared: tuple[str, ...] = ()  # the keys the blueprint's `accounting` block writes (rules' input)
     log_file: str = SLURMDBD_LOG
     pid_file: str = SLURMDBD_PID
 
@@ -129,9 +127,9 @@ def build(fleet, scheduler_data: dict | None, path: tuple, cloud: str) -> Accoun
     months = data.get("keep_job_months")
     return AccountingConfig(
         cluster_name=config.cluster_name, dbd_host=config.controller_host, dbd_port=DBD_PORT,
-        storage_host=None if aws else data.get("host", "localhost"), storage_port=data.get("port", DEFAULT_PORT),
+        storage_host=data.get("host", "localhost"), storage_port=data.get("port", DEFAULT_PORT),
         database=data.get("database", DEFAULT_DATABASE), user=data.get("user", DEFAULT_USER),
         password_file=data.get("password_file", PASSWORD_FILE), purge_after_months=months,
         tres=TRES, enforce=ENFORCE, priority_weights=tuple(PRIORITY_WEIGHTS.items()),
         priority_max_age=PRIORITY_MAX_AGE, teams=teams(scheduler_data, path), aws=aws,
-        path=path + ("accounting",), declared=tuple(data))
+        path=path + ("accounting",))

@@ -372,6 +372,7 @@ class Fleet:
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
     accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)
     teams: tuple[Team, ...] = ()  # `scheduler.teams` as written, with or without accounting (the rules' input)
+    accounting_declared: bool = False  # the scheduler writes an `accounting` block (the accounting-scope rule's input)
 
     @property
     def training(self) -> bool:

@@ -241,6 +241,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                            health_declared="health" in item)
                    for f, item in zip(fleets, data["fleets"]))
     fleets = tuple(replace(f, teams=accounting.teams(item.get("scheduler"), ("fleets", i, "scheduler")),
+                           accounting_declared="accounting" in (item.get("scheduler") or {}),
                            accounting=accounting.build(f, item.get("scheduler"), ("fleets", i, "scheduler"), cloud))
                    for i, (f, item) in enumerate(zip(fleets, data["fleets"])))
     bp = Blueprint(

@@ -16,6 +16,9 @@ def accounting_scope(bp: Blueprint, report: Reporter) -> None:
         scheduler = fleet.scheduler
         if scheduler is None or _slurm(fleet):
             continue
+        if fleet.accounting_declared:
+            report(scheduler.path + ("accounting",), "`accounting` is Slurm's (slurmdbd): a fleet scheduled by "
+                   "Kubernetes has none", "remove the block, or schedule the fleet with Slurm")
         for team in fleet.teams[:1]:
             report(team.path[:-1], "`teams` are Slurm accounts (sacctmgr): a fleet scheduled by Kubernetes has none",
                    "remove the block, or schedule the fleet with Slurm")
@@ -76,20 +79,18 @@ def team_budget(bp: Blueprint, report: Reporter) -> None:
                        f"gpu_hours_per_month: {team.max_gpus_per_job} or more, or a smaller max_gpus_per_job")
 
 
-@rule("accounting-host", "error", "the accounting database's host is named on-prem and left to fleetform on AWS")
-def accounting_host(bp: Blueprint, report: Reporter) -> None:
+@rule("accounting-cloud", "error", "accounting is on an on-prem fleet: on AWS fleetform does not yet create the "
+      "database slurmdbd needs")
+def accounting_cloud(bp: Blueprint, report: Reporter) -> None:
+    """On AWS slurmdbd needs a database the program creates (RDS for MySQL in the VPC's private
+    subnets, its password in Secrets Manager) and a controller bootstrap that starts slurmdbd and
+    loads the accounts; until the provider builds them, rendering the slurmdbd lines would give a
+    slurmctld that waits on a slurmdbd no one starts, so the blueprint is refused instead."""
     for fleet in bp.fleets:
         a = fleet.accounting
         if a is None or not a.aws:
             continue
-        declared = _declared(fleet)
-        for key in ("host", "port", "password_file"):
-            if key in declared:
-                report(a.path + (key,), f"accounting.{key} is for an on-prem database: on AWS fleetform creates the "
-                       "database (RDS for MySQL) and the controller reads its address and password at boot",
-                       f"remove accounting.{key}")
-
-
-def _declared(fleet) -> tuple[str, ...]:
-    a = fleet.accounting
-    return a.declared if a is not None else ()
+        report(a.path, "accounting on AWS needs a database and a controller that runs slurmdbd, which fleetform's "
+               "AWS program does not build yet: slurmctld would wait on a slurmdbd no one starts",
+               "remove `accounting` and `teams` on AWS for now (docs/accounting.md), or run the fleet on-prem "
+               "with accounting.host naming the database server")
