@@ -23,6 +23,10 @@ sacctmgr(1)) and checked against current Slurm's (25.11), where they read the sa
   GrpTRESMins). A monthly budget is therefore PriorityDecayHalfLife=0 (no decay: the usage counts
   in full) and PriorityUsageResetPeriod=MONTHLY (reset at the start of each month). Fair share then
   compares the month's usage.
+- slurmctld 22.05 stops with "fatal: slurmdbd is required to run with TRES gres/gpu" when
+  AccountingStorageTRES names gres/gpu without accounting_storage/slurmdbd, and refuses
+  AccountingStorageEnforce without storage (measured): both lines are written only with slurmdbd,
+  from this one record.
 - A job of an association whose GrpTRESMins=gres/gpu would be passed waits with reason
   AssocGrpGRESMinutes (squeue %r; slurm.h WAIT_ASSOC_GRP_GRES_MIN), seen in tests/test_accounting_cluster.py.
 """

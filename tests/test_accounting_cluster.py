@@ -15,8 +15,8 @@ the rendered accounts.cfg of an on-prem fleet with teams (blueprints/onprem-ib.y
 
 Test-only overrides (one machine plays the database server, the controller and the node):
 tests/slurmctld.py's for slurm.conf (localhost controller, auth/none, state and logs in a temp dir,
-NodeAddr=127.0.0.1) but with the rendered AccountingStorageType kept and AccountingStorageHost=localhost
-and AccountingStoragePort a free port; as tests/test_health_cluster.py: SlurmUser and DisableRootJobs
+NodeAddr=127.0.0.1) but with the rendered accounting lines kept, AccountingStorageHost=localhost and
+AccountingStoragePort a free port; as tests/test_health_cluster.py: SlurmUser and DisableRootJobs
 for the user running the test, one free SlurmdPort, config_overrides (this host has not 224 CPUs),
 proctrack/linuxproc, task/none and jobacct_gather/linux instead of the cgroup plugins (no cgroup
 delegation in a test container), gres.conf's /dev/nvidia[0-7] as links to /dev/null, no
@@ -175,6 +175,10 @@ def _slurm_conf(rendered: str, tmp: Path, dbd_port: int) -> str:
                    "AccountingStorageHost", "AccountingStoragePort", "JobAcctGatherType"):
             continue
         out.append(line)
+    # slurmctld._localize drops the accounting lines (it has no slurmdbd): the rendered TRES and
+    # enforcement come back as rendered
+    out += [line for line in rendered.splitlines()
+            if line.split("=", 1)[0] in ("AccountingStorageTRES", "AccountingStorageEnforce")]
     out += ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
             f"AccountingStoragePort={dbd_port}", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/linux", f"SlurmUser={USER}", "DisableRootJobs=NO",
@@ -206,6 +210,9 @@ def _start(tmp: Path, procs: list) -> dict:
     dbd_port = slurmctld._free_port()
     conf = etc / "slurm.conf"
     conf.write_text(_slurm_conf(rendered["slurm.conf"], tmp, dbd_port))
+    for line in ("AccountingStorageTRES=gres/gpu", "AccountingStorageEnforce=associations,limits,qos,safe",
+                 "PriorityType=priority/multifactor", "PriorityUsageResetPeriod=MONTHLY"):
+        assert line in conf.read_text().splitlines(), line  # the rendered values, kept
     dbd_conf = etc / "slurmdbd.conf"
     dbd_conf.write_text(_slurmdbd_conf(rendered["slurmdbd.conf"], tmp, db_port, dbd_port))
     secret = tmp / "slurmdbd-storage.conf"
