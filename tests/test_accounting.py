@@ -99,3 +99,12 @@ def test_rules_catch_teams_without_accounting_and_oversized_teams(tmp_path):
     found = _rules(tmp_path, text.replace("gpu_hours_per_month: 2000", "gpu_hours_per_month: 7"))
     assert "team-budget" in found and "one hour of a 8-GPU job" in found["team-budget"], found
     assert _rules(tmp_path, text) == {}
+
+
+def test_diff_says_how_a_changed_accounting_file_reaches_the_cluster():
+    from fleetform.changes import file_disruption
+
+    dbd = file_disruption("train/slurm/slurmdbd.conf", "changed")
+    assert dbd.cls == "in place" and "restart slurmdbd" in dbd.how and "reconfigure" not in dbd.how
+    accounts = file_disruption("train/slurm/accounts.cfg", "changed")
+    assert accounts.cls == "in place" and "sacctmgr -i load" in accounts.how and "stays" in accounts.how

@@ -322,3 +322,24 @@ def test_a_job_over_its_teams_max_gpus_waits_and_one_without_a_team_is_refused(c
     refused = submit(cluster, "-A", "no-such-team", "-t", "1")
     assert refused.returncode != 0
     assert "Invalid account or account/partition combination specified" in refused.stderr, refused.stderr
+
+
+def test_a_changed_blueprints_accounts_load_over_the_old_ones(cluster, tmp_path):
+    """Day 2 (docs/accounting.md): the accounts.cfg of a changed blueprint, loaded again, changes the
+    limits in the database; a running cluster needs no restart for it. A team it drops stays."""
+    source = tmp_path / "changed.yaml"
+    dropped = f"        - name: infra\n          users: [{USER}]\n"
+    assert dropped in blueprint()
+    source.write_text(blueprint().replace("max_gpus_per_job: 4", "max_gpus_per_job: 8").replace(dropped, ""))
+    result = check(source)
+    assert result.model is not None, result
+    changed = tmp_path / "accounts.cfg"
+    changed.write_bytes(render(result.model)["train/slurm/accounts.cfg"])
+    loaded = run(cluster, "sacctmgr", "-i", "load", f"file={changed}")
+    assert loaded.returncode == 0, loaded.stdout + loaded.stderr
+    shown = run(cluster, "sacctmgr", "-n", "-P", "show", "assoc", "account=nlp", "format=User,MaxTRES")
+    assert "|gres/gpu=8" in shown.stdout.splitlines(), shown.stdout
+    # a team the blueprint no longer lists stays (sacctmgr load adds and changes, never deletes):
+    # `diff` says so (fleetform/changes.py file_disruption)
+    kept = run(cluster, "sacctmgr", "-n", "-P", "show", "account", "infra", "format=Account")
+    assert kept.stdout.split() == ["infra"], kept.stdout
