@@ -43,6 +43,7 @@ DEFAULT_PORT = 3306
 PASSWORD_FILE = "/etc/slurm/slurmdbd-storage.conf"
 """slurmdbd.conf ends with `Include` of this file: `StoragePass=...`, written on the controller by the
 site (mode 600, owned by the slurm user), never rendered."""
+STORAGE_TYPE = "accounting_storage/slurmdbd"
 TRES = ("gres/gpu",)
 ENFORCE = ("associations", "limits", "qos", "safe")
 PRIORITY_WEIGHTS = {"PriorityWeightFairshare": 10000, "PriorityWeightAssoc": 1000, "PriorityWeightAge": 1000,
@@ -94,6 +95,7 @@ class AccountingConfig:
     user: str
     password_file: str
     purge_after_months: int | None
+    storage_type: str  # AccountingStorageType of slurm.conf
     tres: tuple[str, ...]
     enforce: tuple[str, ...]
     priority_weights: tuple[tuple[str, int], ...]
@@ -134,6 +136,6 @@ def build(fleet, scheduler_data: dict | None, path: tuple, cloud: str) -> Accoun
         storage_host=data.get("host", "localhost"), storage_port=data.get("port", DEFAULT_PORT),
         database=data.get("database", DEFAULT_DATABASE), user=data.get("user", DEFAULT_USER),
         password_file=data.get("password_file", PASSWORD_FILE), purge_after_months=months,
-        tres=TRES, enforce=ENFORCE, priority_weights=tuple(PRIORITY_WEIGHTS.items()),
+        storage_type=STORAGE_TYPE, tres=TRES, enforce=ENFORCE, priority_weights=tuple(PRIORITY_WEIGHTS.items()),
         priority_max_age=PRIORITY_MAX_AGE, teams=teams(scheduler_data, path), aws=aws,
         path=path + ("accounting",))

@@ -108,3 +108,24 @@ def test_diff_says_how_a_changed_accounting_file_reaches_the_cluster():
     assert dbd.cls == "in place" and "restart slurmdbd" in dbd.how and "reconfigure" not in dbd.how
     accounts = file_disruption("train/slurm/accounts.cfg", "changed")
     assert accounts.cls == "in place" and "sacctmgr -i load" in accounts.how and "stays" in accounts.how
+
+
+def test_accounting_tres_guards_the_fatal_and_the_silent_combinations():
+    """Stage config: no blueprint makes these (the lines come from one record), crafted models do."""
+    from dataclasses import replace
+
+    from fleetform.rules import run
+
+    result = check(TEAMS)
+    model, document = result.model, result.document
+    fleet = model.fleets[0]
+
+    def findings(**changes):
+        broken = replace(fleet, **changes)
+        return [f.message for f in run(replace(model, fleets=(broken,)), document) if f.rule == "accounting-tres"]
+
+    assert findings() == []
+    fatal = findings(accounting=replace(fleet.accounting, storage_type="accounting_storage/none"))
+    assert len(fatal) == 1 and "slurmdbd is required to run with TRES gres/gpu" in fatal[0], fatal
+    silent = findings(slurm=replace(fleet.slurm, gres_types=()))
+    assert len(silent) == 1 and "GresTypes does not declare 'gpu'" in silent[0], silent

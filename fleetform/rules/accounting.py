@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..accounting import STORAGE_TYPE
 from ..model import Blueprint
 from . import Reporter, rule
 
@@ -94,3 +95,27 @@ def accounting_cloud(bp: Blueprint, report: Reporter) -> None:
                "AWS program does not build yet: slurmctld would wait on a slurmdbd no one starts",
                "remove `accounting` and `teams` on AWS for now (docs/accounting.md), or run the fleet on-prem "
                "with accounting.host naming the database server")
+
+
+@rule("accounting-tres", "error", "AccountingStorageTRES names GRES that slurmdbd stores and GresTypes declares",
+      stage="config")
+def accounting_tres(bp: Blueprint, report: Reporter) -> None:
+    """slurmctld 22.05 stops with "fatal: slurmdbd is required to run with TRES gres/gpu" when
+    AccountingStorageTRES names a GRES without accounting_storage/slurmdbd (measured), and a GRES TRES
+    whose type GresTypes does not declare is never counted, so its budget (GrpTRESMins) is never reached."""
+    for fleet in bp.fleets:
+        a, config = fleet.accounting, fleet.slurm
+        if a is None or config is None:
+            continue
+        for tres in a.tres:
+            kind, _, name = tres.partition("/")
+            if kind != "gres":
+                continue
+            if a.storage_type != STORAGE_TYPE:
+                report(a.path, f"AccountingStorageTRES names {tres} but AccountingStorageType is {a.storage_type}: "
+                       "slurmctld stops (\"slurmdbd is required to run with TRES gres/gpu\")",
+                       "a fleetform bug: report it")
+            if name.split(":")[0] not in config.gres_types:
+                report(a.path, f"AccountingStorageTRES names {tres} but GresTypes does not declare "
+                       f"{name.split(':')[0]!r}: the TRES is never counted and its budgets never reached",
+                       "a fleetform bug: report it")
