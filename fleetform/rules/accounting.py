@@ -38,17 +38,6 @@ def teams_need_accounting(bp: Blueprint, report: Reporter) -> None:
                "add `accounting: {}` to the scheduler (on-prem with `host:` the database server)")
 
 
-@rule("team-names", "error", "team names are unique (each is one Slurm account)")
-def team_names(bp: Blueprint, report: Reporter) -> None:
-    for fleet in bp.fleets:
-        seen: set[str] = set()
-        for team in fleet.teams:
-            if team.name in seen:
-                report(team.path + ("name",), f"team {team.name!r} is listed twice: it is one Slurm account",
-                       "merge the two entries")
-            seen.add(team.name)
-
-
 @rule("team-max-gpus", "error", "a team's max_gpus_per_job is at most the GPUs of the fleet")
 def team_max_gpus(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
