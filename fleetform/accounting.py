@@ -4,19 +4,21 @@ shares) as the file `sacctmgr load` reads. Everything slurmdbd.conf, slurm.conf 
 print is computed here (templates compute nothing).
 
 Facts, from the man pages of Debian 12's Slurm (slurm-wlm 22.05.8: slurm.conf(5), slurmdbd.conf(5),
-sacctmgr(1)) and checked against current Slurm's (25.11), where they read the same:
+sacctmgr(1)); the `safe` text also from current Slurm's slurm.conf.html, which says the same for
+"TRES-minutes" limits:
 - AccountingStorageType=accounting_storage/slurmdbd with AccountingStorageHost/Port names slurmdbd;
   slurmdbd.conf's DbdHost/DbdPort where it listens (default port 6819), StorageType
   accounting_storage/mysql with StorageHost/StoragePort/StorageUser/StorageLoc/StoragePass the
   database. slurmdbd.conf supports `Include` (Slurm's config parser, measured with 22.05): the
   password is in an included file no render holds.
-- AccountingStorageTRES: cpu, mem, energy, node, billing, fs/disk, vmem and pages are tracked always;
-  `gres/gpu` must be named for GPU limits and GPU-hours (without it GrpTRESMins=gres/gpu is never
-  reached).
+- AccountingStorageTRES: billing, cpu, energy, memory, node, fs/disk, pages and vmem are tracked
+  always; a GRES only when named, so `gres/gpu` is named for GPU limits and GPU-hours. "The TRES are
+  automatically set up in the database on the start of the slurmctld": sacctmgr refuses
+  GrpTRESMins=gres/gpu before that (seen with 22.05), so accounts.cfg is loaded after slurmctld starts.
 - AccountingStorageEnforce: `associations` (a job needs an association: no account, no job),
   `limits` (association and QOS limits are enforced), `qos`, `safe` ("a job will only be launched
-  when using an association or qos that has a GrpTRESMins limit set if the job will be able to run
-  to completion"; without it jobs start while the usage is below the limit and are killed when it
+  against an association or qos that has a GrpTRESMins limit set, if the job will be able to run to
+  completion"; without it jobs start while the usage is below the limit and are killed when it
   is reached).
 - GrpTRESMins is the usage of the association and its children, decayed by PriorityDecayHalfLife and
   reset by PriorityUsageResetPeriod, and only with PriorityType=priority/multifactor (sacctmgr(1),
