@@ -45,6 +45,8 @@ DEFAULT_PORT = 3306
 PASSWORD_FILE = "/etc/slurm/slurmdbd-storage.conf"
 """slurmdbd.conf ends with `Include` of this file: `StoragePass=...`, written on the controller by the
 site (mode 600, owned by the slurm user), never rendered."""
+ONPREM_KEYS = ("host", "port", "user", "password_file")
+"""The named database server's settings: on AWS the program makes the database and these come from it."""
 STORAGE_TYPE = "accounting_storage/slurmdbd"
 TRES = ("gres/gpu",)
 ENFORCE = ("associations", "limits", "qos", "safe")
@@ -91,10 +93,10 @@ class AccountingConfig:
     cluster_name: str
     dbd_host: str  # slurmdbd runs on the controller
     dbd_port: int
-    storage_host: str  # the named database server, default localhost (MariaDB beside slurmdbd on the controller)
-    storage_port: int
+    storage_host: str  # the named database server, default localhost; "" on AWS (the bootstrap writes the RDS address)
+    storage_port: int | None  # None on AWS: the bootstrap writes it
     database: str
-    user: str
+    user: str  # "" on AWS: the RDS master user, from its secret, written by the bootstrap
     password_file: str
     purge_after_months: int | None
     storage_type: str  # AccountingStorageType of slurm.conf
@@ -103,8 +105,9 @@ class AccountingConfig:
     priority_weights: tuple[tuple[str, int], ...]
     priority_max_age: str
     teams: tuple[Team, ...]
-    aws: bool  # refused for now (rule accounting-cloud): the AWS program builds no database yet
+    aws: bool  # the AWS program creates the database (providers/aws/accounting.py); the bootstrap writes where
     path: tuple
+    declared_onprem: tuple[str, ...] = ()  # the on-prem server's keys the blueprint names (rule accounting-cloud)
     log_file: str = SLURMDBD_LOG
     pid_file: str = SLURMDBD_PID
 
@@ -133,11 +136,15 @@ def build(fleet, scheduler_data: dict | None, path: tuple, cloud: str) -> Accoun
         return None
     aws = cloud == "aws"
     months = data.get("keep_job_months")
+    # On AWS the database's address, port, user and password are known only once RDS made it: the
+    # controller's bootstrap writes them, from the RDS-managed secret, into the included file
+    # (StorageHost/StoragePort/StorageUser/StoragePass), so slurmdbd.conf names none of them.
     return AccountingConfig(
         cluster_name=config.cluster_name, dbd_host=config.controller_host, dbd_port=DBD_PORT,
-        storage_host=data.get("host", "localhost"), storage_port=data.get("port", DEFAULT_PORT),
-        database=data.get("database", DEFAULT_DATABASE), user=data.get("user", DEFAULT_USER),
-        password_file=data.get("password_file", PASSWORD_FILE), purge_after_months=months,
+        storage_host="" if aws else data.get("host", "localhost"),
+        storage_port=None if aws else data.get("port", DEFAULT_PORT),
+        database=data.get("database", DEFAULT_DATABASE), user="" if aws else data.get("user", DEFAULT_USER),
+        password_file=PASSWORD_FILE if aws else data.get("password_file", PASSWORD_FILE), purge_after_months=months,
         storage_type=STORAGE_TYPE, tres=TRES, enforce=ENFORCE, priority_weights=tuple(PRIORITY_WEIGHTS.items()),
         priority_max_age=PRIORITY_MAX_AGE, teams=teams(scheduler_data, path), aws=aws,
-        path=path + ("accounting",))
+        path=path + ("accounting",), declared_onprem=tuple(k for k in ONPREM_KEYS if k in data))

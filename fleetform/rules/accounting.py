@@ -69,21 +69,31 @@ def team_budget(bp: Blueprint, report: Reporter) -> None:
                        f"gpu_hours_per_month: {team.max_gpus_per_job} or more, or a smaller max_gpus_per_job")
 
 
-@rule("accounting-cloud", "error", "accounting is on an on-prem fleet: on AWS fleetform does not yet create the "
-      "database slurmdbd needs")
+@rule("accounting-cloud", "error", "accounting on AWS: the program makes the database (no `host`), in a VPC "
+      "with private subnets in two Availability Zones")
 def accounting_cloud(bp: Blueprint, report: Reporter) -> None:
-    """On AWS slurmdbd needs a database the program creates (RDS for MySQL in the VPC's private
-    subnets, its password in Secrets Manager) and a controller bootstrap that starts slurmdbd and
-    loads the accounts; until the provider builds them, rendering the slurmdbd lines would give a
-    slurmctld that waits on a slurmdbd no one starts, so the blueprint is refused instead."""
+    """On AWS the program creates slurmdbd's database (providers/aws/accounting.py: RDS for MySQL), so a
+    `host`, `port`, `user` or `password_file` (the on-prem server's) has no meaning there; and an RDS DB
+    subnet group needs subnets in at least two Availability Zones (RDS User Guide, "Working with a DB
+    instance in a VPC"): the VPC fleetform makes has two, a user's own VPC (network.vpc_id) has the
+    one network.subnet_id plus any provider.eks.subnet_ids."""
     for fleet in bp.fleets:
         a = fleet.accounting
         if a is None or not a.aws:
             continue
-        report(a.path, "accounting on AWS needs a database and a controller that runs slurmdbd, which fleetform's "
-               "AWS program does not build yet: slurmctld would wait on a slurmdbd no one starts",
-               "remove `accounting` and `teams` on AWS for now (docs/accounting.md), or run the fleet on-prem "
-               "with accounting.host naming the database server")
+        for key in a.declared_onprem:
+            report(a.path + (key,), f"`{key}` is the on-prem database server's setting; on AWS the program creates "
+                   "the database (RDS for MySQL) and the controller reads its address, user and password at boot",
+                   f"remove `{key}` (docs/accounting.md, \"On AWS\")")
+        net = bp.network
+        if net is not None and net.vpc_id:
+            extra = bp.cluster.subnet_ids if bp.cluster is not None else ()
+            if len({net.subnet_id, *extra}) < 2:
+                report(a.path, "the database's DB subnet group needs subnets in two Availability Zones, and this "
+                       "VPC (network.vpc_id) gives one subnet: RDS refuses the subnet group",
+                       "leave out network.vpc_id so fleetform makes the VPC (two private subnets in two zones); "
+                       "with an EKS cluster in the blueprint, a subnet in another zone in provider.eks.subnet_ids "
+                       "counts too")
 
 
 @rule("accounting-tres", "error", "AccountingStorageTRES names GRES that slurmdbd stores and GresTypes declares",
