@@ -21,9 +21,10 @@ for the user running the test, one free SlurmdPort, config_overrides (this host 
 proctrack/linuxproc, task/none and jobacct_gather/linux instead of the cgroup plugins (no cgroup
 delegation in a test container), gres.conf's /dev/nvidia[0-7] as links to /dev/null, no
 HealthCheckProgram (no GPUs here). In slurmdbd.conf: AuthType=auth/none, DbdHost=localhost and DbdPort
-the same free port, SlurmUser, LogFile and PidFile into the temp dir, StorageHost/StoragePort the
-test's MariaDB (127.0.0.1, a free port), and the Include'd password file in the temp dir, written by
-the test as the site would. The blueprint's teams list the user running the test, who submits the
+the same free port, SlurmUser, LogFile and PidFile into the temp dir, and the Include'd storage file
+in the temp dir with the test's MariaDB (StorageHost 127.0.0.1, StoragePort a free port, StorageUser,
+StoragePass), written by the AWS controller's bootstrap code (storage_lines, as from an RDS secret)
+with a password holding `#` and `\\`, which Slurm's parser must read back whole. The blueprint's teams list the user running the test, who submits the
 jobs. Every daemon is stopped at the end; every wait has a timeout. In CI (CI set) a missing program
 fails the test.
 """
@@ -31,7 +32,11 @@ fails the test.
 from __future__ import annotations
 
 import getpass
+import importlib.machinery
+import importlib.util
+import json
 import os
+import sys
 import secrets
 import shutil
 import subprocess
@@ -144,8 +149,11 @@ def _start_mariadb(tmp: Path, procs: list) -> tuple[int, str]:
     _wait("MariaDB did not come up", lambda: subprocess.run(client + ["-e", "select 1"], capture_output=True,
                                                             timeout=30).returncode == 0,
           60, tmp / "mysql.err", proc=procs[-1])
-    password = secrets.token_hex(16)
-    subprocess.run(client + ["-e", f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}'; "
+    # `#` and `\` as an RDS-generated password may have them: the storage file must escape them for
+    # Slurm's parser (bin/bootstrap slurm_value), or slurmdbd logs in with a cut password
+    password = secrets.token_hex(8) + "#x\\y" + secrets.token_hex(8)
+    literal = password.replace("\\", "\\\\")
+    subprocess.run(client + ["-e", f"CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{literal}'; "
                                    "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"],
                    check=True, capture_output=True, timeout=30)
     return port, password
@@ -155,14 +163,31 @@ def _slurmdbd_conf(rendered: str, tmp: Path, db_port: int, dbd_port: int) -> str
     out = []
     for line in rendered.splitlines():
         key = line.split("=", 1)[0] if "=" in line and not line.startswith("#") else None
-        if key in ("AuthType", "DbdHost", "DbdPort", "SlurmUser", "LogFile", "PidFile", "StorageHost", "StoragePort"):
+        if key in ("AuthType", "DbdHost", "DbdPort", "SlurmUser", "LogFile", "PidFile", "StorageHost", "StoragePort",
+                   "StorageUser"):
             continue
         if line.startswith("Include "):
             line = f"Include {tmp / 'slurmdbd-storage.conf'}"
         out.append(line)
     return "\n".join(out + ["AuthType=auth/none", "DbdHost=localhost", f"DbdPort={dbd_port}", f"SlurmUser={USER}",
-                            f"LogFile={tmp}/slurmdbd.log", f"PidFile={tmp}/slurmdbd.pid", "StorageHost=127.0.0.1",
-                            f"StoragePort={db_port}"]) + "\n"
+                            f"LogFile={tmp}/slurmdbd.log", f"PidFile={tmp}/slurmdbd.pid"]) + "\n"
+
+
+def _storage_lines(tmp: Path, password: str, db_port: int) -> str:
+    """The included storage file as the AWS controller's bootstrap writes it from an RDS secret: the
+    rendered bootstrap of an AWS blueprint with accounting, its storage_lines()."""
+    import awslocal
+
+    slurm = awslocal.render_fleet(tmp / "aws", awslocal.blueprint("2").replace(
+        "partitions: [{name: gpu, default: true}]}", "partitions: [{name: gpu, default: true}], accounting: {}}"))
+    sys.path.insert(0, str(slurm / "bin"))
+    try:
+        loader = importlib.machinery.SourceFileLoader("fleetform_bootstrap", str(slurm / "bin" / "bootstrap"))
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+        loader.exec_module(module)
+    finally:
+        sys.path.remove(str(slurm / "bin"))
+    return module.storage_lines(json.dumps({"username": "slurm", "password": password}), "127.0.0.1", str(db_port))
 
 
 def _slurm_conf(rendered: str, tmp: Path, dbd_port: int) -> str:
@@ -216,7 +241,8 @@ def _start(tmp: Path, procs: list) -> dict:
     dbd_conf = etc / "slurmdbd.conf"
     dbd_conf.write_text(_slurmdbd_conf(rendered["slurmdbd.conf"], tmp, db_port, dbd_port))
     secret = tmp / "slurmdbd-storage.conf"
-    secret.write_text(f"StoragePass={password}\n")
+    (tmp / "aws").mkdir()
+    secret.write_text(_storage_lines(tmp, password, db_port))
     for file in (dbd_conf, secret):
         file.chmod(0o600)  # slurmdbd refuses a slurmdbd.conf others can read
     env = {**os.environ, "SLURM_CONF": str(conf)}
