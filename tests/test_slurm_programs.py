@@ -651,3 +651,39 @@ def test_bootstrap_writes_the_databases_address_user_and_password_from_its_rds_s
     assert f"Include {storage}" in dbd.read_text().splitlines()
     with pytest.raises(bootstrap.Failure, match="not RDS's JSON"):
         bootstrap.storage_lines("not json", "h", "3306")
+
+
+def test_update_loads_a_changed_accounts_cfg_once(aws, tmp_path):
+    """Day 2 on the controller (bin/update --install of a new release): slurmdbd's files are written
+    again and accounts.cfg is loaded with `sacctmgr load` when it differs from the one last loaded,
+    and not again when it does not. sacctmgr here is a stand-in that records its calls and answers
+    `show tres` with gres/gpu (the real one is run by tests/test_accounting_cluster.py)."""
+    slurm = awslocal.render_fleet(tmp_path, ACCOUNTING_BLUEPRINT)
+    arn = awslocal.client("secretsmanager", aws["url"]).create_secret(
+        Name="rds!db-update", SecretString=json.dumps({"username": "slurm", "password": "pw"}))["ARN"]
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text(awslocal.cluster_env("controller", CLUSTER, "train", aws["url"], FLEETFORM_DB_SECRET=arn,
+                                             FLEETFORM_DB_HOST="db.example", FLEETFORM_DB_PORT="3306"))
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    calls = tmp_path / "sacctmgr.calls"
+    (fake / "sacctmgr").write_text(f"""#!/bin/sh
+echo "$*" >> {calls}
+case "$*" in *"show tres"*) echo 'gres|gpu' ;; esac
+""")
+    (fake / "sacctmgr").chmod(0o755)
+    env = {"FLEETFORM_ROOT": str(tmp_path / "root"), "FLEETFORM_ENV_FILE": str(env_file),
+           "PATH": f"{fake}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+
+    def install() -> list[str]:
+        result = subprocess.run([sys.executable, str(slurm / "bin" / "update"), "--install"], capture_output=True,
+                                text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr
+        return [line for line in calls.read_text().splitlines() if line.startswith("-i load")] if calls.exists() else []
+
+    assert install() == [f"-i load file={slurm / 'accounts.cfg'}"]
+    assert install() == [f"-i load file={slurm / 'accounts.cfg'}"]  # unchanged: not loaded again
+    (slurm / "accounts.cfg").write_text((slurm / "accounts.cfg").read_text() + "\n")
+    assert install() == [f"-i load file={slurm / 'accounts.cfg'}"] * 2
+    storage = tmp_path / "root" / "etc" / "slurm" / "slurmdbd-storage.conf"
+    assert storage.read_text().splitlines()[0] == "StorageHost=db.example"
