@@ -206,10 +206,11 @@ def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn
         statements += dns_statements(zone_id, zone)
     if db_secret_arn:
         # slurmdbd's database password: the RDS-managed secret of this fleet's database, read at boot
-        # (bin/bootstrap). It is encrypted with the AWS managed key aws/secretsmanager, whose key policy
-        # lets the account's principals decrypt through Secrets Manager: no kms statement (Secrets
-        # Manager User Guide, "Authentication and access control": kms:Decrypt is needed only for a
-        # customer managed key).
+        # (bin/bootstrap). RDS encrypts it with the AWS managed key aws/secretsmanager when no
+        # MasterUserSecretKmsKeyId is given (RDS API CreateDBInstance), and GetSecretValue needs
+        # kms:Decrypt only "if the secret is encrypted using a customer-managed key instead of the
+        # Amazon Web Services managed key aws/secretsmanager" (Secrets Manager API Reference,
+        # GetSecretValue, required permissions): no kms statement.
         statements.append({"Sid": "AccountingDatabaseSecret", "Effect": "Allow",
                            "Action": "secretsmanager:GetSecretValue", "Resource": db_secret_arn})
     return _policy({"Version": "2012-10-17", "Statement": statements})
