@@ -455,6 +455,14 @@ def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes |
                                              "or capacity: fleetform/slurm.py node_generation): the keeper drains "
                                              "each node launched from the old one and replaces it once its jobs "
                                              "end, under the same name; no capacity beyond the fleet's nodes")
+    if parts[1:] == ["slurm", "slurmdbd.conf"]:  # docs/accounting.md
+        return Disruption("in place", path, "slurmdbd reads it only when it starts: restart slurmdbd on the "
+                                            "controller; slurmctld keeps the job records meanwhile and sends them "
+                                            "once it is back; running jobs continue")
+    if parts[1:] == ["slurm", "accounts.cfg"]:
+        return Disruption("in place", path, "load it on the controller with `sacctmgr -i load file=accounts.cfg`: "
+                                            "budgets and limits change at once for waiting and new jobs; a team "
+                                            "no longer listed stays until `sacctmgr delete account`")
     if len(parts) >= 3 and parts[1] == "slurm" and parts[-1].endswith(".conf"):
         return Disruption("in place", path, "within about a minute the controller's keeper installs it and runs "
                                             "`scontrol reconfigure`: slurmctld and every slurmd read it; running "

@@ -20,6 +20,7 @@ from .ray import RayConfig
 from .pool import Pool, PoolEdge
 from .records import frozen
 from .acceptance import AcceptanceConfig
+from .accounting import AccountingConfig, Team
 from .health import HealthConfig
 from .login import LoginConfig
 from .slurm import SlurmConfig
@@ -413,6 +414,9 @@ class Fleet:
     pool_edge: PoolEdge | None = None  # AWS Slurm training fleets that lend nodes to a pool (fleetform/pool.py)
     gateway: GatewaySpec | None = None  # inference on Kubernetes: the blueprint's `gateway:` block
     inference_gateway: InferenceGateway | None = None  # its objects, when the fleet has kube and a gateway
+    accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)
+    teams: tuple[Team, ...] = ()  # `scheduler.teams` as written, with or without accounting (the rules' input)
+    accounting_declared: bool = False  # the scheduler writes an `accounting` block (the accounting-scope rule's input)
 
     @property
     def training(self) -> bool:

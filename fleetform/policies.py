@@ -83,6 +83,41 @@ def open_ingress(resources, bp):
     return out
 
 
+DB_INSTANCE = "aws:rds/instance:Instance"
+
+
+@policy("database-private", "a database is encrypted, not public, keeps backups and a final snapshot, has an "
+        "RDS-managed password, and admits connections only from security groups")
+def database_private(resources, bp):
+    """What slurmdbd's database (providers/aws/accounting.py) must be: storage_encrypted,
+    publicly_accessible false (RDS User Guide, "Working with a DB instance in a VPC": a private instance
+    has no public address), backups kept (backup_retention_period > 0) and a final snapshot on delete
+    or deletion protection, the master password managed by RDS in Secrets Manager (never `password`,
+    which Pulumi keeps in its state), and every ingress rule of its security groups from another
+    security group, never an address range."""
+    out = []
+    rules = _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    for r in _of(resources, DB_INSTANCE):
+        i = r["inputs"]
+        if i.get("storageEncrypted") is not True:
+            out.append((r["name"], "storage is not encrypted (storage_encrypted)"))
+        if i.get("publiclyAccessible") is True:
+            out.append((r["name"], "is publicly accessible"))
+        if not i.get("backupRetentionPeriod"):
+            out.append((r["name"], "keeps no automated backups (backup_retention_period 0)"))
+        if i.get("skipFinalSnapshot", False) is not False and i.get("deletionProtection") is not True:
+            out.append((r["name"], "is deleted without a final snapshot or deletion protection"))
+        if i.get("manageMasterUserPassword") is not True or i.get("password"):
+            out.append((r["name"], "its master password is not managed by RDS in Secrets Manager"))
+        groups = set(i.get("vpcSecurityGroupIds") or [])
+        if not groups:
+            out.append((r["name"], "names no security group (it would get the VPC's default group)"))
+        for rule in rules:
+            if rule["inputs"].get("securityGroupId") in groups and not rule["inputs"].get("referencedSecurityGroupId"):
+                out.append((rule["name"], f"admits an address range to database {r['name']}, not a security group"))
+    return out
+
+
 @policy("efa-security-groups", "every interface of a launch template carries the security groups, and only there")
 def efa_groups(resources, bp):
     out = []

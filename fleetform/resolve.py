@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import acceptance, cluster, gateway, health, k8s, kueue, login, nccl, pool, ray, slurm
+from . import acceptance, accounting, cluster, gateway, health, k8s, kueue, login, nccl, pool, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -256,6 +256,10 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
     fleets = tuple(replace(f, acceptance=acceptance.build(f, item.get("acceptance"), f.health, cloud),
                            acceptance_declared="acceptance" in item, model_checks=acceptance.model_checks(f.kube))
                    for f, item in zip(fleets, data["fleets"]))
+    fleets = tuple(replace(f, teams=accounting.teams(item.get("scheduler"), ("fleets", i, "scheduler")),
+                           accounting_declared="accounting" in (item.get("scheduler") or {}),
+                           accounting=accounting.build(f, item.get("scheduler"), ("fleets", i, "scheduler"), cloud))
+                   for i, (f, item) in enumerate(zip(fleets, data["fleets"])))
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),

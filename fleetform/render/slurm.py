@@ -36,7 +36,8 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     config = fleet.slurm
     if config is None:
         return {}
-    common = {"fleet": fleet.name, "blueprint": bp.name, "version": bp.version, "c": config, "h": fleet.health}
+    common = {"fleet": fleet.name, "blueprint": bp.name, "version": bp.version, "c": config, "h": fleet.health,
+              "a": fleet.accounting}
     base = f"{fleet.name}/slurm"
     out = {
         f"{base}/slurm.conf": render("slurm/slurm.conf.j2", **common),
@@ -45,6 +46,9 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     }
     if config.switches:
         out[f"{base}/topology.conf"] = render("slurm/topology.conf.j2", **common)
+    if fleet.accounting is not None:
+        out[f"{base}/slurmdbd.conf"] = render("slurm/slurmdbd.conf.j2", **common)
+        out[f"{base}/accounts.cfg"] = render("slurm/accounts.cfg.j2", **common)
     if fleet.health is not None:
         out[f"{base}/bin/health.json"] = render("slurm/health.json.j2", **common)
         out.update({f"{base}/bin/{name}": _program(name) for name in HEALTH_FILES})

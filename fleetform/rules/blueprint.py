@@ -58,7 +58,7 @@ def _models_per_namespace(bp: Blueprint, report: Reporter) -> None:
             first.setdefault(key, fleet.name)
 
 
-@rule("unique-names", "error", "fleets, storage, pools, models, partitions, switches and a fleet's users have unique names; "
+@rule("unique-names", "error", "fleets, storage, pools, models, partitions, switches, teams and a fleet's users have unique names; "
       "a fleet's earlier names (renamed_from) are no other fleet's; one model name per Kubernetes namespace")
 def unique_names(bp: Blueprint, report: Reporter) -> None:
     _duplicates(report, bp.storage, "storage", "")
@@ -73,6 +73,7 @@ def unique_names(bp: Blueprint, report: Reporter) -> None:
         scheduler = fleet.scheduler
         if scheduler is not None and scheduler.type == "slurm":
             _duplicates(report, scheduler.partitions, "partition", f" in fleet '{fleet.name}'")
+            _duplicates(report, fleet.teams, "team", f" in fleet '{fleet.name}'")  # one Slurm account each
             if scheduler.topology is not None:
                 _duplicates(report, scheduler.topology.switches, "switch", f" in fleet '{fleet.name}'")
 

@@ -20,6 +20,7 @@ from pulumi_command import local
 from fleetform.catalog import InstanceType
 from fleetform.model import Blueprint, Fleet
 
+from .accounting import AccountingDatabase
 from .common import ROOT_GIB, _opts, _policy, _user_data, cluster_id
 from . import login
 from .iam import Iam
@@ -165,7 +166,7 @@ def dns_statements(zone_id: str, zone: str) -> list[dict]:
 
 def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn: str,
                       secret_arn: str, key_arn: str, artifact_arn: str, region: str, zone_id: str = "",
-                      zone: str = "") -> str:
+                      zone: str = "", db_secret_arn: str = "") -> str:
     """What the controller's programs may do (providers/aws/calls.py lists their calls): launch from
     this fleet's launch template only, instances that the call itself tags as compute nodes of this
     cluster and fleet; tag them at launch; terminate only those (never the controller, never another
@@ -210,6 +211,15 @@ def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn
     ]
     if zone_id and zone:
         statements += dns_statements(zone_id, zone)
+    if db_secret_arn:
+        # slurmdbd's database password: the RDS-managed secret of this fleet's database, read at boot
+        # (bin/bootstrap). RDS encrypts it with the AWS managed key aws/secretsmanager when no
+        # MasterUserSecretKmsKeyId is given (RDS API CreateDBInstance), and GetSecretValue needs
+        # kms:Decrypt only "if the secret is encrypted using a customer-managed key instead of the
+        # Amazon Web Services managed key aws/secretsmanager" (Secrets Manager API Reference,
+        # GetSecretValue, required permissions): no kms statement.
+        statements.append({"Sid": "AccountingDatabaseSecret", "Effect": "Allow",
+                           "Action": "secretsmanager:GetSecretValue", "Resource": db_secret_arn})
     return _policy({"Version": "2012-10-17", "Statement": statements})
 
 
@@ -278,9 +288,15 @@ class TrainingFleet(pulumi.ComponentResource):
             aws.iam.RolePolicy(f"{name}-login-munge", role=login_role.id, policy=pulumi.Output.all(
                 secret.arn, key.arn).apply(lambda a: munge_reader_policy(a[0], a[1], bp.region)), opts=_opts(self))
 
+        # slurmdbd's database (docs/accounting.md): only the controller's interface is in its clients' group
+        database = None
+        if fleet.accounting is not None:
+            database = AccountingDatabase(name, bp, fleet, cluster, net.vpc_id, net.subnet_ids, tags,
+                                          opts=_opts(self))
         # the controller's address and state outlive the instance
         eni = aws.ec2.NetworkInterface(f"{name}-controller", subnet_id=net.subnet_id,
-                                       security_groups=[security.group_id],
+                                       security_groups=[security.group_id] + (
+                                           [database.clients_group_id] if database is not None else []),
                                        description=f"Slurm controller {controller_name} ({cluster})",
                                        tags={**controller_tags, "Name": controller_name}, opts=_opts(self))
         state = aws.ebs.Volume(f"{name}-controller-state", availability_zone=net.zone, size=STATE_GIB, type="gp3",
@@ -341,8 +357,9 @@ class TrainingFleet(pulumi.ComponentResource):
                                      opts=_opts(self))
         image = fleet.scheduler.controller_image or fleet.image
         rights = aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
-            template.arn, node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id).apply(
-                lambda a: controller_policy(cluster, fleet.name, *a[:5], bp.region, a[5], zone_name)),
+            template.arn, node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id,
+            database.secret_arn if database is not None else "").apply(
+                lambda a: controller_policy(cluster, fleet.name, *a[:5], bp.region, a[5], zone_name, a[6])),
             opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
                                           opts=_opts(self))
@@ -360,6 +377,9 @@ class TrainingFleet(pulumi.ComponentResource):
             user_data_base64=user_data(bp, fleet, "Slurm controller", {
                 "FLEETFORM_ROLE": "controller", **env, "FLEETFORM_LAUNCH_TEMPLATE": template.id,
                 "FLEETFORM_STATE_VOLUME": state.id,
+                # slurmdbd's database: where it is and the secret with its user and password (bin/bootstrap)
+                **({"FLEETFORM_DB_HOST": database.address, "FLEETFORM_DB_PORT": database.port,
+                    "FLEETFORM_DB_SECRET": database.secret_arn} if database is not None else {}),
                 # the keeper powers static nodes up only once the Capacity Block is active
                 **({"FLEETFORM_CAPACITY_BLOCK": fleet.reservation_id}
                    if fleet.capacity_type == "capacity-block" else {})}),
