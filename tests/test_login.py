@@ -68,6 +68,10 @@ def test_a_fleet_with_login_nodes_users_and_a_shared_home_is_clean(tmp_path):
     ("[{name: alice, uid: 2001, gid: 100}]", ("login-uid", "fleets[0].users[0].gid")),
     ("[{name: alice, uid: 2001, gid: 3000, group: a}, {name: bob, uid: 2002, gid: 3000, group: b}]",
      ("login-uid", "fleets[0].users[1].gid")),
+    # 65534 is nobody/nogroup on every machine: the bootstrap's groupadd/useradd would stop at boot
+    ("[{name: alice, uid: 65534}]", ("login-uid", "fleets[0].users[0].uid")),
+    ("[{name: alice, uid: 2001, gid: 65534}]", ("login-uid", "fleets[0].users[0].gid")),
+    ("[{name: alice, uid: 65535}]", ("login-uid", "fleets[0].users[0].uid")),
     ("[{name: alice, uid: 2001, groups: [nogroup]}]", ("login-uid", "fleets[0].users[0].groups[0]")),
     ("[{name: Alice, uid: 2001}]", ("login-user-name", "fleets[0].users[0].name")),
     ("[{name: 'al ice', uid: 2001}]", ("login-user-name", "fleets[0].users[0].name")),
