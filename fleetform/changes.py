@@ -475,8 +475,10 @@ def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes |
     if parts[1:] == ["slurm", "bin", "users.json"]:
         return Disruption("in place", path, "the controller's keeper and each node's update timer make the users "
                                             "and groups added (and set existing users' groups) within about a "
-                                            "minute; a user removed stays on running machines until they are "
-                                            "replaced; login nodes get the change when they are replaced")
+                                            "minute, login nodes' update timers too; a user removed stays on "
+                                            "running machines until they are replaced (login nodes drop the "
+                                            "keys the blueprint gave them; a key of their own in "
+                                            "~/.ssh/authorized_keys still lets them in: lock the account)")
     if len(parts) >= 3 and parts[1] == "slurm" and parts[2] == "bin":
         return Disruption("in place", path, "the keeper installs it with the rest of the artifact; programs run "
                                             "from then on (resume, suspend, prologs) use the new version")

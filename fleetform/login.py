@@ -40,6 +40,12 @@ characters (useradd(8): "Usernames may only be up to 32 characters long")."""
 FIRST_UID = 1000
 """login.defs(5) UID_MIN on Debian and Ubuntu: ids below are the system's (daemons: slurm, munge)."""
 
+RESERVED_IDS = {65534: "nobody (the group: nogroup)", 65535: "16-bit (uid_t) -1"}
+"""Ids at or above FIRST_UID that no user or group may have (systemd.io, "Users, Groups, UIDs and GIDs
+on systemd Systems", Special Linux UIDs): 65534 is `nobody` (Debian's group `nogroup`), which every
+machine has, where NFS, Lustre's root squash and user namespaces map unknown owners; 65535 is
+"16-bit (uid_t) -1", not a valid user id. 4294967295 (32-bit -1) is above the schema's maximum."""
+
 IMAGE_USER, IMAGE_UID = "ubuntu", 1000
 """The default user of fleetform's default image (AWS's Deep Learning Base AMI for Ubuntu 24.04,
 whose cloud-init creates `ubuntu`, the first regular id, 1000): jobs should not run as it, and no

@@ -314,6 +314,11 @@ def test_accounts_makes_the_blueprints_users_with_their_ids_and_homes_on_the_sha
     assert (machine.root / "etc/fleetform/ssh/alice.keys").read_text() == ""
     assert "AuthorizedKeysFile .ssh/authorized_keys /etc/fleetform/ssh/%u.keys" in \
         (machine.root / "etc/ssh/sshd_config.d/fleetform.conf").read_text()
+    # day 2 (bin/update runs this step again): a user removed from the blueprint loses the keys the
+    # blueprint gave them; sshd would otherwise still let them in with those keys
+    (machine.root / "etc/fleetform/ssh/carol.keys").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1 carol@laptop\n")
+    assert machine.step("accounts", "login").returncode == 0
+    assert sorted(p.name for p in (machine.root / "etc/fleetform/ssh").iterdir()) == ["alice.keys", "bob.keys"]
     # a compute node: the same users, no sshd keys
     (machine.root / "fsx/home/alice").rmdir()
     machine.log.unlink()

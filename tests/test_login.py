@@ -68,6 +68,10 @@ def test_a_fleet_with_login_nodes_users_and_a_shared_home_is_clean(tmp_path):
     ("[{name: alice, uid: 2001, gid: 100}]", ("login-uid", "fleets[0].users[0].gid")),
     ("[{name: alice, uid: 2001, gid: 3000, group: a}, {name: bob, uid: 2002, gid: 3000, group: b}]",
      ("login-uid", "fleets[0].users[1].gid")),
+    # 65534 is nobody/nogroup on every machine: the bootstrap's groupadd/useradd would stop at boot
+    ("[{name: alice, uid: 65534}]", ("login-uid", "fleets[0].users[0].uid")),
+    ("[{name: alice, uid: 2001, gid: 65534}]", ("login-uid", "fleets[0].users[0].gid")),
+    ("[{name: alice, uid: 65535}]", ("login-uid", "fleets[0].users[0].uid")),
     ("[{name: alice, uid: 2001, groups: [nogroup]}]", ("login-uid", "fleets[0].users[0].groups[0]")),
     ("[{name: Alice, uid: 2001}]", ("login-user-name", "fleets[0].users[0].name")),
     ("[{name: 'al ice', uid: 2001}]", ("login-user-name", "fleets[0].users[0].name")),
@@ -222,7 +226,9 @@ def test_the_login_role_has_ssm_the_artifact_and_the_munge_key_only(ssm_plan):
     assert set(policies) == {"train-login-s3", "train-login-munge"}
     actions = sorted(a for p in policies.values() for s in p["Statement"]
                      for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
-    assert actions == ["kms:Decrypt", "s3:GetObject", "secretsmanager:GetSecretValue"]
+    # s3:GetObjectVersion: the update timer installs each new artifact version (users added reach the
+    # login node: bin/update downloads that exact version, as on a compute node)
+    assert actions == ["kms:Decrypt", "s3:GetObject", "s3:GetObjectVersion", "secretsmanager:GetSecretValue"]
     attachments = [r["inputs"]["policyArn"] for r in resources if r["type"] == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
                    and r["name"].startswith("train-login")]
     assert attachments == ["arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"]
@@ -267,4 +273,17 @@ def test_diff_says_how_a_changed_user_list_reaches_the_running_machines():
 
     found = file_disruption("train/slurm/bin/users.json", "~", b"{}", b"{}")
     assert found.cls == "in place" and "update timer" in found.how and "removed stays" in found.how
+    assert "login nodes' update timers" in found.how and "login nodes get the change when they are replaced" not in found.how
     assert "bootstrap.accounts(env[\"FLEETFORM_ROLE\"])" in (ROOT / "templates/slurm/bin/update").read_text()
+
+
+def test_a_login_node_runs_the_update_timer_so_users_added_later_can_log_in():
+    """Day 2: the login bootstrap enables bin/update's timer, as a compute node's does, so a new
+    artifact's users.json reaches the login node (the update run itself: tests/test_slurm_programs.py,
+    role login). Before, a user added later existed on every machine but the one people log in to."""
+    import ast
+
+    tree = ast.parse((ROOT / "templates/slurm/bin/bootstrap").read_text())
+    (login,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "login"]
+    called = {n.func.id for n in ast.walk(login) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert "enable_node_updates" in called

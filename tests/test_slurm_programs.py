@@ -599,24 +599,26 @@ def test_keeper_waits_for_the_capacity_block_to_be_active(rendered, aws, tmp_pat
             assert powering_up(conf, name), node_state(conf, name)
 
 
-def test_update_makes_the_users_of_a_new_artifact_version(aws, tmp_path):
+@pytest.mark.parametrize("role", ["compute", "login"])
+def test_update_makes_the_users_of_a_new_artifact_version(aws, tmp_path, role):
     """Day 2 of issue 20: a new artifact whose bin/users.json lists users reaches a running machine
     through bin/update, which runs the bootstrap's accounts step after installing the Slurm files.
     With FLEETFORM_ROOT (unprivileged, as here) accounts says which users it would create; on a
     machine it creates them (tests/test_bootstrap_machine.py, tests/test_multihost.py). Control: an
-    artifact without users.json makes none."""
+    artifact without users.json makes none. A login node runs the same timer (a user added must be
+    able to log in there), and reloads no daemon: it has none."""
     from test_bootstrap_machine import USERS_BLUEPRINT
 
     s3 = awslocal.client("s3", aws["url"])
     for case, text in (("users", USERS_BLUEPRINT), ("plain", BLUEPRINT)):
-        bucket = f"update-users-{case}"
+        bucket = f"update-users-{case}-{role}"
         s3.create_bucket(Bucket=bucket)
         s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         work = tmp_path / case
         work.mkdir()
         slurm = awslocal.render_fleet(work, text)
-        env_file = work / "compute.env"
-        env_file.write_text(awslocal.cluster_env("compute", CLUSTER, "train", aws["url"], FLEETFORM_CONFIG_BUCKET=bucket,
+        env_file = work / f"{role}.env"
+        env_file.write_text(awslocal.cluster_env(role, CLUSTER, "train", aws["url"], FLEETFORM_CONFIG_BUCKET=bucket,
                                                  FLEETFORM_CONFIG_KEY="fleetform/rendered.tar.gz",
                                                  FLEETFORM_AWS_CLI=awslocal.aws_cli()))
         env = {"FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"], "HOME": str(work),
@@ -629,6 +631,7 @@ def test_update_makes_the_users_of_a_new_artifact_version(aws, tmp_path):
         logs = "".join(p.read_text() for p in (work / "root/var/log/fleetform").rglob("update.log"))
         assert "installed the Slurm files" in logs, logs
         assert ("users alice, bob not created" in logs) == (case == "users"), logs
+        assert ("login node: no daemon to reload" in done.stderr + logs) == (role == "login"), done.stderr + logs
 
 
 ACCOUNTING_BLUEPRINT = awslocal.blueprint("2").replace(

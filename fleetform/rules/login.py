@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from ..login import FIRST_UID, IMAGE_UID, IMAGE_USER, POSIX_NAME, SYSTEM_USERS
+from ..login import FIRST_UID, IMAGE_UID, IMAGE_USER, POSIX_NAME, RESERVED_IDS, SYSTEM_USERS
 from ..model import Blueprint
 from . import Reporter, rule
 
@@ -57,7 +57,7 @@ def login_user_name(bp: Blueprint, report: Reporter) -> None:
                            "a lower-case letter or '_' first, then lower-case letters, digits, '_' or '-'")
 
 
-@rule("login-uid", "error", "user and group ids are unique, 1000 or more, and not the image's default user's")
+@rule("login-uid", "error", "user and group ids are unique, 1000 or more, not nobody's 65534 (or 65535), and not the image's default user's")
 def login_uid(bp: Blueprint, report: Reporter) -> None:
     for fleet, login in _configs(bp):
         uids: dict[int, str] = {}
@@ -68,6 +68,9 @@ def login_uid(bp: Blueprint, report: Reporter) -> None:
             if user.uid < FIRST_UID:
                 report(user.path + ("uid",), f"uid {user.uid} is below {FIRST_UID}, the system's range "
                        "(login.defs UID_MIN): it may be a daemon's on some machine", f"a uid of {FIRST_UID + 1} or more")
+            elif user.uid in RESERVED_IDS:
+                report(user.path + ("uid",), f"uid {user.uid} is reserved: {RESERVED_IDS[user.uid]}; useradd would "
+                       "stop every machine's bootstrap", "another uid of 1001 or more, below 65534")
             elif user.uid == IMAGE_UID and default_image:
                 report(user.path + ("uid",), f"uid {IMAGE_UID} is the image's default user {IMAGE_USER!r} "
                        "(Ubuntu's first user): useradd would refuse it", f"a uid of {IMAGE_UID + 1} or more")
@@ -82,6 +85,9 @@ def login_uid(bp: Blueprint, report: Reporter) -> None:
             if user.gid != user.uid and user.gid < FIRST_UID:
                 report(gid_path, f"gid {user.gid} is below {FIRST_UID}, the system's groups",
                        f"a gid of {FIRST_UID + 1} or more")
+            elif user.gid != user.uid and user.gid in RESERVED_IDS:
+                report(gid_path, f"gid {user.gid} is reserved: {RESERVED_IDS[user.gid]}; groupadd would stop "
+                       "every machine's bootstrap", "another gid of 1001 or more, below 65534")
             elif user.gid != user.uid and user.gid == IMAGE_UID and default_image:
                 report(gid_path, f"gid {IMAGE_UID} is the image's default group {IMAGE_USER!r}",
                        f"a gid of {IMAGE_UID + 1} or more")

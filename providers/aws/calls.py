@@ -92,11 +92,14 @@ COMPUTE: tuple[Call, ...] = (
 )
 
 LOGIN: tuple[Call, ...] = (
-    # a login node (providers/aws/login.py) downloads the artifact once and reads the munge key; its
+    # a login node (providers/aws/login.py) downloads the artifact and reads the munge key; its
     # users' jobs run on the compute nodes, with the compute role
     Call("user-data", "s3:GetObject"),
     Call("bootstrap", "secretsmanager:GetSecretValue"),
     Call("bootstrap", "kms:Decrypt"),
+    # day 2: its update timer installs a new version (users added, slurm.conf), as a compute node's
+    Call("update", "s3:GetObject"),
+    Call("update", "s3:GetObjectVersion"),
 )
 
 CALLS = {"controller": CONTROLLER, "compute": COMPUTE, "login": LOGIN}

@@ -10,8 +10,8 @@ group of its own whose only rules are SSH from those ranges. With `access: ssm` 
 its own and no inbound port: Session Manager's agent connects out (AWS Systems Manager User Guide,
 "Session Manager": no inbound ports, no SSH keys), which AmazonSSMManagedInstanceCore allows.
 
-IAM: a role of their own (fleetform:role login): SSM's managed policy, the rendered artifact (read,
-once, by the user data) and the read of the fleet's munge key (providers/aws/calls.py LOGIN); none of
+IAM: a role of their own (fleetform:role login): SSM's managed policy, the rendered artifact (read
+by the user data, then by the update timer for each new version: users added reach the login nodes) and the read of the fleet's munge key (providers/aws/calls.py LOGIN); none of
 the controller's EC2 or Route 53 rights, none of the nodes' buckets. Users' jobs run on the compute
 nodes with the compute role.
 """
@@ -32,9 +32,12 @@ SSM_CORE = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 
 
 def artifact_policy(artifact_arn: str) -> str:
-    """What a login node reads in S3: the rendered artifact, once at boot."""
+    """What a login node reads in S3: the rendered artifact, at boot and, for day 2, each new version
+    its update timer installs (HeadObject, then that exact version: s3:GetObjectVersion, as the
+    compute nodes' role; providers/aws/calls.py LOGIN)."""
     return _policy({"Version": "2012-10-17", "Statement": [
-        {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": "s3:GetObject", "Resource": artifact_arn}]})
+        {"Sid": "RenderedArtifact", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+         "Resource": artifact_arn}]})
 
 
 def login_role(name: str, parent: pulumi.Resource, iam, tags: dict) -> tuple:
