@@ -381,3 +381,19 @@ def test_diff_says_when_a_change_ends_the_running_ray_jobs(tmp_path):
     assert "most disruptive: in place" in out and "[drain] RayCluster" not in out
     out = run_cli("diff", str(old), str(version)).stdout
     assert "most disruptive: drain" in out and "[drain] RayCluster tune-raycluster-ray-tune: KubeRay recreates" in out
+
+
+def test_diff_does_not_promise_a_ray_fleets_nccl_change_to_the_next_job(tmp_path):
+    """nccl.env of a Slurm fleet is installed by its nodes before their next job ("next job"); no node of a Ray
+    fleet reads the file: its workers get the variables from the RayCluster's env, whose change KubeRay applies by
+    recreating every pod (upgradeStrategy Recreate), so diff says drain for the file too."""
+    from conftest import run_cli
+
+    old = tmp_path / "old.yaml"
+    old.write_text(TEXT)
+    debug = tmp_path / "debug.yaml"
+    debug.write_text(TEXT.replace("    storage: [scratch, checkpoints]\n",
+                                  "    storage: [scratch, checkpoints]\n    nccl: {debug: INFO}\n"))
+    out = run_cli("diff", str(old), str(debug)).stdout
+    line = next(x for x in out.splitlines() if "tune/nccl.env:" in x)
+    assert line.strip().startswith("[drain]") and "RayCluster's env" in line and "next job" not in line
