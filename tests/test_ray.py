@@ -397,3 +397,16 @@ def test_diff_does_not_promise_a_ray_fleets_nccl_change_to_the_next_job(tmp_path
     out = run_cli("diff", str(old), str(debug)).stdout
     line = next(x for x in out.splitlines() if "tune/nccl.env:" in x)
     assert line.strip().startswith("[drain]") and "RayCluster's env" in line and "next job" not in line
+
+
+def test_nccl_socket_interface_is_one_the_worker_pods_have(tmp_path):
+    """The workers get the fleet's NCCL environment in pods, whose one interface is eth0 (containerd's
+    defaultIfName): a node interface name in socket_ifname or NCCL_SOCKET_IFNAME would leave NCCL none."""
+    ifname = TEXT.replace("fabric: tcp\n", "fabric: tcp\n      socket_ifname: ens5\n")
+    assert len(_rules(ifname, tmp_path, "ray-socket-ifname")) == 1
+    assert _rules(ifname.replace("ens5", "eth0"), tmp_path, "ray-socket-ifname") == []
+    assert _rules(TEXT, tmp_path, "ray-socket-ifname") == []
+    env = "    storage: [scratch, checkpoints]\n    nccl: {env: {NCCL_SOCKET_IFNAME: '%s'}}\n"
+    for value, found in (("=ens5", 1), ("^eth", 1), ("^=eth0", 1), ("eth", 0), ("=eth0", 0), ("^docker,lo", 0)):
+        text = TEXT.replace("    storage: [scratch, checkpoints]\n", env % value)
+        assert len(_rules(text, tmp_path, "ray-socket-ifname")) == found, value
