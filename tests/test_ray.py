@@ -410,3 +410,14 @@ def test_nccl_socket_interface_is_one_the_worker_pods_have(tmp_path):
     for value, found in (("=ens5", 1), ("^eth", 1), ("^=eth0", 1), ("eth", 0), ("=eth0", 0), ("^docker,lo", 0)):
         text = TEXT.replace("    storage: [scratch, checkpoints]\n", env % value)
         assert len(_rules(text, tmp_path, "ray-socket-ifname")) == found, value
+
+
+def test_all_reduce_estimate_counts_the_one_network_card_a_tcp_node_uses(tmp_path):
+    """A Ray fleet's (as a TCP Slurm fleet's) nodes have one network interface, on card 0, and EC2 gives each
+    network card its own bandwidth (NetworkCardInfo baselineBandwidthInGbps): a g6e.48xlarge's 4 cards x 100
+    Gbit/s are 100 Gbit/s for NCCL's sockets, not the instance's 400."""
+    from fleetform.sizing import node_network
+
+    fleet = _model(TEXT, tmp_path).fleets[0]
+    gbps, source = node_network(fleet)
+    assert gbps == fleet.instance.net_baseline_gbps / fleet.instance.network_cards == 100 and "card 0" in source
