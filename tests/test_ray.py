@@ -421,3 +421,10 @@ def test_all_reduce_estimate_counts_the_one_network_card_a_tcp_node_uses(tmp_pat
     fleet = _model(TEXT, tmp_path).fleets[0]
     gbps, source = node_network(fleet)
     assert gbps == fleet.instance.net_baseline_gbps / fleet.instance.network_cards == 100 and "card 0" in source
+
+
+def test_a_node_range_upside_down_is_the_users_mistake_not_a_bug_to_report(tmp_path):
+    """nodes min above max is size-range's error; the ray-workers guard (whose hint says to report a bug in
+    fleetform) stays quiet instead of saying '4-1 pods, but the fleet has 4-1 nodes'."""
+    text = TEXT.replace("nodes: {min: 1, max: 4}", "nodes: {min: 4, max: 1}")
+    assert len(_rules(text, tmp_path, "size-range")) == 1 and _rules(text, tmp_path, "ray-workers") == []

@@ -59,7 +59,7 @@ def ray_workers(bp: Blueprint, report: Reporter) -> None:
 
     for fleet in _ray_fleets(bp):
         r, shape, nodes = fleet.ray, fleet.shape, fleet.nodes
-        if r is None or shape is None or nodes is None:
+        if r is None or shape is None or nodes is None or nodes.min > nodes.max:  # size-range reports the last
             continue
         path = fleet.scheduler.path
         if r.gpus != shape.gpu_count:
