@@ -127,7 +127,10 @@ def test_workers_take_a_whole_node_and_scale_between_the_fleets_min_and_max(tmp_
     assert spec["enableInTreeAutoscaling"] is True and spec["autoscalerOptions"]["version"] == "v2"
     assert spec["upgradeStrategy"] == {"type": "Recreate"}  # a changed spec reaches the running pods
     (group,) = spec["workerGroupSpecs"]
-    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (1, 1, 4)
+    # no replicas: KubeRay starts minReplicas and the autoscaler owns the count; a replicas that `pulumi up`
+    # re-applies while the autoscaler has scaled up is a server-side apply conflict (pulumi-kubernetes
+    # patchForce is off unless asked) or a reset of the count (KubeRay PR #1443 made the field optional for this)
+    assert "replicas" not in group and (group["minReplicas"], group["maxReplicas"]) == (1, 4)
     assert group["rayStartParams"]["num-gpus"] == "8"
     (worker,) = group["template"]["spec"]["containers"]
     assert worker["resources"]["limits"]["nvidia.com/gpu"] == worker["resources"]["requests"]["nvidia.com/gpu"] == "8"
