@@ -66,6 +66,12 @@ JOB_ENTRYPOINT = "python -c 'import ray; ray.init(); print(ray.cluster_resources
 user puts their Ray Train script."""
 
 
+JOB_ENTRYPOINT_CPUS = 1
+"""The RayJob's entrypointNumCpus: Ray runs a job's entrypoint (the user's driver script) on the head unless it asks
+for resources (ray-project/ray#42436), and this head is a 4Gi pod on a system node with num-cpus 0; one CPU puts the
+driver on a GPU worker (kuberay v1.7.0 common/job.go passes it as --entrypoint-num-cpus)."""
+
+
 def ray_image(version: str) -> str | None:
     return RAY_IMAGES.get(version)
 
@@ -123,6 +129,7 @@ class RayConfig:
     job_name: str  # the RayJob's name (a copy for another job changes it: a RayJob name is used once)
     job_entrypoint: str  # what the RayJob template runs until the user puts their script there
     dashboard_port: int = DASHBOARD_PORT
+    job_entrypoint_cpus: int = JOB_ENTRYPOINT_CPUS  # the RayJob's entrypointNumCpus: the driver runs on a worker
 
 
 def _gib_floor(value: float) -> int:

@@ -183,6 +183,9 @@ def test_the_rayjob_runs_on_the_fleets_raycluster(tmp_path):
     assert "rayClusterSpec" not in job["spec"] and job["metadata"]["namespace"] == "ray"
     assert job["metadata"]["name"] == "tune-train"  # the API server's checks of a name (fuzz_oracles.check_object)
     assert job["spec"]["entrypoint"].startswith("python ")
+    # Ray runs an entrypoint that asks for no resources on the head (ray-project/ray#42436), here a 4Gi CPU pod
+    # with num-cpus 0: one CPU puts the user's driver on a worker
+    assert job["spec"]["entrypointNumCpus"] == 1
 
 
 # --- rules ---------------------------------------------------------------------------------------------------
