@@ -403,6 +403,9 @@ def test_diff_does_not_promise_a_ray_fleets_nccl_change_to_the_next_job(tmp_path
     out = run_cli("diff", str(old), str(debug)).stdout
     line = next(x for x in out.splitlines() if "tune/nccl.env:" in x)
     assert line.strip().startswith("[drain]") and "RayCluster's env" in line and "next job" not in line
+    # and the file itself says so, instead of telling the user to load it as a systemd EnvironmentFile
+    text = render(_model(TEXT, tmp_path))["tune/nccl.env"].decode()
+    assert "do not read this file" in text and "EnvironmentFile" not in text
 
 
 def test_nccl_socket_interface_is_one_the_worker_pods_have(tmp_path):
