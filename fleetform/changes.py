@@ -445,11 +445,24 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
     return Disruption("in place", what, GENERIC[4])
 
 
-def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes | None = None) -> Disruption | None:
+def ray_fleets(*models) -> frozenset[str]:
+    """The names of the fleets scheduled by Ray on either side of a diff (their nccl.env reaches no node)."""
+    return frozenset(f.name for m in models if m is not None for f in m.fleets
+                     if f.scheduler is not None and f.scheduler.type == "ray")
+
+
+def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes | None = None,
+                    ray: frozenset[str] = frozenset()) -> Disruption | None:
     """What a changed rendered file does on the machines (the day-2 contract: `pulumi up` uploads the
     rendered folder; each training fleet's controller keeper applies it within about a minute).
-    `old` and `new` are the file's two versions, where its content decides (fleet.json's generation)."""
+    `old` and `new` are the file's two versions, where its content decides (fleet.json's generation);
+    `ray`: the fleets scheduled by Ray (ray_fleets), whose nodes run no keeper."""
     parts = path.split("/")
+    if parts[1:] == ["nccl.env"] and parts[0] in ray:
+        return Disruption("drain", path, "no node reads this file on a Ray fleet: its workers get the same variables "
+                                         "from the RayCluster's env, and KubeRay recreates every pod of the RayCluster "
+                                         "for the change (upgradeStrategy Recreate): running Ray jobs end, let them "
+                                         "finish first")
     if parts[1:] == ["slurm", "bin", "fleet.json"] and old and new and _generation(old) != _generation(new):
         return Disruption("node roll", path, "its node generation changed (instance type, image, fabric, placement "
                                              "or capacity: fleetform/slurm.py node_generation): the keeper drains "

@@ -243,18 +243,25 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
     if kube is None or instance is None or fleet.nodes is None or per_node is None:
         return None
     resource = kube.servers[0].gpu_resource if kube.servers else "nvidia.com/gpu"
+    return gpu_node_group(fleet, kube.node_labels, kube.node_taints, (resource, per_node[0]))
+
+
+def gpu_node_group(fleet, labels, taints, device: tuple[str, int]) -> NodeGroup:
+    """A GPU fleet's own node group (an inference fleet's, a Ray fleet's): the fleet's labels and taints, the
+    labels GPU Feature Discovery and the kubelet publish, and what a node offers pods once the kubelet's
+    reserve and eviction threshold are taken (device: the extended resource and its count per node)."""
+    instance = fleet.instance
     local = bool(instance.local_nvme_gb)
     disk_gib = instance.local_nvme_gb * 1e9 / 2**30 if local else ROOT_GIB
     return NodeGroup(
         fleet.name, fleet.name, instance.name, fleet.nodes.min, fleet.nodes.max,
-        tuple(kube.node_labels) + ((ACCELERATOR_LABEL, accelerator(fleet)),),
+        tuple(labels) + ((ACCELERATOR_LABEL, accelerator(fleet)),),
         (("nvidia.com/gpu.product", gfd_product(fleet)),) + _well_known(instance.name, fleet.capacity_type),
-        tuple(kube.node_taints),
+        tuple(taints),
         instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
         instance.mem_gib * 1024 - memory_reserved_mib(),
         math.floor(disk_gib * (1 - EVICTION_NODEFS)),
-        ((resource, per_node[0]),), fleet.capacity_type, fleet.reservation_id, local, fleet.path,
-        repair=KUBE_AUTO_REPAIR)
+        (device,), fleet.capacity_type, fleet.reservation_id, local, fleet.path, repair=KUBE_AUTO_REPAIR)
 
 
 def _system_group(data: dict, eks: dict, path: tuple) -> NodeGroup:

@@ -66,6 +66,12 @@ JOB_ENTRYPOINT = "python -c 'import ray; ray.init(); print(ray.cluster_resources
 user puts their Ray Train script."""
 
 
+JOB_ENTRYPOINT_CPUS = 1
+"""The RayJob's entrypointNumCpus: Ray runs a job's entrypoint (the user's driver script) on the head unless it asks
+for resources (ray-project/ray#42436), and this head is a 4Gi pod on a system node with num-cpus 0; one CPU puts the
+driver on a GPU worker (kuberay v1.7.0 common/job.go passes it as --entrypoint-num-cpus)."""
+
+
 def ray_image(version: str) -> str | None:
     return RAY_IMAGES.get(version)
 
@@ -123,6 +129,7 @@ class RayConfig:
     job_name: str  # the RayJob's name (a copy for another job changes it: a RayJob name is used once)
     job_entrypoint: str  # what the RayJob template runs until the user puts their script there
     dashboard_port: int = DASHBOARD_PORT
+    job_entrypoint_cpus: int = JOB_ENTRYPOINT_CPUS  # the RayJob's entrypointNumCpus: the driver runs on a worker
 
 
 def _gib_floor(value: float) -> int:
@@ -173,23 +180,12 @@ def build(fleet, storage=()) -> RayConfig | None:
 def node_group(fleet):
     """The fleet's GPU node group on the blueprint's EKS cluster: tainted like every GPU group (only pods that
     tolerate nvidia.com/gpu land there), labelled with the fleet, sized between nodes.min and nodes.max."""
-    from .cluster import (ACCELERATOR_LABEL, EVICTION_NODEFS, ROOT_GIB, NodeGroup, _well_known, accelerator,
-                          cpu_reserved_m, gfd_product, memory_reserved_mib)
+    from .cluster import gpu_node_group
 
     config, instance = fleet.ray, fleet.instance
     if config is None or instance is None or fleet.nodes is None:
         return None
-    local = bool(instance.local_nvme_gb)
-    disk_gib = instance.local_nvme_gb * 1e9 / 2**30 if local else ROOT_GIB
-    return NodeGroup(
-        fleet.name, fleet.name, instance.name, fleet.nodes.min, fleet.nodes.max,
-        tuple(config.node_labels) + ((ACCELERATOR_LABEL, accelerator(fleet)),),
-        (("nvidia.com/gpu.product", gfd_product(fleet)),) + _well_known(instance.name, fleet.capacity_type),
-        tuple(config.node_taints),
-        instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
-        instance.mem_gib * 1024 - memory_reserved_mib(),
-        math.floor(disk_gib * (1 - EVICTION_NODEFS)),
-        (("nvidia.com/gpu", fleet.shape.gpu_count),), fleet.capacity_type, fleet.reservation_id, local, fleet.path)
+    return gpu_node_group(fleet, config.node_labels, config.node_taints, ("nvidia.com/gpu", fleet.shape.gpu_count))
 
 
 def workloads(fleet):

@@ -59,7 +59,7 @@ def ray_workers(bp: Blueprint, report: Reporter) -> None:
 
     for fleet in _ray_fleets(bp):
         r, shape, nodes = fleet.ray, fleet.shape, fleet.nodes
-        if r is None or shape is None or nodes is None:
+        if r is None or shape is None or nodes is None or nodes.min > nodes.max:  # size-range reports the last
             continue
         path = fleet.scheduler.path
         if r.gpus != shape.gpu_count:
@@ -97,3 +97,37 @@ def ray_node_image(bp: Blueprint, report: Reporter) -> None:
             report(fleet.image.path, "image does not apply to a Ray fleet: its EKS node group boots EKS's "
                    "NVIDIA AMI (AL2023_x86_64_NVIDIA), and the Ray image is set by ray_version",
                    "remove image")
+
+
+POD_INTERFACE = "eth0"
+"""The one interface of a pod's network namespace: containerd (EKS's runtime) asks the CNI plugin for `eth0`
+(containerd internal/cri/server/helpers.go defaultIfName), whatever the node's own interfaces are named."""
+
+
+@rule("ray-socket-ifname", "error", "a Ray fleet's NCCL socket interface is one its worker pods have")
+def ray_socket_ifname(bp: Blueprint, report: Reporter) -> None:
+    """The fleet's NCCL environment goes into the Ray workers' pods (fleetform/ray.py), where the only interface
+    besides lo is eth0: NCCL_SOCKET_IFNAME naming a node's interface (ens5, ib0) leaves NCCL no interface to
+    bootstrap on, and a multi-node Ray Train job fails at its first collective. NCCL finds eth0 by itself."""
+    for fleet in _ray_fleets(bp):
+        net, nccl = fleet.interconnect, fleet.nccl
+        if net is not None and net.socket_ifname and net.socket_ifname != POD_INTERFACE:
+            report(net.path + ("socket_ifname",), f"the Ray workers of fleet '{fleet.name}' run in pods, whose "
+                   f"network interface is {POD_INTERFACE}, not '{net.socket_ifname}': NCCL would find no interface",
+                   "remove socket_ifname: NCCL uses the pod's eth0 by itself")
+        value = dict(nccl.env).get("NCCL_SOCKET_IFNAME") if nccl is not None else None
+        if value is not None and not _admits_pod_interface(value):
+            report(nccl.path + ("env", "NCCL_SOCKET_IFNAME"), f"the Ray workers of fleet '{fleet.name}' run in pods, "
+                   f"whose network interface is {POD_INTERFACE}: NCCL_SOCKET_IFNAME={value} leaves NCCL none",
+                   "remove NCCL_SOCKET_IFNAME from nccl.env: NCCL uses the pod's eth0 by itself")
+
+
+def _admits_pod_interface(value: str) -> bool:
+    """Whether NCCL_SOCKET_IFNAME lets NCCL use eth0: a comma list of name prefixes, `=` for exact names, `^` to
+    exclude those listed instead (NCCL docs, Environment Variables, NCCL_SOCKET_IFNAME)."""
+    exclude = value.startswith("^")
+    rest = value[1:] if exclude else value
+    exact = rest.startswith("=")
+    names = [n for n in (rest[1:] if exact else rest).split(",") if n]
+    listed = any(n == POD_INTERFACE if exact else POD_INTERFACE.startswith(n) for n in names)
+    return not listed if exclude else listed
