@@ -262,6 +262,21 @@ def test_dcgm_parser_reads_only_failed_results():
         "memory gpu3: GPU 3 had uncorrectable memory errors and row remapping failed. Run a field diagnostic on the GPU."]
 
 
+def test_dcgm_parser_reads_dcgm_3_reports_and_refuses_other_documents():
+    """DCGM 3.x (the key "DCGM GPU Diagnostic", results by gpu_id: NVIDIA/DCGM v3.3.9 dcgmi/Diag.cpp) is read,
+    not taken for an empty pass; a document that is no dcgmi report, or one with a runtime_error, fails."""
+    program = _program()
+    v4 = json.loads((DATA / "dcgmi_diag_r2_fail.json").read_text())
+    v3 = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "Memory", "results": [
+        {"gpu_id": "3", "status": "Fail", "warnings": [{"warning": "GPU 3 had uncorrectable memory errors"}]},
+        {"gpu_id": "0", "status": "Pass"}]}]}]}}
+    assert program.parse_dcgm(json.dumps(v3)) == ["Memory gpu3: GPU 3 had uncorrectable memory errors"]
+    with pytest.raises(ValueError):
+        program.parse_dcgm(json.dumps({"Diagnostic": v4["DCGM Diagnostic"]}))
+    no_engine = {"DCGM Diagnostic": {"version": "4.6.0", "runtime_error": "Unable to connect to host engine"}}
+    assert program.parse_dcgm(json.dumps(no_engine)) == ["runtime error: Unable to connect to host engine"]
+
+
 def test_on_prem_fleets_get_no_floor_and_no_warning():
     """onprem-ib (DGX H100 over InfiniBand): no instance type to look a published run up by; the site's floor."""
     result = check(ROOT / "blueprints/onprem-ib.yaml")
