@@ -38,6 +38,9 @@ with open(fakes / "calls.log", "a") as log:
 options = [a for a in args if a.startswith("--")]
 command = args[len(options):]
 nodes = int(next(a.split("=", 1)[1] for a in options if a.startswith("--nodes=")))
+if "--ntasks-per-node=1" in options and os.environ.get("FAKE_SRUN_SAYS"):
+    print(os.environ["FAKE_SRUN_SAYS"], file=sys.stderr)
+    sys.exit(1)
 if "--ntasks-per-node=1" in options:
     reporting = int(os.environ.get("FAKE_NODES_REPORTING", nodes))
     rc = 0
@@ -283,3 +286,12 @@ def test_on_prem_fleets_get_no_floor_and_no_warning():
     a = result.model.fleets[0].acceptance
     assert a.floor_gbps is None and a.all_reduce == "multi-node" and a.program == "/opt/fleetform/slurm/bin/acceptance"
     assert "acceptance-floor" not in {f.rule for f in result.findings}
+
+
+def test_srun_s_own_error_in_the_dcgm_step_is_shown(job):
+    """A DCGM step srun could not start: its message is in the job's output, not only '0 of 2 nodes reported'."""
+    job.env["FAKE_SRUN_SAYS"] = "srun: error: Unable to create step for job 7: Requested node configuration is not available"
+    done = job.run()
+    assert done.returncode == 1
+    assert "srun: error: Unable to create step for job 7" in done.stdout
+    assert "FAIL dcgm: 0 of 2 nodes reported (srun rc=1)" in done.stdout
