@@ -295,3 +295,12 @@ def test_srun_s_own_error_in_the_dcgm_step_is_shown(job):
     assert done.returncode == 1
     assert "srun: error: Unable to create step for job 7" in done.stdout
     assert "FAIL dcgm: 0 of 2 nodes reported (srun rc=1)" in done.stdout
+
+
+def test_the_job_asks_for_its_gpus_by_name(rendered):
+    """srun(1), --gres (Slurm 22.05 to 25.x): "By default, a job step is allocated all of the generic resources
+    that have been requested by the job, except those implicitly requested when a job is exclusive." With only
+    --exclusive the all_reduce_perf step's tasks get no GPU (ConstrainDevices=yes hides /dev/nvidia*), so the
+    batch script names them; the steps then inherit them."""
+    sbatch = (rendered / "acceptance.sbatch").read_text()
+    assert "#SBATCH --exclusive\n" in sbatch and "#SBATCH --gres=gpu:8\n" in sbatch
