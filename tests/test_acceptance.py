@@ -304,3 +304,14 @@ def test_the_job_asks_for_its_gpus_by_name(rendered):
     batch script names them; the steps then inherit them."""
     sbatch = (rendered / "acceptance.sbatch").read_text()
     assert "#SBATCH --exclusive\n" in sbatch and "#SBATCH --gres=gpu:8\n" in sbatch
+
+
+def test_tasks_that_each_ran_alone_fail(job):
+    """all_reduce_perf built without MPI (or an MPI srun's PMIx did not reach) runs once per task, each a
+    1-GPU "all-reduce", and each prints its own footer: only rank 0 of one MPI job prints (nccl-tests
+    src/common.h: PRINT if (is_main_thread), set for rank 0). A fleet without a floor passed such a run."""
+    single = (DATA / "all_reduce_p5_2n_pass.log").read_text().replace("425.172", "0")
+    job.answers["all_reduce_perf"] = [single * 3, 0]
+    done = job.run()
+    assert done.returncode == 1
+    assert "FAIL all-reduce 2x8: 3 separate all_reduce_perf runs, not one across the tasks" in done.stdout
