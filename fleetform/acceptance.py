@@ -162,6 +162,14 @@ class ModelCheck:
     port: int
     served_name: str  # vLLM's --served-model-name: the `model` of the request
     budget_s: int  # the startup probe's period x failure threshold (fleetform/k8s.py): how long a replica may take
+    api_key_secret: str | None = None  # the Secret whose VLLM_API_KEY the server requires as a bearer token
+
+
+API_KEY_ENV = "VLLM_API_KEY"
+"""The variable (and Secret key, fleetform/k8s.py) through which a model's api_key_secret reaches vLLM. With it set,
+vLLM's AuthenticationMiddleware answers 401 to any /v1 request without `Authorization: Bearer KEY`
+(vllm/entrypoints/openai, AuthenticationMiddleware.verify_token), so accept-models reads the key from the
+Secret and sends it."""
 
 
 def model_checks(kube) -> tuple[ModelCheck, ...]:
@@ -171,6 +179,7 @@ def model_checks(kube) -> tuple[ModelCheck, ...]:
     checks = []
     for server in kube.servers:
         startup = next(p for p in server.probes if p.kind == "startup")
+        api_key = next((e.secret for e in server.secret_env if e.name == API_KEY_ENV), None)
         checks.append(ModelCheck(server.name, server.namespace, server.port, server.name,
-                                 startup.period_s * startup.failure_threshold))
+                                 startup.period_s * startup.failure_threshold, api_key))
     return tuple(checks)

@@ -38,6 +38,9 @@ with open(fakes / "calls.log", "a") as log:
 options = [a for a in args if a.startswith("--")]
 command = args[len(options):]
 nodes = int(next(a.split("=", 1)[1] for a in options if a.startswith("--nodes=")))
+if "--ntasks-per-node=1" in options and os.environ.get("FAKE_SRUN_SAYS"):
+    print(os.environ["FAKE_SRUN_SAYS"], file=sys.stderr)
+    sys.exit(1)
 if "--ntasks-per-node=1" in options:
     reporting = int(os.environ.get("FAKE_NODES_REPORTING", nodes))
     rc = 0
@@ -262,9 +265,53 @@ def test_dcgm_parser_reads_only_failed_results():
         "memory gpu3: GPU 3 had uncorrectable memory errors and row remapping failed. Run a field diagnostic on the GPU."]
 
 
+def test_dcgm_parser_reads_dcgm_3_reports_and_refuses_other_documents():
+    """DCGM 3.x (the key "DCGM GPU Diagnostic", results by gpu_id: NVIDIA/DCGM v3.3.9 dcgmi/Diag.cpp) is read,
+    not taken for an empty pass; a document that is no dcgmi report, or one with a runtime_error, fails."""
+    program = _program()
+    v4 = json.loads((DATA / "dcgmi_diag_r2_fail.json").read_text())
+    v3 = {"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "Memory", "results": [
+        {"gpu_id": "3", "status": "Fail", "warnings": [{"warning": "GPU 3 had uncorrectable memory errors"}]},
+        {"gpu_id": "0", "status": "Pass"}]}]}]}}
+    assert program.parse_dcgm(json.dumps(v3)) == ["Memory gpu3: GPU 3 had uncorrectable memory errors"]
+    with pytest.raises(ValueError):
+        program.parse_dcgm(json.dumps({"Diagnostic": v4["DCGM Diagnostic"]}))
+    no_engine = {"DCGM Diagnostic": {"version": "4.6.0", "runtime_error": "Unable to connect to host engine"}}
+    assert program.parse_dcgm(json.dumps(no_engine)) == ["runtime error: Unable to connect to host engine"]
+
+
 def test_on_prem_fleets_get_no_floor_and_no_warning():
     """onprem-ib (DGX H100 over InfiniBand): no instance type to look a published run up by; the site's floor."""
     result = check(ROOT / "blueprints/onprem-ib.yaml")
     a = result.model.fleets[0].acceptance
     assert a.floor_gbps is None and a.all_reduce == "multi-node" and a.program == "/opt/fleetform/slurm/bin/acceptance"
     assert "acceptance-floor" not in {f.rule for f in result.findings}
+
+
+def test_srun_s_own_error_in_the_dcgm_step_is_shown(job):
+    """A DCGM step srun could not start: its message is in the job's output, not only '0 of 2 nodes reported'."""
+    job.env["FAKE_SRUN_SAYS"] = "srun: error: Unable to create step for job 7: Requested node configuration is not available"
+    done = job.run()
+    assert done.returncode == 1
+    assert "srun: error: Unable to create step for job 7" in done.stdout
+    assert "FAIL dcgm: 0 of 2 nodes reported (srun rc=1)" in done.stdout
+
+
+def test_the_job_asks_for_its_gpus_by_name(rendered):
+    """srun(1), --gres (Slurm 22.05 to 25.x): "By default, a job step is allocated all of the generic resources
+    that have been requested by the job, except those implicitly requested when a job is exclusive." With only
+    --exclusive the all_reduce_perf step's tasks get no GPU (ConstrainDevices=yes hides /dev/nvidia*), so the
+    batch script names them; the steps then inherit them."""
+    sbatch = (rendered / "acceptance.sbatch").read_text()
+    assert "#SBATCH --exclusive\n" in sbatch and "#SBATCH --gres=gpu:8\n" in sbatch
+
+
+def test_tasks_that_each_ran_alone_fail(job):
+    """all_reduce_perf built without MPI (or an MPI srun's PMIx did not reach) runs once per task, each a
+    1-GPU "all-reduce", and each prints its own footer: only rank 0 of one MPI job prints (nccl-tests
+    src/common.h: PRINT if (is_main_thread), set for rank 0). A fleet without a floor passed such a run."""
+    single = (DATA / "all_reduce_p5_2n_pass.log").read_text().replace("425.172", "0")
+    job.answers["all_reduce_perf"] = [single * 3, 0]
+    done = job.run()
+    assert done.returncode == 1
+    assert "FAIL all-reduce 2x8: 3 separate all_reduce_perf runs, not one across the tasks" in done.stdout

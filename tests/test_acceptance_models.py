@@ -31,6 +31,9 @@ import json, os, sys, time
 from pathlib import Path
 with open(Path(__file__).resolve().parent / "calls.log", "a") as log:
     log.write(json.dumps(sys.argv[1:]) + "\n")
+if sys.argv[3:5] == ["get", "secret"]:  # the API key's Secret: kubectl prints the jsonpath's base64 value
+    print("czNjcmV0", end="")  # base64 of s3cret
+    sys.exit(0)
 print(f"Forwarding from 127.0.0.1:{os.environ['FAKE_PORT']} -> {sys.argv[-1].lstrip(':')}", flush=True)
 time.sleep(60)
 '''
@@ -43,6 +46,11 @@ class Fake(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Fake.requests.append((self.path, body))
+        if Fake.mode == "key" and self.headers.get("Authorization") != "Bearer s3cret":
+            # vLLM with VLLM_API_KEY: AuthenticationMiddleware answers 401 {"error": "Unauthorized"}
+            self.send_response(401)
+            self.end_headers()
+            return
         if Fake.mode == "500" or (Fake.mode == "500-once" and len(Fake.requests) == 1):
             self.send_response(500)
             self.end_headers()
@@ -81,12 +89,13 @@ def rendered(tmp_path_factory) -> Path:
     return out
 
 
-def _run(tmp_path: Path, rendered: Path, server, budget_s: int | None = None) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, rendered: Path, server, budget_s: int | None = None,
+         config: dict | None = None) -> subprocess.CompletedProcess:
     fakes = tmp_path / "fakes"
     fakes.mkdir()
     (fakes / "kubectl").write_text(FAKE_KUBECTL)
     (fakes / "kubectl").chmod(0o755)
-    config = json.loads((rendered / "models.json").read_text())
+    config = config or json.loads((rendered / "models.json").read_text())
     if budget_s is not None:
         for m in config["models"]:
             m["budget_s"] = budget_s
@@ -137,3 +146,34 @@ def test_an_error_then_an_answer_within_the_budget_passes(tmp_path, rendered, se
     done = _run(tmp_path, rendered, server, budget_s=30)
     assert done.returncode == 0, done.stdout
     assert len(Fake.requests) == 2
+
+
+def test_a_model_with_an_api_key_is_asked_with_it(tmp_path, server):
+    """A model with api_key_secret: vLLM refuses /v1 requests without `Authorization: Bearer KEY` (401), so
+    accept-models reads the key from the Secret (by name; the value never on a command line) and sends it;
+    without it every attempt got 401 until the startup budget (760 s) ran out."""
+    import yaml
+    data = yaml.safe_load(REFERENCE.read_text())
+    fleet = next(f for f in data["fleets"] if f["name"] == "small-models")
+    fleet["models"][0]["api_key_secret"] = "llama-key"
+    blueprint = tmp_path / "bp.yaml"
+    blueprint.write_text(yaml.safe_dump(data))
+    files = render(check(blueprint).model)
+    (tmp_path / "accept-models").write_bytes(files["small-models/acceptance/accept-models"])
+    config = json.loads(files["small-models/acceptance/models.json"])
+    assert config["models"][0]["api_key_secret"] == "llama-key"
+    Fake.mode = "key"
+    done = _run(tmp_path, tmp_path, server, budget_s=30, config=config)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    calls = [json.loads(line) for line in (tmp_path / "fakes/calls.log").read_text().splitlines()]
+    assert calls[0] == ["-n", "small-models", "get", "secret", "llama-key", "-o", "jsonpath={.data.VLLM_API_KEY}"]
+
+
+def test_a_refused_key_fails_at_once(tmp_path, rendered, server):
+    """A 401 (no or a wrong key) is not retried until the budget: waiting does not change the key."""
+    Fake.mode = "key"
+    start = time.monotonic()
+    done = _run(tmp_path, rendered, server, budget_s=30)
+    assert done.returncode == 1 and "HTTP 401: the server refused the request's API key" in done.stdout
+    assert time.monotonic() - start < 20 and len(Fake.requests) == 1
