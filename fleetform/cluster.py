@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from .health import KUBE_AUTO_REPAIR
 from .records import frozen
 
 ROOT_GIB = 200
@@ -125,7 +124,7 @@ class NodeGroup:
     reservation_id: str | None
     local_nvme: bool  # ephemeral storage on the instance-store NVMe drives (RAID0)
     path: tuple
-    repair: bool = False  # EKS node auto repair (GPU groups: fleetform/health.py, Kubernetes fleets)
+    repair: bool | None = None  # EKS node auto repair (inference GPU groups: fleetform/health.py); None: no config sent
 
     @property
     def gpu(self) -> bool:
@@ -254,7 +253,7 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
         instance.mem_gib * 1024 - memory_reserved_mib(),
         math.floor(disk_gib * (1 - EVICTION_NODEFS)),
         ((resource, per_node[0]),), fleet.capacity_type, fleet.reservation_id, local, fleet.path,
-        repair=KUBE_AUTO_REPAIR)
+        repair=fleet.auto_repair)
 
 
 def _system_group(data: dict, eks: dict, path: tuple) -> NodeGroup:

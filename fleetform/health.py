@@ -176,9 +176,26 @@ def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
 # after the condition turns false), where NPD only sets a condition and a further remedy system
 # (Draino, a custom controller) must cordon, drain and replace the node.
 
-KUBE_AUTO_REPAIR = True
-"""Every GPU node group of a Kubernetes fleet on AWS gets node auto repair (EKS User Guide,
-"Automatically repair nodes in EKS clusters": managed node groups support Reboot and Replace)."""
+DEFAULT_AUTO_REPAIR = True
+"""An inference fleet's GPU node group on AWS gets node auto repair unless its `health: {auto_repair:
+false}` says otherwise (EKS User Guide, "Automatically repair nodes in EKS clusters": managed node
+groups support Reboot and Replace). `fleetform plan` names it per node group, and `fleetform diff`
+calls turning it on a change a reviewer reads: from then on EKS reboots or replaces serving nodes by
+itself. `false` is sent as `enabled: false`, not as a missing block: the EKS API's NodeRepairConfig
+is optional, and a provider leaves what the node group has when the block is absent."""
+
+KUBE_REPAIR_MAX_PARALLEL = 1
+"""maxParallelNodesRepairedCount on each GPU node group: EKS repairs one unhealthy node of the group at
+a time (EKS API NodeRepairConfig: "the maximum number of nodes that can be repaired concurrently or in
+parallel, expressed as a count of unhealthy nodes", minimum 1; pulumi-aws 7.51
+NodeGroupNodeRepairConfigArgs.max_parallel_nodes_repaired_count). A bad AMI or driver that turns every
+node's GPUs unhealthy at once then costs the fleet one node at a time, not all of it: an inference
+fleet's groups are often small (1-5 nodes), where a percentage threshold of unhealthy nodes rounds to
+nothing."""
+
+KUBE_SCOPE_KEYS = ("auto_repair",)
+"""The keys of a fleet's `health` block that apply to an inference fleet (the health-scope rule refuses
+the others there: they configure bin/health, which only Slurm runs); Slurm fleets may not set them."""
 
 KUBE_REPAIR_OVERRIDES: tuple[tuple[str, str, str, int], ...] = (
     ("AcceleratedHardwareReady", "DCGMError", "NoAction", 10),
