@@ -113,6 +113,26 @@ def test_reboots_stop_after_the_limit_and_the_reason_says_so(node):
     assert drained_with(node) == f"{REBOOT_LIMIT} reboots: 7 of 8 GPUs"
 
 
+def test_the_reboot_count_is_replaced_whole_not_written_in_place(node):
+    """health-reboots.json is written beside itself and renamed into place: a reader (or a check killed
+    mid-write) sees the old file or the new one, never a truncated one. An in-place write keeps the
+    file's inode and changes what a link to the old file reads."""
+    node.answer("nvidia-smi", "nvidia-smi-7-of-8.csv")
+    state = node.root / "var/lib/fleetform/health-reboots.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    before = json.dumps({"boot-0": time.time() - 60}) + "\n"
+    state.write_text(before)
+    kept = state.with_name("kept.json")
+    os.link(state, kept)  # the old file as a reader holding it open sees it
+    node.boot("boot-1")
+    assert node.run(on_failure="reboot").returncode == 1
+    assert [u[0] for u in node.updates()] == ["update", "reboot"]
+    assert kept.read_text() == before, "written in place"
+    assert state.stat().st_ino != kept.stat().st_ino
+    assert set(json.loads(state.read_text())) == {"boot-0", "boot-1"}
+    assert not state.with_name(state.name + ".new").exists()
+
+
 def test_reboots_older_than_the_window_do_not_count(node):
     node.answer("nvidia-smi", "nvidia-smi-7-of-8.csv")
     state = node.root / "var/lib/fleetform/health-reboots.json"
