@@ -173,6 +173,30 @@ def _describe_nodes(res: dict) -> str:
     return f"{count} x {types}"
 
 
+def repair_turn(change: Change) -> bool | None:
+    """True where an update turns EKS node auto repair on for a node group (from no config or
+    `enabled: false`), False where it turns it off, None otherwise. A node group recorded by a
+    fleetform without the switch has no nodeRepairConfig: upgrading turns repair on, and says so."""
+    if change.short_type != "NodeGroup" or change.action != UPDATE:
+        return None
+    for item in change.inputs:
+        if item.path == "nodeRepairConfig":
+            was = bool((item.old or {}).get("enabled")) if isinstance(item.old, dict) else False
+            now = bool((item.new or {}).get("enabled")) if isinstance(item.new, dict) else False
+        elif item.path == "nodeRepairConfig.enabled":
+            was, now = bool(item.old), bool(item.new)
+        else:
+            continue
+        if was != now:
+            return now
+    return None
+
+
+REPAIR_ON = ("turns on EKS node auto repair on node group {name}: from now on EKS reboots or replaces a node of it "
+             "by itself (its pods evicted) 10 minutes after the node monitoring agent reports its GPUs unhealthy, "
+             "one node at a time; `health: {{auto_repair: false}}` on the fleet keeps it off")
+
+
 def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> list[str]:
     effects = []
     res = new or old
@@ -181,6 +205,8 @@ def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> 
         effects.append(f"{'replaces' if change.action == REPLACE else 'deletes'} {kind} {change.name}: "
                        "the data stored on it is lost")
     if kind == "NodeGroup":
+        if repair_turn(change):
+            effects.append(REPAIR_ON.format(name=change.name))
         if change.action == REPLACE:
             effects.append(f"replaces all nodes of node group {change.name} ({_describe_nodes(res)})")
         elif change.action == UPDATE and any(_forces(i.path, data.get("rolls_nodes_on", [])) for i in change.inputs):
@@ -414,6 +440,12 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
         if any(_forces(i.path, data.get("rolls_nodes_on", [])) for i in change.inputs):
             return Disruption("node roll", what, "EKS launches new nodes first (up to 2 per Availability Zone, or "
                                                  "maxUnavailable), drains the old ones and terminates them")
+        turn = repair_turn(change)
+        if turn is not None:  # no node restarts now; with repair on, EKS may restart or replace one later
+            return Disruption("in place", what, "node auto repair turned on: running nodes stay; from now on EKS "
+                              "reboots or replaces an unhealthy node by itself, one at a time" if turn else
+                              "node auto repair turned off: running nodes stay; an unhealthy node stays until a "
+                              "person drains it")
     if kind == "LaunchTemplate" and component[0] == "TrainingFleet":
         if change.action == UPDATE and not any(i.path.split(".")[0] in TRAINING_ROLL_INPUTS for i in change.inputs):
             return Disruption("in place", what, "a new launch template version: nodes launched from now on (power "

@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from .health import KUBE_AUTO_REPAIR
 from .records import frozen
 
 ROOT_GIB = 200
@@ -125,7 +124,7 @@ class NodeGroup:
     reservation_id: str | None
     local_nvme: bool  # ephemeral storage on the instance-store NVMe drives (RAID0)
     path: tuple
-    repair: bool = False  # EKS node auto repair (GPU groups: fleetform/health.py, Kubernetes fleets)
+    repair: bool | None = None  # EKS node auto repair (inference GPU groups: fleetform/health.py); None: no config sent
 
     @property
     def gpu(self) -> bool:
@@ -261,7 +260,8 @@ def gpu_node_group(fleet, labels, taints, device: tuple[str, int]) -> NodeGroup:
         instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
         instance.mem_gib * 1024 - memory_reserved_mib(),
         math.floor(disk_gib * (1 - EVICTION_NODEFS)),
-        (device,), fleet.capacity_type, fleet.reservation_id, local, fleet.path, repair=KUBE_AUTO_REPAIR)
+        (device,), fleet.capacity_type, fleet.reservation_id, local, fleet.path,
+        repair=fleet.auto_repair if fleet.kube is not None else None)  # Ray's group: no repair config, as Kueue's
 
 
 def _system_group(data: dict, eks: dict, path: tuple) -> NodeGroup:

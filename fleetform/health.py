@@ -74,6 +74,20 @@ gpu_interconnect)."""
 
 STATE_DIR = "/var/lib/fleetform"
 
+SPREAD_NODES = 32
+SPREAD_MAX_S = 10
+"""A fleet of more than SPREAD_NODES nodes spreads its checks' calls to slurmctld over up to
+SPREAD_MAX_S seconds (each node waits a fixed offset from its name's hash before `scontrol show
+node`), as far as the suite leaves room within slurmd's 60 s. slurmctld starts the check on every
+node at once unless HealthCheckNodeState has CYCLE (slurm.conf(5): "the HealthCheckProgram will be
+executed at the same time on all nodes to minimize its impact upon parallel programs"; CYCLE
+instead "cycle[s] through running on all compute nodes through the course of the
+HealthCheckInterval"). fleetform keeps that default rather than CYCLE: a training job spanning N
+nodes waits for its slowest rank, so checks at one moment stall it once an interval, cycled checks up
+to N times. What must not arrive at once is hundreds of `scontrol show node`, each given 2 s; the
+checks themselves still run together. 32 is fleetform's choice (not measured against a slurmctld at
+that scale): smaller fleets make as few calls as a single job's srun does."""
+
 
 @frozen
 class HealthConfig:
@@ -88,6 +102,7 @@ class HealthConfig:
     nvswitch: bool  # NVLink links and the fabric manager are checked
     mounts: tuple[str, ...]  # folders that must be mounted and writable
     worst_case_s: int  # the longest a check can take: the sum of its commands' timeouts
+    spread_s: int  # seconds over which the fleet's nodes spread their calls to slurmctld (0: none)
     aws: bool
     path: tuple  # where the blueprint sets it (the fleet's `health`, or the fleet when defaulted)
     declared: bool  # written in the blueprint, not defaulted
@@ -135,6 +150,14 @@ def worst_case(checks: tuple[str, ...], nvswitch: bool, mounts: int, on_failure:
     return total
 
 
+def spread(nodes: int, worst_case_s: int) -> int:
+    """SPREAD_MAX_S for a fleet above SPREAD_NODES nodes, less what the suite's worst case leaves of
+    slurmd's 60 s (the spread adds to every check's time)."""
+    if nodes <= SPREAD_NODES:
+        return 0
+    return max(0, min(SPREAD_MAX_S, SLURMD_KILL_S - worst_case_s))
+
+
 def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
     """The health check of a training fleet scheduled by Slurm whose node shape is known; None
     otherwise (its Slurm config is None then too, and rules say why)."""
@@ -155,12 +178,13 @@ def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
     aws = cloud == "aws"
     on_failure = data.get("on_failure", DEFAULT_ON_FAILURE)
     program_dir = f"{RENDERED_DIR}/{fleet.name}/slurm/bin" if aws else PROGRAM_DIR
+    worst = worst_case(checks, nvswitch, len(mounts), on_failure)
     return HealthConfig(
         suite=suite, checks=checks, interval_s=data.get("interval_s", DEFAULT_INTERVAL_S),
         node_state=tuple(s.upper() for s in data.get("node_state", DEFAULT_NODE_STATE)),
         on_failure=on_failure, program=f"{program_dir}/health",
         gpus=fleet.shape.gpu_count, efa=efa, nvswitch=nvswitch, mounts=mounts,
-        worst_case_s=worst_case(checks, nvswitch, len(mounts), on_failure), aws=aws,
+        worst_case_s=worst, spread_s=spread(fleet.nodes.max if fleet.nodes is not None else 0, worst), aws=aws,
         path=fleet.path + ("health",) if data else fleet.path,
         declared=bool(data),
     )
@@ -176,9 +200,26 @@ def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
 # after the condition turns false), where NPD only sets a condition and a further remedy system
 # (Draino, a custom controller) must cordon, drain and replace the node.
 
-KUBE_AUTO_REPAIR = True
-"""Every GPU node group of a Kubernetes fleet on AWS gets node auto repair (EKS User Guide,
-"Automatically repair nodes in EKS clusters": managed node groups support Reboot and Replace)."""
+DEFAULT_AUTO_REPAIR = True
+"""An inference fleet's GPU node group on AWS gets node auto repair unless its `health: {auto_repair:
+false}` says otherwise (EKS User Guide, "Automatically repair nodes in EKS clusters": managed node
+groups support Reboot and Replace). `fleetform plan` names it per node group, and `fleetform diff`
+calls turning it on a change a reviewer reads: from then on EKS reboots or replaces serving nodes by
+itself. `false` is sent as `enabled: false`, not as a missing block: the EKS API's NodeRepairConfig
+is optional, and a provider leaves what the node group has when the block is absent."""
+
+KUBE_REPAIR_MAX_PARALLEL = 1
+"""maxParallelNodesRepairedCount on each GPU node group: EKS repairs one unhealthy node of the group at
+a time (EKS API NodeRepairConfig: "the maximum number of nodes that can be repaired concurrently or in
+parallel, expressed as a count of unhealthy nodes", minimum 1; pulumi-aws 7.51
+NodeGroupNodeRepairConfigArgs.max_parallel_nodes_repaired_count). A bad AMI or driver that turns every
+node's GPUs unhealthy at once then costs the fleet one node at a time, not all of it: an inference
+fleet's groups are often small (1-5 nodes), where a percentage threshold of unhealthy nodes rounds to
+nothing."""
+
+KUBE_SCOPE_KEYS = ("auto_repair",)
+"""The keys of a fleet's `health` block that apply to an inference fleet (the health-scope rule refuses
+the others there: they configure bin/health, which only Slurm runs); Slurm fleets may not set them."""
 
 KUBE_REPAIR_OVERRIDES: tuple[tuple[str, str, str, int], ...] = (
     ("AcceleratedHardwareReady", "DCGMError", "NoAction", 10),

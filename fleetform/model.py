@@ -406,6 +406,8 @@ class Fleet:
     kueue: KueueFleet | None = None  # training fleets on Kubernetes (fleetform/kueue.py), when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    health_keys: tuple[str, ...] = ()  # the keys that block sets (health-scope: inference fleets may set auto_repair only)
+    auto_repair: bool = True  # inference fleets on EKS: node auto repair on the GPU node group (fleetform/health.py)
     ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
     login: LoginConfig | None = None  # login nodes, users, home (fleetform/login.py); None when none is declared
     acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)

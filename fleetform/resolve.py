@@ -250,7 +250,8 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                    else f for f in fleets)
     fleets = tuple(replace(f, ray=ray.build(f, storage)) if cloud == "aws" and f.training else f for f in fleets)
     fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
-                           health_declared="health" in item)
+                           health_declared="health" in item, health_keys=tuple(item.get("health") or ()),
+                           auto_repair=(item.get("health") or {}).get("auto_repair", health.DEFAULT_AUTO_REPAIR))
                    for f, item in zip(fleets, data["fleets"]))
     fleets = tuple(replace(f, login=login.build(f, item, storage)) for f, item in zip(fleets, data["fleets"]))
     fleets = tuple(replace(f, acceptance=acceptance.build(f, item.get("acceptance"), f.health, cloud),

@@ -43,6 +43,9 @@ MODEL = """      - name: qwen-7b
 """
 
 CASES = {
+    # an inference fleet turns EKS node auto repair off: enabled false is sent, no node restarts
+    "auto-repair-off": _edit("    models:\n      - name: llama-70b\n",
+                             "    health: {auto_repair: false}\n    models:\n      - name: llama-70b\n"),
     # on AWS a subnet cannot move: the subnets and everything in them are replaced, FSx data included
     "availability-zone": _edit("availability_zone: us-east-1a", "availability_zone: us-east-1b"),
     # a training fleet's NCCL setting: new rendered files, no node of any fleet rolls

@@ -113,6 +113,26 @@ def test_reboots_stop_after_the_limit_and_the_reason_says_so(node):
     assert drained_with(node) == f"{REBOOT_LIMIT} reboots: 7 of 8 GPUs"
 
 
+def test_the_reboot_count_is_replaced_whole_not_written_in_place(node):
+    """health-reboots.json is written beside itself and renamed into place: a reader (or a check killed
+    mid-write) sees the old file or the new one, never a truncated one. An in-place write keeps the
+    file's inode and changes what a link to the old file reads."""
+    node.answer("nvidia-smi", "nvidia-smi-7-of-8.csv")
+    state = node.root / "var/lib/fleetform/health-reboots.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    before = json.dumps({"boot-0": time.time() - 60}) + "\n"
+    state.write_text(before)
+    kept = state.with_name("kept.json")
+    os.link(state, kept)  # the old file as a reader holding it open sees it
+    node.boot("boot-1")
+    assert node.run(on_failure="reboot").returncode == 1
+    assert [u[0] for u in node.updates()] == ["update", "reboot"]
+    assert kept.read_text() == before, "written in place"
+    assert state.stat().st_ino != kept.stat().st_ino
+    assert set(json.loads(state.read_text())) == {"boot-0", "boot-1"}
+    assert not state.with_name(state.name + ".new").exists()
+
+
 def test_reboots_older_than_the_window_do_not_count(node):
     node.answer("nvidia-smi", "nvidia-smi-7-of-8.csv")
     state = node.root / "var/lib/fleetform/health-reboots.json"
@@ -274,3 +294,45 @@ def test_a_node_drained_after_its_reboots_is_not_resumed_by_a_pass(node):
     node.state("IDLE+DRAIN", f"{REASON_PREFIX}7 of 8 GPUs")  # an ordinary drain of its own still resumes
     assert node.run(on_failure="reboot").returncode == 0
     assert node.updates() == [["update", "nodename=train-001", "state=resume"]]
+
+
+# --- large fleets: the checks start together, their calls to slurmctld do not (issue 20 review) -------
+
+def test_a_large_fleet_spreads_its_slurmctld_calls_within_the_60_s():
+    from fleetform.health import SPREAD_MAX_S, SPREAD_NODES, spread
+    assert spread(SPREAD_NODES, 34) == 0  # small fleets: no wait
+    assert spread(SPREAD_NODES + 1, 34) == SPREAD_MAX_S
+    assert spread(500, SLURMD_KILL_S - 4) == 4  # only what the suite leaves of slurmd's 60 s
+    assert spread(500, SLURMD_KILL_S) == 0
+
+
+def test_a_large_fleet_keeps_running_its_checks_at_once(tmp_path):
+    """slurm.conf(5): the program runs "at the same time on all nodes to minimize its impact upon
+    parallel programs"; CYCLE would stall a job spanning N nodes up to N times an interval. A large
+    fleet keeps ANY and gets a spread of its scontrol calls in health.json instead."""
+    from fleetform.pipeline import check
+    from fleetform.render import render
+    from test_health import REFERENCE
+    text = REFERENCE.read_text()
+    assert "    nodes: 6  " in text
+    path = tmp_path / "big.yaml"
+    path.write_text(text.replace("    nodes: 6  ", "    nodes: 400  ", 1))
+    model = check(path).model
+    files = render(model)
+    assert "HealthCheckNodeState=ANY\n" in files["train/slurm/slurm.conf"].decode()
+    health = json.loads(files["train/slurm/bin/health.json"])
+    assert health["spread_s"] == 10, health
+    small = json.loads(render(check(REFERENCE).model)["train/slurm/bin/health.json"])
+    assert small["spread_s"] == 0
+
+
+def test_bin_health_waits_its_nodes_offset_before_asking_slurmctld(node):
+    """train-001's offset within 3 s is 2.703 s (sha256 of the name); with spread_s 0 it asks at once."""
+    start = time.monotonic()
+    assert node.run(spread_s=0).returncode == 0
+    quick = time.monotonic() - start
+    start = time.monotonic()
+    assert node.run(spread_s=3).returncode == 0
+    waited = time.monotonic() - start
+    assert waited >= 2.7 and waited - quick >= 2.5, (quick, waited)
+    assert [c[0] for c in node.calls()] == ["show"]

@@ -38,6 +38,10 @@ def test_gpu_node_groups_get_node_auto_repair_and_the_system_group_does_not(plan
     for name in ("serve-gpu", "small-models-gpu"):
         repair = groups[name]["inputs"].get("nodeRepairConfig")
         assert repair is not None and repair["enabled"] is True, (name, repair)
+        # one node of the group at a time: a bad AMI or driver that fails every node at once must not take the
+        # whole (often 1-5 node) group down together; no percentage beside it (the EKS API refuses both)
+        assert repair["maxParallelNodesRepairedCount"] == 1, repair
+        assert "maxParallelNodesRepairedPercentage" not in repair, repair
         overrides = repair["nodeRepairConfigOverrides"]
         assert [(o["nodeMonitoringCondition"], o["nodeUnhealthyReason"], o["repairAction"],
                  o["minRepairWaitTimeMins"]) for o in overrides] == list(KUBE_REPAIR_OVERRIDES)
@@ -140,3 +144,118 @@ def test_the_gpu_operator_values_off_aws_name_no_eks_agent(tmp_path):
     dcgm = [line for line in text.splitlines() if "DCGM" in line or "hostengine" in line or line.startswith("dcgm")]
     assert dcgm and not [line for line in dcgm if "EKS" in line or "agent" in line], dcgm
     assert yaml.safe_load(text)["dcgm"] == {"enabled": False}
+
+
+# --- the auto_repair switch (issue 20 review: no opt-out, no stop for small groups, silent on upgrade) ----
+
+SERVE_MODELS = "    models:\n      - name: llama-70b\n"
+
+
+def _with_serve_health(block: str) -> str:
+    from test_eks import REFERENCE
+    assert SERVE_MODELS in REFERENCE
+    return REFERENCE.replace(SERVE_MODELS, f"    health: {block}\n" + SERVE_MODELS, 1)
+
+
+def test_the_repair_fields_sent_are_the_pinned_providers():
+    """pulumi-aws 7.51's NodeGroupNodeRepairConfigArgs names what node_repair_config may hold; a field it
+    lacks would fail `pulumi up` (the mocks accept anything)."""
+    import inspect
+
+    import pulumi_aws
+    from providers.aws.kube import node_repair_config
+    accepted = set(inspect.signature(pulumi_aws.eks.NodeGroupNodeRepairConfigArgs.__init__).parameters) - {"__self__"}
+    override = set(inspect.signature(
+        pulumi_aws.eks.NodeGroupNodeRepairConfigNodeRepairConfigOverrideArgs.__init__).parameters) - {"__self__"}
+    for enabled in (True, False):
+        config = node_repair_config(enabled)
+        assert set(config) <= accepted, sorted(set(config) - accepted)
+        for item in config.get("node_repair_config_overrides", ()):
+            assert set(item) == override, item
+
+
+def test_auto_repair_false_sends_enabled_false_not_a_missing_block(tmp_path):
+    """terraform-provider-aws declares node_repair_config Optional and Computed: a block left out keeps
+    the running node group's repair on, so off must be said."""
+    from test_eks import _plan
+    _, resources = _plan(_with_serve_health("{auto_repair: false}"), tmp_path)
+    groups = _named(resources, NODE_GROUP)
+    assert groups["serve-gpu"]["inputs"]["nodeRepairConfig"] == {"enabled": False}
+    assert groups["small-models-gpu"]["inputs"]["nodeRepairConfig"]["enabled"] is True  # the other fleet keeps it
+
+
+def test_health_scope_lets_an_inference_fleet_set_auto_repair_only(tmp_path):
+    from fleetform.pipeline import check
+
+    def errors(text: str) -> list[tuple[str, str]]:
+        path = tmp_path / "bp.yaml"
+        path.write_text(text)
+        return [(f.rule, f.path) for f in check(path).findings if f.severity.value == "error"]
+
+    assert errors(_with_serve_health("{auto_repair: false}")) == []
+    assert errors(_with_serve_health("{auto_repair: true}")) == []
+    assert ("health-scope", "fleets[1].health.suite") in errors(_with_serve_health("{auto_repair: false, suite: light}"))
+    assert ("health-scope", "fleets[1].health.auto_repair") not in \
+        errors(_with_serve_health("{auto_repair: false, suite: light}"))
+    from test_eks import REFERENCE
+    marker = "    instance_type: p5.48xlarge\n"  # the first fleet, train: Slurm
+    assert REFERENCE.index(marker) < REFERENCE.index("  - name: serve\n")
+    slurm = REFERENCE.replace(marker, marker + "    health: {auto_repair: true}\n", 1)
+    assert ("health-scope", "fleets[0].health.auto_repair") in errors(slurm)
+
+
+def test_auto_repair_off_aws_is_an_error(tmp_path):
+    from fleetform.pipeline import check
+    from variants import INFERENCE_VARIANTS
+    text = INFERENCE_VARIANTS["tp8-k8s-125"]
+    marker = "    models:\n"
+    assert marker in text
+    path = tmp_path / "onprem.yaml"
+    path.write_text(text.replace(marker, "    health: {auto_repair: false}\n" + marker, 1))
+    found = [f for f in check(path).findings if f.rule == "health-scope"]
+    assert [(f.path, f.severity.value) for f in found] == [("fleets[0].health.auto_repair", "error")], found
+
+
+def test_the_plan_names_auto_repair_per_node_group(tmp_path):
+    from fleetform.commands.plan import REPAIR_NOTE, _cluster_lines
+    from test_eks import _plan
+    for markdown in (False, True):
+        _, resources = _plan(_with_serve_health("{auto_repair: false}"), tmp_path)
+        text = "\n".join(_cluster_lines(resources, markdown, lambda title: [title]))
+        rows = {line.split()[0].strip("|").strip() if not markdown else line.split("|")[1].strip(): line
+                for line in text.splitlines() if "-gpu" in line or "eks-system" in line}
+        assert rows["serve-gpu"].rstrip(" |").endswith("off"), rows
+        assert rows["small-models-gpu"].rstrip(" |").endswith("on, 1 at a time"), rows
+        assert rows["eks-system"].rstrip(" |").endswith("not set"), rows
+        assert REPAIR_NOTE in text
+
+
+def _repair_diff(old_resources, new_resources):
+    from fleetform.changes import _components, classify, compare
+    changes = [c for c in compare(old_resources, new_resources) if c.name == "serve-gpu"]
+    owners = _components(new_resources)
+    return changes, [classify(c, owners.get(c.name, ("", ""))) for c in changes]
+
+
+def test_diff_calls_turning_auto_repair_on_a_change_to_read(tmp_path):
+    from test_eks import REFERENCE, _plan
+    (tmp_path / "off").mkdir()
+    (tmp_path / "on").mkdir()
+    _, off = _plan(_with_serve_health("{auto_repair: false}"), tmp_path / "off")
+    _, on = _plan(REFERENCE, tmp_path / "on")
+    changes, disruptions = _repair_diff(off, on)
+    assert len(changes) == 1 and any("turns on EKS node auto repair on node group serve-gpu" in e
+                                     for e in changes[0].effects), changes[0].effects
+    assert "node auto repair turned on" in disruptions[0].how
+    # a node group recorded before the switch existed (no nodeRepairConfig): upgrading fleetform turns it on
+    import copy
+    old = copy.deepcopy(on)
+    for res in old:
+        if res["type"] == NODE_GROUP:
+            res["inputs"].pop("nodeRepairConfig", None)
+    changes, _ = _repair_diff(old, on)
+    assert any("turns on EKS node auto repair" in e for e in changes[0].effects), changes[0].effects
+    # off is said too, and with nothing to read in the effects
+    changes, disruptions = _repair_diff(on, off)
+    assert not any("auto repair" in e for e in changes[0].effects)
+    assert "node auto repair turned off" in disruptions[0].how

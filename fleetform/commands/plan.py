@@ -187,10 +187,13 @@ def _cluster_lines(resources: list[dict], markdown: bool, h) -> list[str]:
     lines: list[str] = []
     if groups:
         lines += h("EKS node groups")
-        lines += _table(("node group", "instance", "capacity", "nodes", "taints"), [
+        lines += _table(("node group", "instance", "capacity", "nodes", "taints", "auto repair"), [
             (g["resource"], ",".join(g["instanceTypes"]), g["capacityType"],
              f"{g['scalingConfig']['minSize']}-{g['scalingConfig']['maxSize']}",
-             ",".join(f"{t['key']}:{t['effect']}" for t in g.get("taints") or []) or "none") for g in groups], markdown)
+             ",".join(f"{t['key']}:{t['effect']}" for t in g.get("taints") or []) or "none",
+             repair_text(g.get("nodeRepairConfig"))) for g in groups], markdown)
+        if any((g.get("nodeRepairConfig") or {}).get("enabled") for g in groups):
+            lines += ["", REPAIR_NOTE] if markdown else ["  " + REPAIR_NOTE]  # markdown: a blank line ends the table
     if releases:
         lines += h("Helm releases (values in plan.json)")
         lines += _table(("release", "chart", "namespace", "repository"), [
@@ -199,6 +202,22 @@ def _cluster_lines(resources: list[dict], markdown: bool, h) -> list[str]:
              r["repositoryOpts"]["repo"] if "repositoryOpts" in r else "(OCI reference)") for r in releases],
             markdown)
     return lines
+
+
+REPAIR_NOTE = ("auto repair on: EKS reboots or replaces a node of the group 10 minutes after the node monitoring "
+               "agent reports its GPUs unhealthy (AcceleratedHardwareReady false; DCGMError: no action), evicting its "
+               "pods; a fleet's `health: {auto_repair: false}` turns it off (docs/health.md)")
+
+
+def repair_text(config: dict | None) -> str:
+    """EKS node auto repair of a node group as recorded (providers/aws/kube.py node_repair_config):
+    `on, N at a time`, `off`, or `not set` where no config is sent (the system group, training groups)."""
+    if not config:
+        return "not set"
+    if not config.get("enabled"):
+        return "off"
+    count = config.get("maxParallelNodesRepairedCount")
+    return f"on, {count:g} at a time" if isinstance(count, (int, float)) else "on"
 
 
 def _table(header, rows, markdown: bool) -> list[str]:

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
-from ..health import DEFAULT_INTERVAL_S, SCONTROL_CALLS, SLURMD_KILL_S, TIMEOUT_S
+from ..health import DEFAULT_INTERVAL_S, KUBE_SCOPE_KEYS, SCONTROL_CALLS, SLURMD_KILL_S, TIMEOUT_S
 from ..model import Blueprint
 from . import Reporter, rule
 
 
-@rule("health-scope", "error", "a `health` block is on a training fleet scheduled by Slurm, the only kind it checks")
+@rule("health-scope", "error", "a `health` block sets only what applies to its fleet: the check's keys on a Slurm "
+      "training fleet, auto_repair on an inference fleet on AWS")
 def health_scope(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
-        if not fleet.health_declared or (fleet.training and fleet.scheduler is not None
-                                         and fleet.scheduler.type == "slurm"):
+        if not fleet.health_declared:
             continue
-        what = "an inference fleet" if not fleet.training else "a training fleet not scheduled by Slurm"
-        report(fleet.path + ("health",), f"`health` has no effect on {what}: only Slurm training fleets run "
-               "bin/health as their HealthCheckProgram", "remove the block")
+        here = fleet.path + ("health",)
+        if fleet.training and fleet.scheduler is not None and fleet.scheduler.type == "slurm":
+            for key in (k for k in fleet.health_keys if k in KUBE_SCOPE_KEYS):
+                report(here + (key,), f"`health.{key}` is EKS node auto repair of an inference fleet's GPU node "
+                       "group; a Slurm fleet's nodes are repaired by bin/health's on_failure",
+                       "remove it (on_failure: drain | reboot | replace says what a failed check does)")
+            continue
+        if fleet.training:
+            report(here, "`health` has no effect on a training fleet not scheduled by Slurm: only Slurm training "
+                   "fleets run bin/health as their HealthCheckProgram", "remove the block")
+            continue
+        for key in (k for k in fleet.health_keys if k not in KUBE_SCOPE_KEYS):
+            report(here + (key,), f"`health.{key}` has no effect on an inference fleet: it configures bin/health, "
+                   "which only Slurm training fleets run; an inference fleet's GPU nodes on EKS are checked by the "
+                   "node monitoring agent", f"remove it (an inference fleet may set {', '.join(KUBE_SCOPE_KEYS)})")
+        if "auto_repair" in fleet.health_keys and bp.cloud != "aws":
+            report(here + ("auto_repair",), "`health.auto_repair` is EKS node auto repair: off AWS fleetform makes "
+                   "no node group, so nothing repairs the fleet's nodes either way", "remove it")
 
 
 @rule("health-time", "error", "the health check's suite ends within the 60 s slurmd gives a HealthCheckProgram")

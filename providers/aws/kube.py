@@ -31,7 +31,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, addons_data, deep_merge
-from fleetform.health import KUBE_REPAIR_OVERRIDES
+from fleetform.health import KUBE_REPAIR_MAX_PARALLEL, KUBE_REPAIR_OVERRIDES
 from fleetform.k8s import GPU_OPERATOR_NAMESPACE
 from fleetform.model import Blueprint
 from fleetform.cidrs import api_open_message, covers_internet
@@ -149,16 +149,23 @@ def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str
         labels=dict(group.labels),
         taints=[{"key": k, "value": v, "effect": TAINT_EFFECTS[e]} for k, v, e in group.taints],
         launch_template={"id": template.id, "version": template.latest_version.apply(str)}, tags=tags,
-        **({"node_repair_config": node_repair_config()} if group.repair else {}),
+        **({"node_repair_config": node_repair_config(group.repair)} if group.repair is not None else {}),
         opts=_opts(parent, depends_on=depends_on, ignore_changes=[DESIRED_SIZE_OWNED_BY_AUTOSCALER]))
 
 
-def node_repair_config() -> dict:
+def node_repair_config(enabled: bool) -> dict:
     """EKS node auto repair on a GPU node group (pulumi-aws eks.NodeGroup node_repair_config): the
     node monitoring agent's conditions, AcceleratedHardwareReady first, reboot or replace a node 10
-    minutes after they turn false (EKS User Guide, "Automatically repair nodes in EKS clusters"), with
-    fleetform.health.KUBE_REPAIR_OVERRIDES (EKS API NodeRepairConfigOverrides: all four values)."""
-    return {"enabled": True, "node_repair_config_overrides": [
+    minutes after they turn false (EKS User Guide, "Automatically repair nodes in EKS clusters"), one
+    node of the group at a time (KUBE_REPAIR_MAX_PARALLEL), with fleetform.health.KUBE_REPAIR_OVERRIDES
+    (EKS API NodeRepairConfigOverrides: all four values). Off is `enabled: false`, never a missing
+    block: terraform-provider-aws's aws_eks_node_group, which pulumi-aws wraps, declares
+    node_repair_config Optional and Computed (internal/service/eks/node_group.go), so without the block
+    the provider keeps what the running node group has, repair on included."""
+    if not enabled:
+        return {"enabled": False}
+    return {"enabled": True, "max_parallel_nodes_repaired_count": KUBE_REPAIR_MAX_PARALLEL,
+            "node_repair_config_overrides": [
         {"node_monitoring_condition": condition, "node_unhealthy_reason": reason, "repair_action": action,
          "min_repair_wait_time_mins": minutes} for condition, reason, action, minutes in KUBE_REPAIR_OVERRIDES]}
 
