@@ -64,6 +64,12 @@ MODEL_HEADER = "X-Gateway-Model-Name"
 """The header a route matches to pick a model's pool (config/manifests/bbr-example/httproute_bbr.yaml at
 v1.1.0); the extension's body-based router copies the body's `model` into it."""
 LISTENER_PORT = 80
+ROUTE_PATH_PREFIX = "/v1"
+"""The paths a route sends on: vLLM's API key guards only paths under /v1 (vLLM 0.11 api_server.py, the
+authentication middleware passes any other path through), and the same server answers inference on
+/invocations (SageMaker's route, dispatched to the same chat and completion handlers), /pooling, /score,
+/rerank, /classify and /tokenize without a key (vllm-project/vllm#18892, #58144; vLLM docs usage/security.md).
+A route on `/` would hand those to anyone who reaches the Gateway; on /v1 they get the Gateway's 404."""
 EPP_CPU = "2"
 EPP_MEMORY = "2Gi"
 """The EPP's request and limit: the chart sets none; a fixed share keeps it Guaranteed beside GPU pods. It
@@ -104,6 +110,7 @@ class InferenceGateway:
     cpu: str = EPP_CPU
     memory: str = EPP_MEMORY
     model_header: str = MODEL_HEADER
+    path_prefix: str = ROUTE_PATH_PREFIX
 
     @property
     def request_timeout(self) -> str:

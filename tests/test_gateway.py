@@ -50,6 +50,8 @@ def test_every_route_reaches_a_pool_its_picker_and_the_models_replicas():
         # the route matches the name the model is served under, which the body-based router puts in the header
         container = servers[name]["spec"]["template"]["spec"]["containers"][0]
         (match,) = rule["matches"]
+        # only the paths vLLM's API key guards: /invocations, /pooling, /score... answer without it (vllm#58144)
+        assert match["path"] == {"type": "PathPrefix", "value": "/v1"}
         assert match["headers"] == [{"type": "Exact", "name": "X-Gateway-Model-Name",
                                      "value": _arg(container["args"], "--served-model-name")}]
         assert rule["timeouts"] == {"request": "300s"}
@@ -185,3 +187,16 @@ def test_the_wake_trigger_is_on_the_model_at_zero_only_and_its_counters_are_scra
             epp = objs["Deployment"][name]["spec"]["template"]["spec"]["containers"][0]
             assert "--metrics-endpoint-auth=false" in epp["args"]
     assert {n for n in objs["ServiceMonitor"] if n.endswith("-epp")} == {"qwen-7b-epp", "llama-8b-epp"}
+
+
+def test_the_example_warns_that_pulumi_does_not_install_the_gateways_controllers(tmp_path):
+    """The Pulumi program installs KEDA and the Prometheus stack but not the Gateway API and Inference Extension
+    CRDs or kgateway: `pulumi up` would create the nodes and fail on the Gateway. validate says so first."""
+    result = check(EXAMPLE)
+    (finding,) = [f for f in result.findings if f.rule == "gateway-install"]
+    assert finding.severity == "warning" and "fleets[0].gateway" in finding.to_text()
+    assert "kgateway v2.1.0" in finding.message and "pulumi up" in finding.message
+    path = tmp_path / "bp.yaml"
+    path.write_text(re.sub(r"    gateway:\n      request_timeout_s: 300[^\n]*\n", "", EXAMPLE.read_text()).replace(
+        "replicas: {min: 0, max: 8}", "replicas: {min: 1, max: 8}"))
+    assert [f.rule for f in check(path).findings if f.rule == "gateway-install"] == []

@@ -108,3 +108,21 @@ def gateway_names(bp: Blueprint, report: Reporter) -> None:
                        f"model '{other.name}' has the name of the endpoint picker of model '{model.name}': their "
                        "Deployments, Services and ServiceMonitors would be one object",
                        f"rename model '{other.name}'")
+
+
+@rule("gateway-install", "warning",
+      "a gateway's CRDs and controller are installed before `pulumi up`: the program does not install them")
+def gateway_install(bp: Blueprint, report: Reporter) -> None:
+    """The Pulumi program installs KEDA, the Prometheus stack and the GPU operator, but not the Gateway API
+    v1.4.0 CRDs, the Inference Extension v1.1.0 CRDs or kgateway v2.1.0 (docs/gateway.md, "Not built yet"):
+    on a cluster without them the API server has no Gateway, HTTPRoute or InferencePool kind and `pulumi up`
+    fails on the first of them, after the nodes and everything before it were created. validate, render and
+    plan pass, so without this warning nothing says so before the deploy."""
+    for fleet in bp.fleets:
+        if fleet.gateway is None or fleet.training or fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
+            continue
+        report(fleet.gateway.path,
+               f"fleet '{fleet.name}' has a gateway whose CRDs and controller this program does not install "
+               "(Gateway API v1.4.0, Inference Extension v1.1.0, kgateway v2.1.0): `pulumi up` fails on the "
+               "Gateway until they are",
+               "install them on the cluster before `pulumi up` (docs/gateway.md, 'Not built yet'), or remove gateway")
