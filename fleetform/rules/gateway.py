@@ -126,3 +126,25 @@ def gateway_install(bp: Blueprint, report: Reporter) -> None:
                "(Gateway API v1.4.0, Inference Extension v1.1.0, kgateway v2.1.0): `pulumi up` fails on the "
                "Gateway until they are",
                "install them on the cluster before `pulumi up` (docs/gateway.md, 'Not built yet'), or remove gateway")
+
+
+@rule("gateway-wake", "warning",
+      "a model that scales to zero behind kgateway is woken only if kgateway calls the endpoint picker for an empty pool")
+def gateway_wake(bp: Blueprint, report: Reporter) -> None:
+    """The wake trigger (k8s.wake_triggers) counts the requests the endpoint picker refuses while a model has no
+    replica. The picker does count them (gateway-api-inference-extension v1.1.0, director.go and server.go), but
+    kgateway attaches the picker to a route only while the InferencePool selects a pod: with none it answers
+    `no endpoints found for InferencePool` itself, and the route was not rebuilt when pods appeared
+    (kgateway-dev/kgateway#12219, open; endpointpicker ApplyForBackend). Not verified at v2.1.0 here: the model
+    may then never wake. docs/gateway.md has the check to run on a cluster."""
+    for fleet in bp.fleets:
+        if fleet.gateway is None or fleet.training or fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
+            continue
+        for model in fleet.models:
+            if model.replicas.min == 0:
+                report(model.replicas.path + ("min",),
+                       f"model '{model.name}' scales to 0 behind kgateway v2.1.0, which may answer a request for an "
+                       "empty InferencePool itself without calling the endpoint picker (kgateway-dev/kgateway#12219): "
+                       "the request that should wake the model is then not counted, and the model stays at 0",
+                       "run the scale-from-zero check of docs/gateway.md on the cluster and waive this with its "
+                       "result, or keep replicas.min at 1")
