@@ -24,11 +24,23 @@ def kueue_cloud(bp: Blueprint, report: Reporter) -> None:
                f"cluster (EKS) on AWS only", "schedule it with type: slurm on an existing controller")
 
 
-@rule("kueue-fields", "error", "queue_namespaces and job_image are set on training fleets scheduled by Kubernetes only")
+SERVING_ONLY = ("autoscaler", "prometheus_url", "prometheus_release")
+"""Scheduler keys only inference fleets read (KEDA or the HPA, and the Prometheus they query)."""
+
+
+@rule("kueue-fields", "error", "queue_namespaces and job_image are set on training fleets scheduled by Kubernetes "
+      "only, autoscaler and the Prometheus settings on inference fleets only")
 def kueue_fields(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
         scheduler = fleet.scheduler
-        if fleet.training or scheduler is None or scheduler.type != "kubernetes":
+        if scheduler is None or scheduler.type != "kubernetes":
+            continue
+        if fleet.training:
+            for field in SERVING_ONLY:
+                if field in scheduler.declared:
+                    report(scheduler.path + (field,),
+                           f"`{field}` has no effect on training fleet '{fleet.name}': Kueue admits its jobs onto "
+                           "the nodes it has, nothing scales them", f"remove `{field}`")
             continue
         for field in ("queue_namespaces", "job_image"):
             if getattr(scheduler, field):
