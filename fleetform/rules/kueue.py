@@ -49,6 +49,21 @@ def kueue_fields(bp: Blueprint, report: Reporter) -> None:
                        "training fleet", f"remove `{field}`, or move it to a training fleet scheduled by Kubernetes")
 
 
+@rule("kueue-fixed-size", "error", "a training fleet on Kubernetes has a fixed number of nodes")
+def kueue_fixed_size(bp: Blueprint, report: Reporter) -> None:
+    """Kueue's topology-aware scheduling admits a job only onto nodes that exist; the Cluster Autoscaler adds
+    nodes only for pending pods, and a job waiting for admission is suspended and has none (Kueue v0.19.2
+    docs, Topology Aware Scheduling, "ClusterAutoscaler support": only through a ProvisioningRequest admission
+    check, which fleetform does not set up). Idle nodes above min are removed, and jobs larger than min then
+    wait forever."""
+    for fleet in _k8s_training(bp):
+        if fleet.nodes is not None and fleet.nodes.min != fleet.nodes.max:
+            report(fleet.nodes.path, f"training fleet '{fleet.name}' scales from {fleet.nodes.min} to "
+                   f"{fleet.nodes.max} nodes, and Kueue admits a job only onto nodes that exist: nothing would "
+                   f"add the nodes above {fleet.nodes.min}, and a job needing them would never start",
+                   f"give it a fixed count: nodes: {fleet.nodes.max}")
+
+
 @rule("kueue-job-image", "warning", "a training fleet on Kubernetes names the image of its job template")
 def kueue_job_image(bp: Blueprint, report: Reporter) -> None:
     for fleet in _k8s_training(bp):
