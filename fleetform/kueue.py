@@ -42,6 +42,17 @@ closest for most instance types (EKS User Guide, "Place distributed AI/ML worklo
 labels", https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html). Kueue's Topology lists
 levels from the broadest to the narrowest, kubernetes.io/hostname only last (its CRD's validation rule)."""
 
+TOPOLOGY_INSTANCE_TYPES = frozenset((
+    "g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge", "g6e.8xlarge", "g6e.12xlarge", "g6e.16xlarge", "g6e.24xlarge",
+    "g6e.48xlarge", "g7e.2xlarge", "g7e.4xlarge", "g7e.8xlarge", "g7e.12xlarge", "g7e.24xlarge", "g7e.48xlarge",
+    "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    "p6e-gb200.36xlarge", "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge",
+    "p6-b200.48xlarge", "p6-b300.48xlarge"))
+"""The accelerated instance types EC2 describes a network topology for (EC2 User Guide, "Prerequisites for
+Amazon EC2 topology", Instance types, read 2026-11-24; the HPC types left out): only their nodes get EKS's
+network-node-layer labels, and Kueue's topology-aware flavor matches only nodes with every level's label
+(kueue v0.19.2 pkg/util/tas/node.go NodeMatchesFlavor). On any other type no node matches and no job is admitted."""
+
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 """The extended resource aws-efa-k8s-device-plugin advertises, one per EFA interface of the node
 (EKS User Guide, "Run machine learning training on Amazon EKS with Elastic Fabric Adapter")."""

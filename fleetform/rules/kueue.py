@@ -64,6 +64,21 @@ def kueue_fixed_size(bp: Blueprint, report: Reporter) -> None:
                    f"give it a fixed count: nodes: {fleet.nodes.max}")
 
 
+@rule("kueue-topology", "error", "a training fleet on Kubernetes uses an instance type with EC2 network topology")
+def kueue_topology(bp: Blueprint, report: Reporter) -> None:
+    from ..kueue import TOPOLOGY_INSTANCE_TYPES
+
+    for fleet in _k8s_training(bp):
+        if fleet.kueue is not None and fleet.instance is not None \
+                and fleet.instance.name not in TOPOLOGY_INSTANCE_TYPES:
+            report(fleet.path + ("instance_type",),
+                   f"EC2 describes no network topology for {fleet.instance.name}: its nodes get no "
+                   "topology.k8s.aws/network-node-layer labels, Kueue's topology-aware flavor matches no node, "
+                   f"and no job of training fleet '{fleet.name}' would be admitted",
+                   "use an instance type with EC2 instance topology (p4d, p4de, p5, p5e, p5en, p6-b200, g6e "
+                   "and others: EC2 User Guide, \"Prerequisites for Amazon EC2 topology\"), or schedule it with Slurm")
+
+
 @rule("kueue-job-image", "warning", "a training fleet on Kubernetes names the image of its job template")
 def kueue_job_image(bp: Blueprint, report: Reporter) -> None:
     for fleet in _k8s_training(bp):
