@@ -337,6 +337,15 @@ def test_the_plan_builds_an_efa_node_group_and_installs_crds_first(tmp_path):
     kinds = {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "WorkloadPriorityClass"}
     late = [r for r in resources if r["type"].split(":")[-1] in kinds and r["name"].startswith("train-")]
     assert len(late) == 6 and all("eks-kueue" in r["depends_on"] for r in late)
+    # the training fleet's component is a training fleet's, in the plan and the diagram: not an InferenceFleet,
+    # whose token, once deployed, could only change with an alias on every child
+    assert by_name["train"]["type"] == "fleetform:aws:KubeTrainingFleet"
+    assert by_name["chat"]["type"] == "fleetform:aws:InferenceFleet"
+    from fleetform.diagram import part_of
+    assert part_of(model, "aws:ec2/placementGroup:PlacementGroup", "train-placement",
+                   ("KubeTrainingFleet", "train")) == ("fleet", "train", "placement")
+    assert part_of(model, "aws:eks/nodeGroup:NodeGroup", "train-gpu", ("KubeTrainingFleet", "train")) == (
+        "fleet", "train", "nodes")
 
 
 def test_training_nodes_beside_a_mig_fleet_keep_whole_gpus(tmp_path):
