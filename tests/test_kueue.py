@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from conftest import ROOT, require
+from test_k8s import _rendered as _model  # a blueprint (path or text) checked and rendered
 from fleetform import kueue
 from fleetform.cluster import cpu_reserved_m, memory_reserved_mib, quantity
 from fleetform.pipeline import check
-from fleetform.render import render
 
 EXAMPLE = ROOT / "blueprints/train-eks.yaml"
 PINNED = {  # kind -> (schema file, the release it is taken from)
@@ -51,16 +51,6 @@ def _closed(schema):
 
 SCHEMAS = {kind: jsonschema.Draft202012Validator(_closed(json.loads((ROOT / "tests/crd" / name).read_text())))
            for kind, (name, _) in PINNED.items()}
-
-
-def _model(source: Path | str, tmp_path: Path):
-    if isinstance(source, str):
-        path = tmp_path / "bp.yaml"
-        path.write_text(source)
-        source = path
-    result = check(source)
-    assert result.model is not None, [f.to_text() for f in result.findings]
-    return result.model, render(result.model)
 
 
 def _docs(files, fleet: str):
