@@ -57,6 +57,13 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 """The extended resource aws-efa-k8s-device-plugin advertises, one per EFA interface of the node
 (EKS User Guide, "Run machine learning training on Amazon EKS with Elastic Fabric Adapter")."""
 GPU_RESOURCE = "nvidia.com/gpu"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+EFA_HUGEPAGES = "5120Mi"
+"""What a pod using EFA asks of the 2 MiB huge pages the EFA driver pre-allocates on every EFA node (EKS User
+Guide, "Run machine learning training on Amazon EKS with Elastic Fabric Adapter": "configuring and managing
+Huge Pages as a resource in the cluster" is "an important consideration", the instances "pre-allocate 5128 2MiB
+Huge Pages", and its p5.48xlarge worker asks for hugepages-2Mi: 5120Mi). A pod that asks for none gets a hugetlb
+limit of 0, and libfabric's EFA provider, which maps huge pages where the node has them, can then fault (SIGBUS)."""
 
 TRAINING_PRIORITY = 1000
 """The PriorityClass of training pods and the value of their WorkloadPriorityClass: below the serving
@@ -100,6 +107,7 @@ class JobTemplate:
     nodes: int
     gpus: int  # per pod: the node's GPUs
     efa: int  # per pod: the node's EFA interfaces
+    hugepages: str | None  # per pod: EFA_HUGEPAGES where it uses EFA
     cpu: str
     memory: str
     image: str
@@ -170,7 +178,9 @@ def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None
               Quota("memory", f"{math.floor(memory_mib * JOB_SHARE) * size.max}Mi"),
               Quota(GPU_RESOURCE, str(gpus * size.max)))
     if efa:
-        quotas += (Quota(EFA_RESOURCE, str(efa * size.max)),)
+        quotas += (Quota(EFA_RESOURCE, str(efa * size.max)),
+                   # Kueue refuses a workload asking for a resource its ClusterQueue does not cover
+                   Quota(HUGEPAGES_RESOURCE, f"{int(EFA_HUGEPAGES.removesuffix('Mi')) * size.max}Mi"))
     namespaces = scheduler.queue_namespaces or (scheduler.namespace,)
     queue = f"{ident}-training"
     # the fleet's FSx for Lustre file systems, each through the claim of its static PersistentVolume
@@ -179,7 +189,7 @@ def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None
     job = None
     if scheduler.job_image:
         name = f"{ident}-torchrun"
-        job = JobTemplate(name, size.max, gpus, efa, f"{math.floor(cpu_m * JOB_SHARE)}m",
+        job = JobTemplate(name, size.max, gpus, efa, EFA_HUGEPAGES if efa else None, f"{math.floor(cpu_m * JOB_SHARE)}m",
                           f"{math.floor(memory_mib * JOB_SHARE)}Mi", scheduler.job_image, gpus,
                           # a job's nodes under one layer-3 network node where they fit: the fewest hops between ranks
                           TOPOLOGY_LEVELS[2], mounts, scheduler.namespace, REPLICATED_JOB,

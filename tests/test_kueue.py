@@ -139,6 +139,9 @@ def test_the_job_fits_a_node_and_the_queue_holds_the_fleet(tmp_path):
     assert requests == spec["containers"][0]["resources"]["limits"]
     assert requests["nvidia.com/gpu"] == instance.gpu_count == 8
     assert requests["vpc.amazonaws.com/efa"] == instance.max_efa == 32
+    # the EFA driver's 2 MiB huge pages, as the EKS User Guide's EFA worker asks: without them the pod's hugetlb
+    # limit is 0 and libfabric's huge-page buffers fault
+    assert requests["hugepages-2Mi"] == kueue.EFA_HUGEPAGES == "5120Mi"
     assert quantity(requests["cpu"]) * 1000 <= instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)
     assert quantity(requests["memory"]) / 2**20 <= instance.mem_gib * 1024 - memory_reserved_mib()
     assert job["parallelism"] == job["completions"] == fleet.nodes.max
