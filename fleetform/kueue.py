@@ -85,6 +85,49 @@ SCHEDULER_SPECIFIC = ("NCCL_SOCKET_IFNAME",)
 pod's network namespace has its own (the VPC CNI's eth0)."""
 
 
+def manager_config(namespaces) -> str:
+    """Kueue's manager configuration (the chart's managerConfig.controllerManagerConfigYaml): the chart's default
+    (kueue v0.19.2 charts/kueue/values.yaml) with two changes. Its webhooks for Jobs, JobSets, Pods, Deployments
+    and StatefulSets have failurePolicy Fail for every framework it integrates and match every namespace but
+    kube-system and kueue-system (charts/kueue/templates/webhook/manifests.yaml): with the chart's defaults, one
+    Kueue pod down and no serving pod, Prometheus or GPU Operator pod could be created anywhere on the cluster.
+    So it manages jobs in the training namespaces only (managedJobsNamespaceSelector, which those webhooks take
+    as their namespaceSelector), and integrates only what fleetform's jobs are (JobSet and its Jobs)."""
+    values = ", ".join(sorted(set(namespaces)))
+    return f"""apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+health:
+  healthProbeBindAddress: :8081
+metrics:
+  bindAddress: :8443
+webhook:
+  port: 9443
+leaderElection:
+  leaderElect: true
+  resourceName: c1f6bfd2.kueue.x-k8s.io
+controller:
+  groupKindConcurrency:
+    Job.batch: 5
+    Pod: 5
+    Workload.kueue.x-k8s.io: 10
+    LocalQueue.kueue.x-k8s.io: 5
+    ClusterQueue.kueue.x-k8s.io: 5
+    ResourceFlavor.kueue.x-k8s.io: 1
+clientConnection:
+  qps: 300
+  burst: 500
+managedJobsNamespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: In
+      values: [{values}]
+integrations:
+  frameworks:
+  - "batch/job"
+  - "jobset.x-k8s.io/jobset"
+"""
+
+
 @frozen
 class Flavor:
     name: str

@@ -265,6 +265,25 @@ def test_every_values_key_exists_in_its_chart_version(tmp_path):
     assert _missing({"controllerManager": {"manger": {"resources": {}}}}, kueue_chart) == ["controllerManager.manger"]
 
 
+def test_kueue_webhooks_reach_only_the_training_namespaces(tmp_path):
+    """Kueue's chart makes its Job, JobSet, Pod, Deployment and StatefulSet webhooks failurePolicy Fail for the
+    frameworks it integrates, in every namespace but kube-system and kueue-system (kueue v0.19.2
+    charts/kueue/templates/webhook/manifests.yaml): with its defaults a Kueue outage would stop serving pods from
+    being created. The release's manager config is the chart's default with the training namespaces as
+    managedJobsNamespaceSelector (the webhooks' namespaceSelector) and only JobSet and Job integrated."""
+    model, _ = _model(EXAMPLE, tmp_path)
+    release = next(r for r in model.cluster.releases if r.name == "kueue")
+    ours = yaml.safe_load(release.values["managerConfig"]["controllerManagerConfigYaml"])
+    chart = yaml.safe_load(yaml.safe_load((CHARTS / f"kueue-{release.version}-values.yaml").read_text())
+                           ["managerConfig"]["controllerManagerConfigYaml"])
+    assert "pod" in chart["integrations"]["frameworks"] and "managedJobsNamespaceSelector" not in chart
+    assert ours["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]
+    assert ours.pop("managedJobsNamespaceSelector") == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["research", "training"]}]}
+    assert {k: v for k, v in ours.items() if k != "integrations"} == \
+        {k: v for k, v in chart.items() if k != "integrations"}
+
+
 def test_the_efa_device_plugin_runs_on_the_training_nodes(tmp_path):
     """The chart tolerates no taint by default, and the training group carries nvidia.com/gpu: its workload
     as the cluster sees it runs on the group, and the group offers the EFA interfaces the job asks for."""
