@@ -90,18 +90,38 @@ def kueue_job_image(bp: Blueprint, report: Reporter) -> None:
                    'or digest (for example "nvcr.io/nvidia/pytorch:25.01-py3")')
 
 
-@rule("kueue-namespace", "error", "a training fleet's namespaces are not an inference fleet's namespace")
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+"""Namespaces Kubernetes makes itself: fleetform would create a Namespace object over one and try to delete it
+when the fleet goes (the API server refuses to delete default, kube-system and kube-public), and Kueue refuses a
+managedJobsNamespaceSelector that matches kube-system (kueue v0.19.2 pkg/config/validation.go)."""
+
+
+@rule("kueue-namespace", "error", "a training fleet's namespaces are its own (not an inference fleet's, a chart's or "
+      "Kubernetes'), and its job template's namespace has a LocalQueue")
 def kueue_namespace(bp: Blueprint, report: Reporter) -> None:
-    serving = {f.scheduler.namespace: f.name for f in bp.fleets
+    from ..cluster import addons_data
+
+    if bp.cloud != "aws":  # no cluster: kueue-cloud says so
+        return
+    serving = {f.scheduler.namespace: f"inference fleet '{f.name}''s: its Pod Security Admission (restricted) and "
+               "NetworkPolicy would apply to training pods too" for f in bp.fleets
                if not f.training and f.scheduler is not None and f.scheduler.type == "kubernetes"}
+    taken = {chart["namespace"]: f"the {name} release's: removing it from the blueprint would delete the namespace "
+             "and the release's pods with it" for name, chart in addons_data()["charts"].items()}
+    taken.update({ns: "Kubernetes' own" for ns in RESERVED_NAMESPACES})
+    taken.update(serving)
     for fleet in _k8s_training(bp):
         scheduler = fleet.scheduler
         for i, namespace in enumerate(scheduler.queue_namespaces or (scheduler.namespace,)):
-            if namespace in serving:
+            if namespace in taken:
                 where = scheduler.path + (("queue_namespaces", i) if scheduler.queue_namespaces else ("namespace",))
-                report(where, f"namespace '{namespace}' of training fleet '{fleet.name}' is inference fleet "
-                       f"'{serving[namespace]}''s: its Pod Security Admission (restricted) and NetworkPolicy "
-                       "would apply to training pods too", "give the training jobs a namespace of their own")
+                report(where, f"namespace '{namespace}' of training fleet '{fleet.name}' is {taken[namespace]}",
+                       "give the training jobs a namespace of their own (scheduler.namespace)")
+        if scheduler.queue_namespaces and scheduler.namespace not in scheduler.queue_namespaces:
+            report(scheduler.path + ("namespace",),
+                   f"namespace '{scheduler.namespace}' of training fleet '{fleet.name}' is not in its queue_namespaces: "
+                   "its job template would be created there, where fleetform makes no namespace, LocalQueue or "
+                   "NCCL ConfigMap", f"add '{scheduler.namespace}' to queue_namespaces")
 
 
 @rule("kueue-gpu-sharing", "error", "no serving fleet's time-slicing or MPS config would share a training fleet's GPUs",
