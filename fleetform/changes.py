@@ -426,6 +426,13 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
     if kind == "Cluster" and gone:
         return Disruption("replace with state", what, "a new EKS cluster: every object in the old one (also those "
                                                       "fleetform does not manage) is gone; all pods start again")
+    if kind == "RayCluster" and not gone:
+        from .ray import recreates_pods
+
+        if recreates_pods((i.path, i.old, i.new) for i in change.inputs):
+            return Disruption("drain", what, "KubeRay recreates every pod of the RayCluster (upgradeStrategy "
+                                             "Recreate; its spec changed beyond the worker counts): running Ray "
+                                             "jobs end, let them finish first")
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")
@@ -438,16 +445,37 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
     return Disruption("in place", what, GENERIC[4])
 
 
-def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes | None = None) -> Disruption | None:
+def ray_fleets(*models) -> frozenset[str]:
+    """The names of the fleets scheduled by Ray on either side of a diff (their nccl.env reaches no node)."""
+    return frozenset(f.name for m in models if m is not None for f in m.fleets
+                     if f.scheduler is not None and f.scheduler.type == "ray")
+
+
+def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes | None = None,
+                    ray: frozenset[str] = frozenset()) -> Disruption | None:
     """What a changed rendered file does on the machines (the day-2 contract: `pulumi up` uploads the
     rendered folder; each training fleet's controller keeper applies it within about a minute).
-    `old` and `new` are the file's two versions, where its content decides (fleet.json's generation)."""
+    `old` and `new` are the file's two versions, where its content decides (fleet.json's generation);
+    `ray`: the fleets scheduled by Ray (ray_fleets), whose nodes run no keeper."""
     parts = path.split("/")
+    if parts[1:] == ["nccl.env"] and parts[0] in ray:
+        return Disruption("drain", path, "no node reads this file on a Ray fleet: its workers get the same variables "
+                                         "from the RayCluster's env, and KubeRay recreates every pod of the RayCluster "
+                                         "for the change (upgradeStrategy Recreate): running Ray jobs end, let them "
+                                         "finish first")
     if parts[1:] == ["slurm", "bin", "fleet.json"] and old and new and _generation(old) != _generation(new):
         return Disruption("node roll", path, "its node generation changed (instance type, image, fabric, placement "
                                              "or capacity: fleetform/slurm.py node_generation): the keeper drains "
                                              "each node launched from the old one and replaces it once its jobs "
                                              "end, under the same name; no capacity beyond the fleet's nodes")
+    if parts[1:] == ["slurm", "slurmdbd.conf"]:  # docs/accounting.md
+        return Disruption("in place", path, "slurmdbd reads it only when it starts: restart slurmdbd on the "
+                                            "controller; slurmctld keeps the job records meanwhile and sends them "
+                                            "once it is back; running jobs continue")
+    if parts[1:] == ["slurm", "accounts.cfg"]:
+        return Disruption("in place", path, "load it on the controller with `sacctmgr -i load file=accounts.cfg`: "
+                                            "budgets and limits change at once for waiting and new jobs; a team "
+                                            "no longer listed stays until `sacctmgr delete account`")
     if len(parts) >= 3 and parts[1] == "slurm" and parts[-1].endswith(".conf"):
         return Disruption("in place", path, "within about a minute the controller's keeper installs it and runs "
                                             "`scontrol reconfigure`: slurmctld and every slurmd read it; running "
@@ -457,6 +485,13 @@ def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes |
         return Disruption("next job", path, "every node installs it before the next job starts on it; a running "
                                             "job keeps the environment it started with, and no job mixes two "
                                             "versions across its nodes")
+    if parts[1:] == ["slurm", "bin", "users.json"]:
+        return Disruption("in place", path, "the controller's keeper and each node's update timer make the users "
+                                            "and groups added (and set existing users' groups) within about a "
+                                            "minute, login nodes' update timers too; a user removed stays on "
+                                            "running machines until they are replaced (login nodes drop the "
+                                            "keys the blueprint gave them; a key of their own in "
+                                            "~/.ssh/authorized_keys still lets them in: lock the account)")
     if len(parts) >= 3 and parts[1] == "slurm" and parts[2] == "bin":
         return Disruption("in place", path, "the keeper installs it with the rest of the artifact; programs run "
                                             "from then on (resume, suspend, prologs) use the new version")

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from .health import KUBE_AUTO_REPAIR
 from .records import frozen
 
 ROOT_GIB = 200
@@ -124,6 +125,7 @@ class NodeGroup:
     reservation_id: str | None
     local_nvme: bool  # ephemeral storage on the instance-store NVMe drives (RAID0)
     path: tuple
+    repair: bool = False  # EKS node auto repair (GPU groups: fleetform/health.py, Kubernetes fleets)
 
     @property
     def gpu(self) -> bool:
@@ -241,17 +243,25 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
     if kube is None or instance is None or fleet.nodes is None or per_node is None:
         return None
     resource = kube.servers[0].gpu_resource if kube.servers else "nvidia.com/gpu"
+    return gpu_node_group(fleet, kube.node_labels, kube.node_taints, (resource, per_node[0]))
+
+
+def gpu_node_group(fleet, labels, taints, device: tuple[str, int]) -> NodeGroup:
+    """A GPU fleet's own node group (an inference fleet's, a Ray fleet's): the fleet's labels and taints, the
+    labels GPU Feature Discovery and the kubelet publish, and what a node offers pods once the kubelet's
+    reserve and eviction threshold are taken (device: the extended resource and its count per node)."""
+    instance = fleet.instance
     local = bool(instance.local_nvme_gb)
     disk_gib = instance.local_nvme_gb * 1e9 / 2**30 if local else ROOT_GIB
     return NodeGroup(
         fleet.name, fleet.name, instance.name, fleet.nodes.min, fleet.nodes.max,
-        tuple(kube.node_labels) + ((ACCELERATOR_LABEL, accelerator(fleet)),),
+        tuple(labels) + ((ACCELERATOR_LABEL, accelerator(fleet)),),
         (("nvidia.com/gpu.product", gfd_product(fleet)),) + _well_known(instance.name, fleet.capacity_type),
-        tuple(kube.node_taints),
+        tuple(taints),
         instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
         instance.mem_gib * 1024 - memory_reserved_mib(),
         math.floor(disk_gib * (1 - EVICTION_NODEFS)),
-        ((resource, per_node[0]),), fleet.capacity_type, fleet.reservation_id, local, fleet.path)
+        (device,), fleet.capacity_type, fleet.reservation_id, local, fleet.path, repair=KUBE_AUTO_REPAIR)
 
 
 def _system_group(data: dict, eks: dict, path: tuple) -> NodeGroup:
@@ -293,24 +303,28 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def build(bp, eks: dict | None) -> Cluster | None:
-    """The cluster of the blueprint's inference fleets and training fleets scheduled by Kubernetes on AWS;
-    None when it has none."""
-    from . import kueue
+    """The cluster of the blueprint's inference fleets, training fleets scheduled by Kubernetes and Ray training
+    fleets on AWS; None when it has none."""
+    from . import kueue, ray
 
     fleets = [f for f in bp.fleets if f.kube is not None]
     training = [f for f in bp.fleets if f.kueue is not None]
-    if bp.cloud != "aws" or not (fleets or training):
+    rays = [f for f in bp.fleets if f.ray is not None]
+    if bp.cloud != "aws" or not (fleets or training or rays):
         return None
     data = addons_data()
     eks = eks or {}
-    path = ("provider", "eks") if eks else (fleets or training)[0].path
+    first = (fleets or training or rays)[0]
+    path = ("provider", "eks") if eks else first.path
     groups = [_system_group(data, eks, path)]
     groups += [g for g in (_gpu_group(bp, f) for f in fleets) if g is not None]
     groups += [kueue.cluster_node_group(f, f.kueue) for f in training]
+    groups += [g for g in (ray.node_group(f) for f in rays) if g is not None]
     autoscalers = {f.scheduler.autoscaler for f in fleets}
     wanted = ["gpu-operator", "kube-prometheus-stack"]
     wanted += ["keda"] if "keda" in autoscalers else []
     wanted += ["prometheus-adapter"] if "hpa" in autoscalers else []
+    wanted += ["kuberay-operator"] if rays else []
     wanted += ["cluster-autoscaler"]
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
     wanted += ["jobset", "kueue", "aws-efa-k8s-device-plugin"] if training else []
@@ -322,20 +336,20 @@ def build(bp, eks: dict | None) -> Cluster | None:
             _set_path(values, item["resources_at"], {"requests": {"cpu": item["cpu"], "memory": item["memory"]}})
             workloads.append(_chart_workload(item, f"Helm release {name}", path))
         if name == "cluster-autoscaler":
-            version = (fleets or training)[0].scheduler.version
+            version = first.scheduler.version
             # autoDiscovery.clusterName is the EKS name, which carries the Pulumi stack: the program sets it
             values = deep_merge(values, {"awsRegion": bp.region,
                                          "image": {"repository": chart["image"],
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
-            values = deep_merge(values, _gpu_operator_defaults(fleets + training))
+            values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays))
         if name == "kueue":
             values = deep_merge(values, {"managerConfig": {"controllerManagerConfigYaml": kueue.manager_config(
                 ns for f in training for ns, _ in f.kueue.local_queues)}})
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
-    addons = list(data["addons"]) + optional_addons(data, fleets, training)
+    addons = list(data["addons"]) + optional_addons(data, fleets, training, any(f.ray.mounts for f in rays))
     for name in addons:
         for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
             workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
@@ -344,6 +358,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
         if any(g.fleet == fleet.name for g in groups):
             workloads += _servers(fleet)
     workloads += [kueue.cluster_workload(f, f.kueue) for f in training if f.kueue.job is not None]
+    for fleet in rays:
+        if any(g.fleet == fleet.name for g in groups):
+            workloads += ray.workloads(fleet)
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
     for fleet in fleets:  # models streaming their weights from S3 read them as their own service account
@@ -353,10 +370,10 @@ def build(bp, eks: dict | None) -> Cluster | None:
                 identities.append(PodIdentity(f"{fleet.name}-{server.name}-weights", access.namespace,
                                               access.service_account, "s3-weights", fleet.name,
                                               (f"s3://{access.bucket}/{access.prefix}",)))
-    return Cluster(bp.name, (fleets or training)[0].scheduler.version, tuple(groups), tuple(releases), tuple(addons),
+    return Cluster(bp.name, first.scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
-                   tuple(f.name for f in fleets + training), path, tuple(eks.get("subnet_ids", ())))
+                   tuple(f.name for f in fleets + training + rays), path, tuple(eks.get("subnet_ids", ())))
 
 
 def volume_weights(fleets) -> bool:
@@ -364,12 +381,12 @@ def volume_weights(fleets) -> bool:
     return any(m.weights is not None and m.weights.source == "volume" for f in fleets for m in f.models)
 
 
-def optional_addons(data: dict, fleets, training=()) -> list[str]:
+def optional_addons(data: dict, fleets, training=(), ray_mounts: bool = False) -> list[str]:
     """The add-ons of providers/aws/addons.yaml `optional_addons` the cluster's fleets need: the FSx CSI driver
-    where a model reads its weights from a claim or a training job mounts a file system, metrics-server on
-    every inference cluster."""
+    where a model reads its weights from a claim, a training job mounts a file system or a Ray fleet mounts an
+    FSx for Lustre claim; metrics-server and the node monitoring agent on every cluster (each has GPU nodes)."""
     mounts = any(f.kueue.job is not None and f.kueue.job.volumes for f in training)
-    wanted = {"inference": bool(fleets), "volume-weights": volume_weights(fleets) or mounts}
+    wanted = {"inference": True, "volume-weights": volume_weights(fleets) or mounts or ray_mounts}
     return [name for name, spec in data["optional_addons"].items() if wanted[spec["when"]]]
 
 
@@ -378,7 +395,7 @@ def _gpu_operator_defaults(fleets) -> dict:
     nodes without a selecting label: when not every fleet uses the same MIG layout, the default is
     `all-disabled` (in every rendered mig-parted ConfigMap) and each MIG fleet's nodes select their
     layout by the nvidia.com/mig.config label their node group sets."""
-    migs = {f.kube.mig.name if f.kube is not None and f.kube.mig else None for f in fleets}  # training: no MIG
+    migs = {f.kube.mig.name if f.kube is not None and f.kube.mig else None for f in fleets}  # training, Ray: no MIG
     out: dict = {}
     if len(migs) > 1 and any(migs):
         out["migManager"] = {"config": {"default": "all-disabled"}}

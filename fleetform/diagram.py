@@ -153,9 +153,9 @@ def graph(bp, resources: list[dict] | None = None) -> Graph:
 def _fleet(g: Graph, bp, fleet, eks) -> None:
     name = fleet.name
     sched = fleet.scheduler
-    kind = {"slurm": "Slurm", "kubernetes": "Kubernetes"}.get(getattr(sched, "type", ""), "no scheduler")
+    kind = {"slurm": "Slurm", "kubernetes": "Kubernetes", "ray": "Ray"}.get(getattr(sched, "type", ""), "no scheduler")
     parent = ("network",) if bp.cloud != "aws" else (
-        ("eks",) if eks is not None and kind == "Kubernetes" and not fleet.training else None)
+        ("eks",) if eks is not None and (kind == "Ray" or kind == "Kubernetes" and not fleet.training) else None)
     fg = g.group(("fleet", name), f"{fleet.role} fleet {name} · {kind}", parent)
     gpus = (f"{fleet.shape.gpu_count} x {fleet.shape.gpu.name} per node" if fleet.shape is not None else "GPUs unknown")
     sharing = fleet.gpu_sharing
@@ -198,6 +198,10 @@ def _fleet(g: Graph, bp, fleet, eks) -> None:
         scale = ""
         if m.autoscale is not None and autoscaler != "none":
             scale = f"{autoscaler.upper()}: {m.autoscale.metric}, target {m.autoscale.target_per_replica:g} per replica"
+            if autoscaler == "keda" and m.autoscale.kv_cache_target is not None:
+                scale += f", KV cache {m.autoscale.kv_cache_target:g}"
+            if autoscaler == "keda" and m.slo is not None and m.slo.ttft_p90_s is not None:
+                scale += f", TTFT p90 {m.slo.ttft_p90_s:g} s"
         gpus = f"{m.tensor_parallel} GPU" + ("s" if m.tensor_parallel > 1 else "")
         key = g.node(("fleet", name, "model", m.name), f"model {m.name}", m.model,
                      f"{_count(m.replicas)} replicas x {gpus}", scale, shape="round", group=fg)
@@ -345,7 +349,7 @@ def merge(old: Graph, new: Graph, touched: dict[tuple, list[tuple[str, str]]],
 def touched_parts(old_bp, new_bp, changes, disruptions, components, files) -> dict[tuple, list[tuple[str, str]]]:
     """key -> [(mark, disruption class)] of every resource change (with its disruption, in the same
     order) and changed rendered file ({path, change} with its class, or "in place")."""
-    from .changes import file_disruption
+    from .changes import file_disruption, ray_fleets
 
     out: dict[tuple, list[tuple[str, str]]] = {}
     for change, disruption in zip(changes, disruptions, strict=False):
@@ -353,12 +357,13 @@ def touched_parts(old_bp, new_bp, changes, disruptions, components, files) -> di
         key = part_of(side, change.type, change.name, components.get(change.name, ("", "")))
         if key is not None:
             out.setdefault(key, []).append((_ACTION_MARK[change.action], disruption.cls))
+    ray = ray_fleets(old_bp, new_bp)
     for item, old, new in files:
         side = old_bp if item["change"] == "-" else new_bp
         key = file_part(side, item["path"])
         if key is None:
             continue
-        found = file_disruption(item["path"], item["change"], old, new)
+        found = file_disruption(item["path"], item["change"], old, new, ray)
         out.setdefault(key, []).append(("updated", found.cls if found is not None else "in place"))
     return out
 

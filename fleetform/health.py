@@ -27,12 +27,25 @@ SUITES: dict[str, tuple[str, ...]] = {
 """The checks of each suite, light to thorough. `efa` and `nvlink` run only where the instance has
 EFA devices or NVSwitch (HealthConfig.checks drops them elsewhere)."""
 
-TIMEOUT_S: dict[str, int] = {"gpus": 8, "xid": 5, "efa": 5, "nvlink": 5, "fabric": 3, "dcgm": 25, "mount": 2}
+TIMEOUT_S: dict[str, int] = {"gpus": 8, "xid": 5, "efa": 5, "nvlink": 5, "fabric": 3, "dcgm": 25, "mount": 2,
+                             "probe": 2, "scontrol": 2}
 """What bin/health gives each command before it counts as failed (it kills it then): fleetform's
-budgets, chosen so that the thorough suite on an NVSwitch host with one file system (53 s) ends
-within slurmd's 60 s. A suite's worst case is their sum: `dcgmi diag -r 1` is DCGM's quick level, "normally lasting seconds" (DCGM
+budgets, chosen so that the thorough suite on an NVSwitch host with one file system (55 s) and the
+two scontrol calls of a drain (4 s) end within slurmd's 60 s. `mount` is findmnt's, `probe` the
+write probe's (a child process: a hung Lustre mount blocks the writer, not the check), `scontrol`
+each call to slurmctld (`show node`, then the drain and what on_failure adds). A suite's worst case is their sum: `dcgmi diag -r 1` is DCGM's quick level, "normally lasting seconds" (DCGM
 dcgmi-diag reference, https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html);
 levels 2 (about two minutes) and 3 (about 15 minutes) cannot run inside slurmd's 60 s."""
+
+SCONTROL_CALLS: dict[str, int] = {"drain": 2, "reboot": 3, "replace": 4}
+"""The scontrol calls bin/health makes on a failure, `show node` included: drain (show, drain),
+reboot (and `scontrol reboot`), replace (and state=down, state=undrain). Each counts in the 60 s."""
+
+REBOOT_LIMIT = 3
+REBOOT_WINDOW_S = 24 * 3600
+"""on_failure: reboot asks Slurm for at most REBOOT_LIMIT reboots of a node within REBOOT_WINDOW_S
+(one per boot, kept by boot id in health-reboots.json); a node that still fails after them stays
+drained with `N reboots: <reason>`, for a person: rebooting it again would loop forever."""
 
 SLURMD_KILL_S = 60
 """slurmd kills a HealthCheckProgram that has not ended within 60 seconds (slurm.conf(5), 22.05)."""
@@ -93,6 +106,14 @@ class HealthConfig:
         return tuple(sorted(TIMEOUT_S.items()))
 
     @property
+    def reboot_limit(self) -> int:
+        return REBOOT_LIMIT
+
+    @property
+    def reboot_window_s(self) -> int:
+        return REBOOT_WINDOW_S
+
+    @property
     def reason_prefix(self) -> str:
         return REASON_PREFIX
 
@@ -101,11 +122,12 @@ class HealthConfig:
         return REASON_MAX
 
 
-def worst_case(checks: tuple[str, ...], nvswitch: bool, mounts: int) -> int:
-    total = 0
+def worst_case(checks: tuple[str, ...], nvswitch: bool, mounts: int, on_failure: str = DEFAULT_ON_FAILURE) -> int:
+    """The longest bin/health can run: its checks' timeouts and the scontrol calls of a failure."""
+    total = TIMEOUT_S["scontrol"] * SCONTROL_CALLS[on_failure]
     for check in checks:
         if check == "mounts":
-            total += TIMEOUT_S["mount"] * mounts
+            total += (TIMEOUT_S["mount"] + TIMEOUT_S["probe"]) * mounts
         elif check == "nvlink":
             total += TIMEOUT_S["nvlink"] + (TIMEOUT_S["fabric"] if nvswitch else 0)
         else:
@@ -131,13 +153,39 @@ def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
     if not mounts:
         checks = tuple(c for c in checks if c != "mounts")
     aws = cloud == "aws"
+    on_failure = data.get("on_failure", DEFAULT_ON_FAILURE)
     program_dir = f"{RENDERED_DIR}/{fleet.name}/slurm/bin" if aws else PROGRAM_DIR
     return HealthConfig(
         suite=suite, checks=checks, interval_s=data.get("interval_s", DEFAULT_INTERVAL_S),
         node_state=tuple(s.upper() for s in data.get("node_state", DEFAULT_NODE_STATE)),
-        on_failure=data.get("on_failure", DEFAULT_ON_FAILURE), program=f"{program_dir}/health",
+        on_failure=on_failure, program=f"{program_dir}/health",
         gpus=fleet.shape.gpu_count, efa=efa, nvswitch=nvswitch, mounts=mounts,
-        worst_case_s=worst_case(checks, nvswitch, len(mounts)), aws=aws,
+        worst_case_s=worst_case(checks, nvswitch, len(mounts), on_failure), aws=aws,
         path=fleet.path + ("health",) if data else fleet.path,
         declared=bool(data),
     )
+
+
+# --- Kubernetes fleets (EKS) -------------------------------------------------------------------------
+# An inference fleet's GPU nodes on EKS are checked by AWS's EKS node monitoring agent (an EKS add-on:
+# providers/aws/addons.yaml) and repaired by EKS node auto repair on their managed node group
+# (providers/aws/kube.py node_repair_config). docs/health.md says why these rather than Node Problem
+# Detector with bin/health as a custom plugin: the agent reads the same signals bin/health reads (the
+# kernel log's NVIDIA Xids, DCGM health, the fabric manager on NVSwitch instances, EFA) and sets the
+# AcceleratedHardwareReady NodeCondition, and auto repair acts on it (reboot or replace, 10 minutes
+# after the condition turns false), where NPD only sets a condition and a further remedy system
+# (Draino, a custom controller) must cordon, drain and replace the node.
+
+KUBE_AUTO_REPAIR = True
+"""Every GPU node group of a Kubernetes fleet on AWS gets node auto repair (EKS User Guide,
+"Automatically repair nodes in EKS clusters": managed node groups support Reboot and Replace)."""
+
+KUBE_REPAIR_OVERRIDES: tuple[tuple[str, str, str, int], ...] = (
+    ("AcceleratedHardwareReady", "DCGMError", "NoAction", 10),
+)
+"""Node auto repair's exceptions (EKS API NodeRepairConfigOverrides: condition, reason, action of
+Replace | Reboot | NoAction, minutes). DCGMError is "Connection to the DCGM host process was lost or
+could not be established" (aws/eks-node-monitoring-agent v1.7.0 pkg/reasons/reasons.yaml), a fault
+of the monitoring, not of the GPU: with another DCGM on the node (the GPU Operator's dcgm-exporter)
+users saw AcceleratedHardwareReady=False on healthy nodes and had them terminated
+(aws/containers-roadmap#2763). Xid, DCGM health and diagnostic reasons keep EKS's default action."""

@@ -28,6 +28,16 @@ CACHE_EXTRA_GIB = 10
 """The model cache holds the downloaded weights (plus 20% and 10 GiB for tokenizer and compile caches)."""
 
 QUEUE_METRIC = "vllm:num_requests_waiting"
+KV_CACHE_METRIC = "vllm:kv_cache_usage_perc"
+"""vLLM 0.11.0's KV-cache use, a gauge from 0 to 1 per engine (vllm/v1/metrics/loggers.py,
+gauge_kv_cache_usage: "KV-cache usage. 1 means 100 percent usage.", labels model_name and engine); the
+older vllm:gpu_cache_usage_perc is hidden in 0.11 unless --show-hidden-metrics-for-version is given."""
+TTFT_METRIC = "vllm:time_to_first_token_seconds"
+"""vLLM 0.11.0's time-to-first-token histogram (vllm/v1/metrics/loggers.py, histogram_time_to_first_token,
+labels model_name and engine; buckets 0.001 ... 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+160.0, 640.0, 2560.0 s): its p90 is interpolated inside the bucket the target falls in."""
+TTFT_WINDOW = "2m"
+"""The rate window of the TTFT quantile: eight of KEDA's 15 s polls, four of Prometheus' default 30 s scrapes."""
 HPA_METRIC = "vllm_num_requests_waiting"
 """The name the HPA asks the custom metrics API for: the rendered Prometheus adapter rule matches vLLM's
 series (QUEUE_METRIC) and exports it under this name (rules.custom[].name.as). Kubernetes would take ':'
@@ -95,6 +105,20 @@ waits until vLLM reports no running or waiting request, for at most the model's 
 
 
 @frozen
+class Trigger:
+    """A KEDA prometheus trigger beyond the queue: KEDA hands every trigger to the HPA as one metric,
+    and the HPA takes the highest replica count any of them asks for (Kubernetes HPA, "Algorithm
+    details": with several metrics it "chooses the scale with the largest number of replicas")."""
+
+    name: str
+    metric_type: str  # AverageValue (the query's sum over replicas) | Value (a level the fleet as a whole holds)
+    query: str
+    threshold: str  # a quantity string
+    comment: str  # what the trigger reads, for the rendered file
+    activation: str | None = None  # KEDA activationThreshold: above it the model leaves 0 replicas
+
+
+@frozen
 class Autoscaling:
     kind: str  # keda | hpa
     min_replicas: int
@@ -108,6 +132,8 @@ class Autoscaling:
     scale_up_period_s: int
     fallback_replicas: int  # KEDA: held while the metric cannot be read (more if more run)
     fallback_failures: int
+    cron: tuple = ()  # KEDA: the pool's windows as cron triggers (fleetform/pool.py CronWindow), next to the queue
+    triggers: tuple[Trigger, ...] = ()  # KEDA: KV-cache use and time to first token, after the queue
 
 
 @frozen
@@ -371,7 +397,9 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
                 scale_up_percent=None if auto.scale_up_replicas else 100,
                 scale_up_period_s=auto.scale_up_period_s or min(1800, max(60, math.ceil(ready_s))),
                 fallback_replicas=auto.fallback_replicas if auto.fallback_replicas is not None else model.replicas.min,
-                fallback_failures=3)
+                fallback_failures=3,
+                triggers=(load_triggers(model, namespace) + wake_triggers(fleet, model, namespace)
+                          if scheduler.autoscaler == "keda" else ()))
         env = [EnvVar("HOME", CACHE_DIR), EnvVar("USER", "vllm"), EnvVar("LOGNAME", "vllm"),
                EnvVar("XDG_CACHE_HOME", CACHE_DIR), EnvVar("XDG_CONFIG_HOME", f"{CACHE_DIR}/config"),
                EnvVar("VLLM_CACHE_ROOT", f"{CACHE_DIR}/vllm"),
@@ -453,6 +481,54 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
                      tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE, monitor,
                      f"{ident}-dcgm-exporter", psa, policy, rules, adapter)
+
+
+def load_triggers(model, namespace: str) -> tuple[Trigger, ...]:
+    """The KEDA triggers that scale a model on more than its queue: KV-cache use (autoscale.kv_cache_target)
+    and the p90 time to first token against the SLO (slo.ttft_p90_s)."""
+    match = f'namespace="{namespace}",model_name="{model.name}"'
+    triggers = []
+    auto = model.autoscale
+    if auto is not None and auto.kv_cache_target is not None:
+        # the sum over replicas as an AverageValue: the HPA divides it by the replicas, so it scales when
+        # their average use is above the target
+        triggers.append(Trigger("kv-cache", "AverageValue", f"sum({KV_CACHE_METRIC}{{{match}}})",
+                                f"{auto.kv_cache_target:g}",
+                                f"average KV-cache use per replica above {auto.kv_cache_target:g} ({KV_CACHE_METRIC})"))
+    if model.slo is not None and model.slo.ttft_p90_s is not None:
+        # a Value: the fleet's p90 against the SLO, replicas scaled by measured / target. With no request
+        # in the window histogram_quantile is NaN; `> 0 or vector(0)` reads that as 0, not as an error
+        quantile = (f"histogram_quantile(0.9, sum by (le) (rate({TTFT_METRIC}_bucket{{{match}}}[{TTFT_WINDOW}])))")
+        triggers.append(Trigger("ttft-p90", "Value", f"({quantile} > 0) or vector(0)", f"{model.slo.ttft_p90_s:g}",
+                                f"p90 time to first token above the SLO's {model.slo.ttft_p90_s:g} s ({TTFT_METRIC})"))
+    return tuple(triggers)
+
+
+EPP_REQUESTS = 'inference_objective_request(_error)?_total'
+"""The endpoint picker's request counters (Gateway API Inference Extension v1.1.0, pkg/epp/metrics/metrics.go:
+inference_objective_request_total and inference_objective_request_error_total, labels model_name and
+target_model_name). A request for a model with no pod is counted as an error before the EPP answers 503
+(pkg/epp/handlers/server.go: the deferred RecordRequestErrCounter; requestcontrol/director.go:
+ServiceUnavailable with no candidate pod): the counter moves while no replica runs."""
+WAKE_THRESHOLD = "1000000"
+"""The wake trigger only takes a model off zero: KEDA activates a prometheus trigger when its value is above
+activationThreshold (kedacore/keda pkg/scalers/prometheus_scaler.go: `val > ActivationThreshold`), 0 here.
+Its threshold for sizing is beyond any request rate, so it asks the HPA for one replica and the queue,
+KV-cache and TTFT triggers set the count (the HPA takes the highest)."""
+WAKE_WINDOW = "2m"
+
+
+def wake_triggers(fleet, model, namespace: str) -> tuple[Trigger, ...]:
+    """The trigger that wakes a model from 0 replicas: requests the gateway's endpoint picker counted for it
+    (fleet.gateway, replicas.min 0). No vLLM metric exists while no replica runs."""
+    if fleet.gateway is None or model.replicas.min != 0:
+        return ()
+    query = (f'sum(rate({{__name__=~"{EPP_REQUESTS}",namespace="{namespace}",model_name="{model.name}"}}'
+             f'[{WAKE_WINDOW}]))')
+    return (Trigger("gateway-requests", "AverageValue", query, WAKE_THRESHOLD,
+                    "requests the gateway's endpoint picker counted for it, served or refused while no replica ran "
+                    "(inference_objective_request_total, inference_objective_request_error_total)",
+                    activation="0"),)
 
 
 WEIGHTS_MOUNT = "/weights"

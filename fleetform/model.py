@@ -12,11 +12,17 @@ from typing import Literal, Mapping
 
 from .catalog import Gpu, InstanceType
 from .cluster import Cluster
+from .gateway import InferenceGateway
 from .k8s import KubeFleet
 from .kueue import KueueFleet
 from .models import ModelSpec
+from .ray import RayConfig
+from .pool import Pool, PoolEdge
 from .records import frozen
+from .acceptance import AcceptanceConfig
+from .accounting import AccountingConfig, Team
 from .health import HealthConfig
+from .login import LoginConfig
 from .slurm import SlurmConfig
 
 Path = tuple  # keys and indexes into the blueprint, e.g. ("fleets", 0, "nodes")
@@ -151,6 +157,22 @@ class KubernetesScheduler:
 
 
 @frozen
+class RayScheduler:
+    """A training fleet scheduled by Ray: a RayCluster (KubeRay) on the blueprint's EKS cluster."""
+
+    version: str  # the cluster's Kubernetes version
+    namespace: str
+    ray_version: str
+    path: Path
+    type: Literal["ray"] = "ray"
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")
+        return int(major), int(minor)
+
+
+@frozen
 class Interconnect:
     fabric: Literal["efa", "infiniband", "roce", "tcp"]
     hcas: tuple[str, ...]
@@ -216,6 +238,14 @@ class GpuSharing:
 
 
 @frozen
+class GatewaySpec:
+    """An inference fleet's `gateway:` block: one OpenAI endpoint in front of its models (issue 23)."""
+
+    request_timeout_s: int
+    path: Path
+
+
+@frozen
 class Autoscale:
     metric: str
     target_per_replica: float
@@ -224,6 +254,8 @@ class Autoscale:
     scale_up_replicas: int | None = None  # None: fleetform's default step
     scale_up_period_s: int | None = None  # None: the estimated time a replica takes to become ready
     fallback_replicas: int | None = None  # None: replicas.min
+    kv_cache_target: float | None = None  # keda: a KV-cache use trigger (fraction of the cache), None: none
+    cold_start_latency_s: float | None = None  # the wait a request accepts when no replica runs (min 0)
 
 
 @frozen
@@ -254,6 +286,7 @@ class Slo:
     redundancy: int
     burst_headroom: float
     path: Path
+    ttft_p90_s: float | None = None  # keda: a time-to-first-token trigger, None: none
 
 
 @frozen
@@ -360,7 +393,7 @@ class Fleet:
     reservation_id: str | None
     placement: Literal["cluster", "spread", "none"]
     storage: tuple[str, ...]
-    scheduler: SlurmScheduler | KubernetesScheduler | None
+    scheduler: SlurmScheduler | KubernetesScheduler | RayScheduler | None
     interconnect: Interconnect | None
     nccl: Nccl | None
     workload: Workload | None
@@ -374,6 +407,17 @@ class Fleet:
     kueue: KueueFleet | None = None  # training fleets on Kubernetes (fleetform/kueue.py), when their shape is known
     health: HealthConfig | None = None  # Slurm training fleets: the node health check (fleetform/health.py)
     health_declared: bool = False  # the blueprint wrote a `health` block (the health-scope rule's input)
+    ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
+    login: LoginConfig | None = None  # login nodes, users, home (fleetform/login.py); None when none is declared
+    acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
+    acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
+    model_checks: tuple = ()  # inference fleets on Kubernetes: each model's acceptance request (fleetform/acceptance.py)
+    pool_edge: PoolEdge | None = None  # AWS Slurm training fleets that lend nodes to a pool (fleetform/pool.py)
+    gateway: GatewaySpec | None = None  # inference on Kubernetes: the blueprint's `gateway:` block
+    inference_gateway: InferenceGateway | None = None  # its objects, when the fleet has kube and a gateway
+    accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)
+    teams: tuple[Team, ...] = ()  # `scheduler.teams` as written, with or without accounting (the rules' input)
+    accounting_declared: bool = False  # the scheduler writes an `accounting` block (the accounting-scope rule's input)
 
     @property
     def training(self) -> bool:
@@ -449,6 +493,7 @@ class Blueprint:
     bases: tuple[Mapping[str, str], ...] = ()  # versioned bases merged in: name, version, sha256
     cluster: Cluster | None = None  # aws: the one EKS cluster of the inference fleets
     allow_replace: tuple[AllowReplace, ...] = ()  # update_safety.allow_replace
+    pools: tuple[Pool, ...] = ()  # capacity shared by time between fleets (fleetform/pool.py)
 
     def storage_named(self, name: str) -> Storage | None:
         return next((s for s in self.storage if s.name == name), None)

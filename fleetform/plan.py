@@ -69,6 +69,10 @@ def computed(type_: str, name: str, bp: Blueprint) -> dict[str, Any]:
         return {"privateIp": "10.0.0.10"}
     if type_ == "aws:route53/zone:Zone":  # the controller's policy and the environment file name its id
         return {"zoneId": f"{name}-zone-id"}
+    if type_ == "aws:rds/instance:Instance":  # the controller's user data and policy name them
+        return {"address": f"{name}.abcdefghijkl.{bp.region}.rds.amazonaws.com",
+                "masterUserSecrets": [{"secretArn": f"arn:aws:secretsmanager:{bp.region}:123456789012:secret:"
+                                                    f"rds!db-{name}-id-AbCdEf", "secretStatus": "active"}]}
     if type_ == "aws:fsx/lustreFileSystem:LustreFileSystem":
         return {"dnsName": f"{name}-id.fsx.{bp.region}.amazonaws.com", "mountName": "abcdefgh"}
     return {}

@@ -71,6 +71,8 @@ def public_access(resources, bp):
 @policy("no-open-ingress", "no ingress from 0.0.0.0/0 unless ssh_ingress_cidrs asks for it")
 def open_ingress(resources, bp):
     allowed = {ipaddress.ip_network(c, strict=False) for c in bp.network.ssh_ingress_cidrs}
+    # a login node's SSH ranges (login.access.ssh_cidrs) are the blueprint's asking too (rule login-ssh-open)
+    allowed |= {ipaddress.ip_network(c, strict=False) for f in bp.fleets if f.login is not None for c in f.login.ssh_cidrs}
     out = []
     for r in _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
         cidr = r["inputs"].get("cidrIpv4")
@@ -78,6 +80,41 @@ def open_ingress(resources, bp):
         if cidr and ipaddress.ip_network(cidr, strict=False).prefixlen == 0 \
                 and ipaddress.ip_network(cidr, strict=False) not in allowed:
             out.append((r["name"], f"allows ingress from {cidr}"))
+    return out
+
+
+DB_INSTANCE = "aws:rds/instance:Instance"
+
+
+@policy("database-private", "a database is encrypted, not public, keeps backups and a final snapshot, has an "
+        "RDS-managed password, and admits connections only from security groups")
+def database_private(resources, bp):
+    """What slurmdbd's database (providers/aws/accounting.py) must be: storage_encrypted,
+    publicly_accessible false (RDS User Guide, "Working with a DB instance in a VPC": a private instance
+    has no public address), backups kept (backup_retention_period > 0) and a final snapshot on delete
+    or deletion protection, the master password managed by RDS in Secrets Manager (never `password`,
+    which Pulumi keeps in its state), and every ingress rule of its security groups from another
+    security group, never an address range."""
+    out = []
+    rules = _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    for r in _of(resources, DB_INSTANCE):
+        i = r["inputs"]
+        if i.get("storageEncrypted") is not True:
+            out.append((r["name"], "storage is not encrypted (storage_encrypted)"))
+        if i.get("publiclyAccessible") is True:
+            out.append((r["name"], "is publicly accessible"))
+        if not i.get("backupRetentionPeriod"):
+            out.append((r["name"], "keeps no automated backups (backup_retention_period 0)"))
+        if i.get("skipFinalSnapshot", False) is not False and i.get("deletionProtection") is not True:
+            out.append((r["name"], "is deleted without a final snapshot or deletion protection"))
+        if i.get("manageMasterUserPassword") is not True or i.get("password"):
+            out.append((r["name"], "its master password is not managed by RDS in Secrets Manager"))
+        groups = set(i.get("vpcSecurityGroupIds") or [])
+        if not groups:
+            out.append((r["name"], "names no security group (it would get the VPC's default group)"))
+        for rule in rules:
+            if rule["inputs"].get("securityGroupId") in groups and not rule["inputs"].get("referencedSecurityGroupId"):
+                out.append((rule["name"], f"admits an address range to database {r['name']}, not a security group"))
     return out
 
 
@@ -304,12 +341,20 @@ POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
 
 
 def _pod_templates(resources):
-    """(resource, namespace, pod spec) of every recorded Kubernetes workload that makes pods."""
+    """(resource, namespace, pod spec) of every recorded Kubernetes workload that makes pods: a RayCluster's
+    head and worker groups (KubeRay makes their pods from `headGroupSpec.template`, `workerGroupSpecs[].template`)
+    as well as the built-in kinds."""
     for r in resources:
         inputs = r["inputs"]
-        if r["type"].startswith("kubernetes:") and inputs.get("kind") in POD_KINDS:
-            namespace = (inputs.get("metadata") or {}).get("namespace")
-            yield r, namespace, (((inputs.get("spec") or {}).get("template") or {}).get("spec")) or {}
+        if not r["type"].startswith("kubernetes:"):
+            continue
+        namespace = (inputs.get("metadata") or {}).get("namespace")
+        spec = inputs.get("spec") or {}
+        if inputs.get("kind") in POD_KINDS:
+            yield r, namespace, ((spec.get("template") or {}).get("spec")) or {}
+        elif inputs.get("kind") == "RayCluster":
+            for group in [spec.get("headGroupSpec") or {}] + list(spec.get("workerGroupSpecs") or []):
+                yield r, namespace, ((group.get("template") or {}).get("spec")) or {}
 
 
 def _pod_references(spec: dict) -> list[tuple[str, str]]:
@@ -344,13 +389,17 @@ def _pod_references(spec: dict) -> list[tuple[str, str]]:
 
 def declared_external(bp: Blueprint) -> set[tuple[str, str, str]]:
     """(kind, namespace, name) the blueprint declares to exist already: the PersistentVolumeClaim of
-    `weights: {source: volume, claim: ...}` ("name of an existing PersistentVolumeClaim")."""
+    `weights: {source: volume, claim: ...}` ("name of an existing PersistentVolumeClaim"), and that of each
+    FSx for Lustre storage a Ray fleet attaches (the README says how to create it)."""
     out = set()
     for fleet in bp.fleets:
         for model in fleet.models:
             weights = model.weights
             if weights is not None and weights.source == "volume" and weights.claim and fleet.kube is not None:
                 out.add(("PersistentVolumeClaim", fleet.kube.namespace, weights.claim))
+        ray = getattr(fleet, "ray", None)  # a Ray fleet's FSx claims, named after the storage (fleetform/ray.py)
+        for mount in ray.mounts if ray is not None else ():
+            out.add(("PersistentVolumeClaim", ray.namespace, mount.claim))
     return out
 
 

@@ -11,14 +11,15 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import cluster, health, k8s, kueue, nccl, slurm
+from . import acceptance, accounting, cluster, gateway, health, k8s, kueue, login, nccl, pool, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .models import load_models
 from .model import (
-    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GpuSharing, Image, Interconnect,
-    KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, SlurmScheduler, Size, Slo, Storage, Switch,
+    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
+    Interconnect, KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size,
+    Slo, Storage, Switch,
     Topology, Waiver, Weights, Workload, under,
 )
 
@@ -54,9 +55,12 @@ def _storage(item: dict, path: tuple) -> Storage:
     )
 
 
-def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesScheduler | None:
+def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesScheduler | RayScheduler | None:
     if data is None:
         return None
+    if data["type"] == "ray":
+        return RayScheduler(data["version"], data.get("namespace", "default"),
+                            data.get("ray_version", ray.DEFAULT_RAY_VERSION), path)
     if data["type"] == "kubernetes":
         return KubernetesScheduler(data["version"], data.get("namespace", "default"),
                                    data.get("autoscaler", "keda"), data.get("prometheus_url"),
@@ -112,10 +116,10 @@ def _model(item: dict, path: tuple) -> Model:
             auto["metric"], auto["target_per_replica"],
             auto.get("scale_down_window_s", DEFAULT_SCALE_DOWN_WINDOW_S), path + ("autoscale",),
             auto.get("scale_up", {}).get("replicas"), auto.get("scale_up", {}).get("period_s"),
-            auto.get("fallback_replicas")),
+            auto.get("fallback_replicas"), auto.get("kv_cache_target"), auto.get("cold_start_latency_s")),
         slo=None if slo is None else Slo(
             slo["peak_qps"], slo["qps_per_gpu"], slo.get("latency_s"), slo.get("redundancy", 0),
-            slo.get("burst_headroom", 0.0), path + ("slo",)),
+            slo.get("burst_headroom", 0.0), path + ("slo",), slo.get("ttft_p90_s")),
         hf_token_secret=item.get("hf_token_secret"),
         path=path,
         checkpoint_precision=item.get("checkpoint_precision", ""),
@@ -192,6 +196,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
                                sharing.get("mig_strategy", "single"), path + ("gpu_sharing",)),
         models=tuple(_model(m, path + ("models", i)) for i, m in enumerate(item.get("models", ()))),
         renamed_from=tuple(item.get("renamed_from", ())),
+        gateway=None if "gateway" not in item else GatewaySpec(
+            item["gateway"].get("request_timeout_s", 300), path + ("gateway",)),
     )
 
 
@@ -224,7 +230,8 @@ def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
     its Kubernetes objects."""
     name = meta["name"]
     if not fleet.training:
-        return replace(fleet, kube=k8s.build(fleet, name, meta.get("labels", {}), region))
+        kube = k8s.build(fleet, name, meta.get("labels", {}), region)
+        return replace(fleet, kube=kube, inference_gateway=gateway.build(fleet, kube))
     return replace(fleet, slurm=slurm.build(fleet, name, region, cloud), nccl_env=nccl.environment(fleet))
 
 
@@ -241,9 +248,18 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                    if f.checkpoint is not None else f for f in fleets)
     fleets = tuple(replace(f, kueue=kueue.build(f, meta["name"], f.nccl_env, storage)) if f.training and cloud == "aws"
                    else f for f in fleets)
+    fleets = tuple(replace(f, ray=ray.build(f, storage)) if cloud == "aws" and f.training else f for f in fleets)
     fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
                            health_declared="health" in item)
                    for f, item in zip(fleets, data["fleets"]))
+    fleets = tuple(replace(f, login=login.build(f, item, storage)) for f, item in zip(fleets, data["fleets"]))
+    fleets = tuple(replace(f, acceptance=acceptance.build(f, item.get("acceptance"), f.health, cloud),
+                           acceptance_declared="acceptance" in item, model_checks=acceptance.model_checks(f.kube))
+                   for f, item in zip(fleets, data["fleets"]))
+    fleets = tuple(replace(f, teams=accounting.teams(item.get("scheduler"), ("fleets", i, "scheduler")),
+                           accounting_declared="accounting" in (item.get("scheduler") or {}),
+                           accounting=accounting.build(f, item.get("scheduler"), ("fleets", i, "scheduler"), cloud))
+                   for i, (f, item) in enumerate(zip(fleets, data["fleets"])))
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),
@@ -256,7 +272,34 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                       for i, w in enumerate(data.get("waivers", ()))),
         file=doc.file, sha256=doc.sha256,
         bases=tuple(MappingProxyType(dict(b)) for b in doc.bases),
+        pools=tuple(pool.build(p, ("pools", i)) for i, p in enumerate(data.get("pools", ()))),
         allow_replace=tuple(AllowReplace(a["part"], a["reason"], ("update_safety", "allow_replace", i))
                             for i, a in enumerate(data.get("update_safety", {}).get("allow_replace", ()))),
     )
+    bp = replace(bp, fleets=tuple(_pool_cron(_pool_edge(f, bp.pools), bp.pools) for f in bp.fleets))
     return replace(bp, cluster=cluster.build(bp, provider.get("eks")))
+
+
+def _pool_edge(fleet: Fleet, pools: tuple) -> Fleet:
+    """An AWS Slurm training fleet of a pool gets what its controller's bin/pool-edge needs."""
+    if not fleet.training or fleet.slurm is None or fleet.slurm.ec2 is None:
+        return fleet
+    owner = next((p for p in pools if p.share(fleet.name) is not None), None)
+    if owner is None:
+        return fleet
+    import hostlist
+
+    return replace(fleet, pool_edge=pool.edge(owner, fleet, hostlist.expand_hostlist(fleet.slurm.all_nodes)))
+
+
+def _pool_cron(fleet: Fleet, pools: tuple) -> Fleet:
+    """A KEDA-scaled inference fleet of a pool: each model's minimum follows the pool's windows (cron triggers)."""
+    if fleet.training or fleet.kube is None:
+        return fleet
+    owner = next((p for p in pools if p.share(fleet.name) is not None), None)
+    if owner is None:
+        return fleet
+    crons = pool.cron_windows(owner, fleet)
+    servers = tuple(replace(s, autoscaling=replace(s.autoscaling, cron=crons.get(s.name, ())))
+                    if s.autoscaling is not None and s.autoscaling.kind == "keda" else s for s in fleet.kube.servers)
+    return replace(fleet, kube=replace(fleet.kube, servers=servers))

@@ -142,11 +142,21 @@ def node_network(fleet: Fleet) -> tuple[float, str] | None:
     """(Gbit/s a node has for NCCL between nodes, where the figure comes from), or None."""
     fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
     if fleet.instance is not None:
-        if not fleet.instance.net_baseline_gbps:
+        instance = fleet.instance
+        if not instance.net_baseline_gbps:
             return None
-        return fleet.instance.net_baseline_gbps, (f"{fleet.instance.net_baseline_gbps:g} Gbit/s per instance "
-                                                  f"({fleet.instance.name}, catalog: EC2 DescribeInstanceTypes), "
-                                                  "all of its network cards in use by NCCL's channels")
+        if fabric == "tcp" and instance.network_cards > 1:
+            # a TCP fleet's nodes (a Slurm fleet's launch template, a Ray fleet's EKS node group) have one network
+            # interface, on card 0; EC2 gives each network card its own bandwidth (NetworkCardInfo
+            # baselineBandwidthInGbps), so NCCL's sockets get one card's share
+            per_card = instance.net_baseline_gbps / instance.network_cards
+            return per_card, (f"{per_card:g} Gbit/s: one of the {instance.network_cards} network cards of "
+                              f"{instance.name} ({instance.net_baseline_gbps:g} Gbit/s per instance, catalog: EC2 "
+                              "DescribeInstanceTypes), as a TCP fleet's nodes have one network interface, on card 0 "
+                              "(EC2 NetworkCardInfo: bandwidth is per network card)")
+        return instance.net_baseline_gbps, (f"{instance.net_baseline_gbps:g} Gbit/s per instance "
+                                            f"({instance.name}, catalog: EC2 DescribeInstanceTypes), "
+                                            "all of its network cards in use by NCCL's channels")
     if fabric in ("infiniband", "roce") and fleet.shape is not None:
         hcas = len(fleet.interconnect.hcas) or fleet.shape.gpu_count
         listed = "interconnect.hcas" if fleet.interconnect.hcas else "one per GPU (no interconnect.hcas listed)"
@@ -337,6 +347,9 @@ def cost(bp: Blueprint) -> tuple[list[FleetCost], list[str]]:
             unpriced.append(f"fleet {fleet.name}: the Slurm controller "
                             f"({fleet.scheduler.controller_instance_type or 'm7i.2xlarge'}) is not a GPU instance in "
                             "the catalog")
+        if fleet.login is not None and fleet.login.nodes and bp.cloud == "aws" and fleet.training:
+            unpriced.append(f"fleet {fleet.name}: {fleet.login.nodes} login node(s) ({fleet.login.instance_type}), "
+                            "not GPU instances in the catalog")
     for item in bp.storage:
         unpriced.append(f"storage {item.name} ({item.type}): no dated price in fleetform's catalog")
     if bp.cloud == "aws" and bp.region != "us-east-1" and any(f.usd_hour_min is not None for f in fleets):

@@ -195,6 +195,10 @@ def read_slurm(name: str, text: str) -> list[tuple[tuple[str, str], ...]]:
         words = slurm_words(line)
         if not words:
             continue
+        if words[0] == "Include":  # Slurm's parser reads `Include <file>` as a directive (parse_config.c)
+            assert len(words) == 2, f"{name}:{number}: an Include takes one file: {line!r}"
+            lines.append((("Include", words[1]),))
+            continue
         pairs = []
         for word in words:
             key, eq, value = word.partition("=")
@@ -208,6 +212,28 @@ def read_slurm(name: str, text: str) -> list[tuple[tuple[str, str], ...]]:
             for key, _ in pairs:
                 assert key in known, f"{name}:{number}: {key!r} is no key of a {first} line: {line!r}"
         lines.append(tuple(pairs))
+    return lines
+
+
+# The lines of a `sacctmgr load` file (sacctmgr(1) "load"; src/sacctmgr/file_functions.c splits a line
+# into `Kind - 'name'` and `:`-separated Key=Value options, quotes stripped); the real sacctmgr
+# loads fleetform's in tests/test_accounting_cluster.py.
+SACCTMGR_LINE = re.compile(r"(Cluster|Parent|Account|User) - '([^':]+)'((?::[A-Za-z]+=(?:'[^':]*'|[^':]*))*)")
+
+
+def read_sacctmgr(name: str, text: str) -> list[dict[str, str]]:
+    """Every line but comments as {kind: name, option: value}; a line sacctmgr would split otherwise fails."""
+    lines = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line or line.startswith("#"):
+            continue
+        match = SACCTMGR_LINE.fullmatch(line)
+        assert match, f"{name}:{number}: not a sacctmgr load line: {line!r}"
+        entry = {match.group(1): match.group(2)}
+        for option in filter(None, match.group(3).split(":")):
+            key, _, value = option.partition("=")
+            entry[key] = value.strip("'")
+        lines.append(entry)
     return lines
 
 
@@ -273,6 +299,8 @@ def read_files(files: dict[str, bytes]) -> dict[str, object]:
             read[name] = [{k: sorted(v.split(",")) for k, v in line} for line in read_slurm(name, text)]
         elif name.endswith(".env"):
             read[name] = source_env(text)
+        elif name.endswith("/accounts.cfg"):
+            read[name] = read_sacctmgr(name, text)
         else:
             raise AssertionError(f"{name}: no reader for this kind of file; add one")
     return read

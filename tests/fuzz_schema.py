@@ -369,7 +369,9 @@ def seeds() -> dict[str, dict]:
         out[path.name] = data
     for name, text in sorted(VARIANTS.items()):
         out[f"{name}.yaml"] = _plain(yaml.safe_load(text))
-    return out
+    # a pool ties its fleets' instance type, capacity and size to its own (rule pool-fleets), so a blueprint with a
+    # pool refuses most one-field changes of its fleets: the sweep places a field in it only where no other seed can
+    return dict(sorted(out.items(), key=lambda item: "pools" in item[1]))
 
 
 # --- writing a blueprint ----------------------------------------------------------------------------

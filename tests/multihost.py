@@ -263,7 +263,8 @@ class Machine(Reaper):
     (with /dev/nvidia0..7 as stand-ins of the GPUs gres.conf names), /run and /tmp, in its own
     mount, UTS, network and PID namespaces; PID 1 is the reaper, chrooted into the overlay."""
 
-    def __init__(self, tmp: Path, name: str, image_root: Path, files: dict[str, str | Path]):
+    def __init__(self, tmp: Path, name: str, image_root: Path, files: dict[str, str | Path],
+                 binds: dict[str, Path] | None = None):
         self.name = name
         base = tmp / name
         self.upper, work, self.merged = base / "upper", base / "work", base / "merged"
@@ -278,10 +279,13 @@ class Machine(Reaper):
                 dest.write_text(content)
         devs = "; ".join(f"mknod -m 666 {self.merged}/dev/{d} c {a} {b}" for d, (a, b) in DEVICES.items())
         gpus = "; ".join(f"mknod -m 666 {self.merged}/dev/nvidia{i} c 1 3" for i in range(8))
+        # a folder of the test's, the same on every machine that gets it: a shared file system's stand-in
+        shared = "".join(f"mkdir -p {self.merged}{target}; mount --bind {source} {self.merged}{target}; "
+                         for target, source in (binds or {}).items())
         script = (
             "set -e; mount --make-rprivate /; "
             f"mount -t overlay overlay -o lowerdir={image_root},upperdir={self.upper},workdir={work} {self.merged}; "
-            f"mount -t proc proc {self.merged}/proc; mount -t sysfs -o ro sysfs {self.merged}/sys; "
+            f"{shared}mount -t proc proc {self.merged}/proc; mount -t sysfs -o ro sysfs {self.merged}/sys; "
             f"mount --rbind /sys/fs/cgroup {self.merged}/sys/fs/cgroup; mount -t tmpfs -o mode=755 dev {self.merged}/dev; {devs}; {gpus}; "
             f"mkdir -p {self.merged}/dev/pts {self.merged}/dev/shm; mount -t tmpfs -o mode=1777 shm {self.merged}/dev/shm; "
             f"mount -t tmpfs -o mode=755 run {self.merged}/run; mount -t tmpfs -o mode=1777 tmp {self.merged}/tmp; "

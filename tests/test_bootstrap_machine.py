@@ -23,7 +23,8 @@ import pytest
 
 import awslocal
 
-FAKES = ("apt-get", "systemctl", "curl", "gpg", "mount", "mountpoint", "blkid", "mkfs.ext4")
+FAKES = ("apt-get", "systemctl", "curl", "gpg", "mount", "mountpoint", "blkid", "mkfs.ext4", "groupadd", "useradd",
+         "usermod")
 FAKE = f"""#!{sys.executable}
 import os, sys
 args = sys.argv[1:]
@@ -265,3 +266,85 @@ def test_apt_waits_for_the_first_boot_dpkg_lock(machine):
     conf = (machine.root / "etc/apt/apt.conf.d/90fleetform").read_text()
     assert 'DPkg::Lock::Timeout "600";' in conf.splitlines() and 'Acquire::Retries "3";' in conf.splitlines()
     assert [c[:2] for c in machine.calls()] == [["apt-get", "update"], ["apt-get", "install"]]
+
+
+USERS_BLUEPRINT = awslocal.blueprint("2").replace("fleets:\n", """\
+storage:
+  - {name: shared, type: fsx-lustre, capacity_gib: 1200, throughput_mb_per_tib: 125, mount_path: /fsx}
+fleets:
+""") + """\
+    storage: [shared]
+    login: {nodes: 1, access: {ssh_cidrs: [203.0.113.0/24]}}
+    users:
+      - {name: alice, uid: 52001, gid: 53000, group: mlteam}
+      - {name: bob, uid: 52002, gid: 53000, group: mlteam, ssh_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG0 bob@laptop"]}
+    home: {storage: shared}
+"""
+"""Ids no account of a test machine has (the bootstrap asks this machine's passwd and group files)."""
+
+
+@pytest.fixture(scope="module")
+def with_users(tmp_path_factory):
+    return awslocal.render_fleet(tmp_path_factory.mktemp("users"), USERS_BLUEPRINT)
+
+
+def test_accounts_makes_the_blueprints_users_with_their_ids_and_homes_on_the_shared_file_system(with_users, tmp_path):
+    """Every role makes the groups, then the users with the blueprint's uid and gid (useradd, no home
+    of useradd's: the home is made once, on the shared file system, 0700 and the user's); a login
+    node also installs each user's keys where sshd reads them (root's file, not the user's home)."""
+    machine = Machine(with_users, tmp_path)
+    done = machine.step("accounts", "login")
+    assert done.returncode == 0, done.stdout + done.stderr
+    shell = "/bin/bash"
+    assert machine.calls() == [
+        ["groupadd", "--gid", "53000", "mlteam", ""],
+        ["useradd", "--uid", "52001", "--gid", "53000", "--home-dir", "/fsx/home/alice", "--no-create-home",
+         "--shell", shell, "alice", ""],
+        ["useradd", "--uid", "52002", "--gid", "53000", "--home-dir", "/fsx/home/bob", "--no-create-home",
+         "--shell", shell, "bob", ""],
+        ["systemctl", "reload-or-restart", "ssh", ""]]
+    for name, uid in (("alice", 52001), ("bob", 52002)):
+        home = machine.root / "fsx/home" / name
+        assert home.stat().st_mode & 0o777 == 0o700
+        if os.geteuid() == 0:
+            assert (home.stat().st_uid, home.stat().st_gid) == (uid, 53000)
+    assert (machine.root / "fsx/home").stat().st_mode & 0o777 == 0o755
+    assert (machine.root / "etc/fleetform/ssh/bob.keys").read_text() == \
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG0 bob@laptop\n"
+    assert (machine.root / "etc/fleetform/ssh/alice.keys").read_text() == ""
+    assert "AuthorizedKeysFile .ssh/authorized_keys /etc/fleetform/ssh/%u.keys" in \
+        (machine.root / "etc/ssh/sshd_config.d/fleetform.conf").read_text()
+    # day 2 (bin/update runs this step again): a user removed from the blueprint loses the keys the
+    # blueprint gave them; sshd would otherwise still let them in with those keys
+    (machine.root / "etc/fleetform/ssh/carol.keys").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG1 carol@laptop\n")
+    assert machine.step("accounts", "login").returncode == 0
+    assert sorted(p.name for p in (machine.root / "etc/fleetform/ssh").iterdir()) == ["alice.keys", "bob.keys"]
+    # a compute node: the same users, no sshd keys
+    (machine.root / "fsx/home/alice").rmdir()
+    machine.log.unlink()
+    assert machine.step("accounts", "compute").returncode == 0
+    assert [c[0] for c in machine.calls()] == ["groupadd", "useradd", "useradd"]
+    assert (machine.root / "fsx/home/alice").is_dir()
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("users", [{"name": "root", "uid": 52001, "gid": 53000, "groups": [], "ssh_keys": []}], "user root is 0:0"),
+    ("groups", [{"name": "root", "gid": 53000}], "group root has gid 0"),
+    ("groups", [{"name": "mlteam", "gid": 0}], "gid 0 of group mlteam is group root"),
+])
+def test_accounts_stops_on_an_id_the_machine_gives_someone_else(with_users, tmp_path, field, value, says):
+    """A user or group the image already has with other ids would make a job's files belong to
+    different accounts on different machines: the bootstrap stops and says which."""
+    import shutil
+
+    copy = tmp_path / "slurm"
+    shutil.copytree(with_users, copy)
+    users = json.loads((copy / "bin/users.json").read_text())
+    users[field] = value
+    (copy / "bin/users.json").write_text(json.dumps(users))
+    done = Machine(copy, tmp_path).step("accounts", "compute")
+    assert done.returncode == 1 and says in done.stdout, done.stdout + done.stderr
+
+
+def test_no_users_json_no_accounts(machine):
+    assert machine.step("accounts", "compute").returncode == 0 and machine.calls() == []

@@ -150,7 +150,7 @@ def test_diff_against_a_git_revision(tmp_path):
     (repo / "blueprints/reference.yaml").write_text(_changed(tmp_path).read_text())
     result = run_cli("diff", "HEAD:blueprints/reference.yaml", "blueprints/reference.yaml", cwd=repo)
     assert result.returncode == 0, result.stderr
-    assert "== Rendered files: 6 changed" in result.stdout  # three Slurm files, bin/fleet.json, bin/health.json, manifest.json
+    assert "== Rendered files: 8 changed" in result.stdout  # three Slurm files, bin/fleet.json, bin/health.json, bin/acceptance.json and .sbatch, manifest.json
     bad = run_cli("diff", "nope:blueprints/reference.yaml", "blueprints/reference.yaml", cwd=repo)
     assert bad.returncode == 2 and "cannot read nope:blueprints/reference.yaml from git" in bad.stderr
     # a revision that git would read as an option: `--output=FILE` made git archive truncate FILE

@@ -62,7 +62,21 @@ import multihost
 
 pytestmark = pytest.mark.cluster
 
-BLUEPRINT = awslocal.blueprint("2")
+BLUEPRINT = awslocal.blueprint("2").replace("fleets:\n", """\
+storage:
+  - {name: shared, type: fsx-lustre, capacity_gib: 1200, throughput_mb_per_tib: 125, mount_path: /fsx}
+fleets:
+""") + """\
+    storage: [shared]
+    login: {nodes: 1, access: ssm}
+    users:
+      - {name: alice, uid: 2001, gid: 3000, group: ml}
+    home: {storage: shared}
+"""
+"""The fleet has a login node, the user alice (uid 2001, group ml 3000) and homes on its FSx for Lustre
+file system: every host gets a folder of the test bind-mounted at /fsx, the stand-in of that file
+system (the environment file names no Lustre mount, so the bootstrap mounts nothing there)."""
+LOGIN_USER, LOGIN_UID, LOGIN_GID = "alice", 2001, 3000
 CLUSTER = awslocal.CLUSTER
 CONTROLLER_ADDR = "10.0.0.10"
 VPC_CIDR = "10.0.0.0/16"
@@ -152,6 +166,8 @@ class Cluster:
         self.switch: multihost.Switch | None = None
         self.lock = threading.Lock()  # the controller's boot and EC2's may overlap
         self.errors: list[str] = []  # what went wrong in the thread playing EC2
+        self.shared = tmp / "fsx"  # the shared file system's stand-in, at /fsx on every host
+        self.shared.mkdir(parents=True, exist_ok=True)
 
     def boot(self, name: str, address: str, env_text: str, rendered: Path, program_dir: str, image: Path):
         """A new host: the image, the rendered folder at its path, its environment file, the
@@ -159,7 +175,8 @@ class Cluster:
         rendered_at = str(Path(program_dir).parents[2])
         machine = multihost.Machine(self.tmp / "hosts", name, image, {
             rendered_at: rendered, "/etc/fleetform/cluster.env": env_text,
-            "/etc/resolv.conf": f"nameserver {multihost.SWITCH_ADDR}\n", "/etc/hosts": "127.0.0.1 localhost\n"})
+            "/etc/resolv.conf": f"nameserver {multihost.SWITCH_ADDR}\n", "/etc/hosts": "127.0.0.1 localhost\n"},
+            binds={"/fsx": self.shared})
         with self.lock:
             self.machines[name] = machine
             self.switch.plug(machine, address)
@@ -268,7 +285,8 @@ def cluster():
                 code = None
             assert code == 0, f"controller bootstrap: exit {code}\n{state.logs()}"
             yield {"state": state, "controller": controller, "ec2": ec2, "route53": route53, "zone": zone,
-                   "zone_id": zone_id, "started": started}
+                   "zone_id": zone_id, "started": started, "subnet": subnet, "image": image,
+                   "program_dir": program_dir, "rendered": tmp / "rendered", "env_text": env_text}
     finally:
         state.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -339,3 +357,57 @@ def test_a_two_node_batch_job_runs_srun_and_resolves_node_names(cluster):
         ran = controller.run("bash", "-c", e2e_checks.script(check, 2), timeout=900)
         assert ran.returncode == 0, f"{check.name}:\n{ran.stdout}{ran.stderr}"
     print(f"multihost: nodes idle {idle_after:.0f} s after the controller's boot began")
+
+
+LOGIN_JOB = """#!/bin/bash
+set -eu
+echo "batch $(hostname) $(id -un) $(id -u) $(id -g) $(id -gn) home $HOME"
+srun -N1 -n1 bash -c 'id -u > "$HOME/step-$(hostname).txt"'
+"""
+
+
+def test_a_login_node_submits_and_the_job_runs_as_the_blueprint_user_in_the_shared_home(cluster):
+    """A login host made as the Pulumi program makes it (an instance tagged role login, its name in
+    `fleetform:node`), booted with FLEETFORM_ROLE=login: its bootstrap installs the client tools and
+    munge, no slurmd; slurm.conf has no NodeName line for it. alice submits there; the job runs on a
+    compute host as alice (uid, gid, group by name: the bootstrap made her with the same ids on every
+    host) and writes into her home on the shared file system (/fsx/home/alice)."""
+    state, ec2 = cluster["state"], cluster["ec2"]
+    wait_idle(cluster, {"train-001", "train-002"})
+    instance = ec2.run_instances(
+        ImageId="ami-12c6146b", InstanceType="m7i.xlarge", MinCount=1, MaxCount=1, SubnetId=cluster["subnet"],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [
+            {"Key": "fleetform:cluster", "Value": CLUSTER}, {"Key": "fleetform:fleet", "Value": "train"},
+            {"Key": "fleetform:role", "Value": "login"}, {"Key": "fleetform:node", "Value": "train-login-1"}]}],
+    )["Instances"][0]
+    started = time.monotonic()
+    login = state.boot("login", instance["PrivateIpAddress"], cluster["env_text"]("login"), cluster["rendered"],
+                       cluster["program_dir"], cluster["image"])
+    code = state.boots["login"].wait(BOOT_S)
+    assert code == 0, f"login bootstrap: exit {code}\n{state.logs()}"
+    booted = time.monotonic() - started
+    assert login.run("hostname").stdout.strip() == "train-login-1"
+    assert login.file("/usr/bin/sbatch").exists() and login.file("/usr/bin/srun").exists()
+    assert not login.file("/usr/sbin/slurmd").exists(), "a login node runs no slurmd"
+    assert "train-login" not in (cluster["rendered"] / "train/slurm/slurm.conf").read_text()
+    for host in (login, cluster["controller"], *(m for n, m in state.machines.items() if n.startswith("i-"))):
+        ids = host.run("id", LOGIN_USER).stdout
+        assert f"uid={LOGIN_UID}({LOGIN_USER}) gid={LOGIN_GID}(ml)" in ids, (host.name, ids)
+    login.file("/tmp/login-job.sh").write_text(LOGIN_JOB)
+    login.file("/tmp/login-job.sh").chmod(0o755)
+    home = f"/fsx/home/{LOGIN_USER}"
+    batch = login.run("runuser", "-u", LOGIN_USER, "--", "sbatch", "--wait", "-N1", f"--chdir={home}",
+                      f"--output={home}/job-%j.out", "/tmp/login-job.sh", timeout=300)
+    shared_home = state.shared / "home" / LOGIN_USER
+    out = "".join(p.read_text() for p in shared_home.glob("job-*.out"))
+    assert batch.returncode == 0, f"{batch.stdout}{batch.stderr}\n{out}\n{state.logs()}"
+    found = re.search(r"^batch (train-\d+) (\S+) (\d+) (\d+) (\S+) home (\S+)$", out, re.M)
+    assert found and found.groups()[1:] == (LOGIN_USER, str(LOGIN_UID), str(LOGIN_GID), "ml", home), out
+    step = shared_home / f"step-{found.group(1)}.txt"
+    assert step.read_text().strip() == str(LOGIN_UID)
+    assert (step.stat().st_uid, step.stat().st_gid) == (LOGIN_UID, LOGIN_GID)
+    assert (shared_home.stat().st_uid, shared_home.stat().st_mode & 0o777) == (LOGIN_UID, 0o700)
+    # srun from the login host itself: the node's slurmd connects back to it for the step's I/O
+    direct = login.run("runuser", "-u", LOGIN_USER, "--", "srun", "-N1", "-n1", "id", "-u", timeout=120)
+    assert direct.returncode == 0 and direct.stdout.strip() == str(LOGIN_UID), f"{direct.stdout}{direct.stderr}"
+    print(f"multihost: login node booted in {booted:.0f} s")

@@ -597,3 +597,128 @@ def test_keeper_waits_for_the_capacity_block_to_be_active(rendered, aws, tmp_pat
         assert active.returncode == 0, active.stderr
         for name in ("train-001", "train-002"):
             assert powering_up(conf, name), node_state(conf, name)
+
+
+@pytest.mark.parametrize("role", ["compute", "login"])
+def test_update_makes_the_users_of_a_new_artifact_version(aws, tmp_path, role):
+    """Day 2 of issue 20: a new artifact whose bin/users.json lists users reaches a running machine
+    through bin/update, which runs the bootstrap's accounts step after installing the Slurm files.
+    With FLEETFORM_ROOT (unprivileged, as here) accounts says which users it would create; on a
+    machine it creates them (tests/test_bootstrap_machine.py, tests/test_multihost.py). Control: an
+    artifact without users.json makes none. A login node runs the same timer (a user added must be
+    able to log in there), and reloads no daemon: it has none."""
+    from test_bootstrap_machine import USERS_BLUEPRINT
+
+    s3 = awslocal.client("s3", aws["url"])
+    for case, text in (("users", USERS_BLUEPRINT), ("plain", BLUEPRINT)):
+        bucket = f"update-users-{case}-{role}"
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        work = tmp_path / case
+        work.mkdir()
+        slurm = awslocal.render_fleet(work, text)
+        env_file = work / f"{role}.env"
+        env_file.write_text(awslocal.cluster_env(role, CLUSTER, "train", aws["url"], FLEETFORM_CONFIG_BUCKET=bucket,
+                                                 FLEETFORM_CONFIG_KEY="fleetform/rendered.tar.gz",
+                                                 FLEETFORM_AWS_CLI=awslocal.aws_cli()))
+        env = {"FLEETFORM_ENV_FILE": str(env_file), "PATH": os.environ["PATH"], "HOME": str(work),
+               "FLEETFORM_ROOT": str(work / "root")}
+        _publish(s3, bucket, slurm.parents[1])
+        done = subprocess.run([sys.executable, str(slurm / "bin" / "update")], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        # `update --install` (the new release's own code) logs into its log file, not the caller's stderr
+        logs = "".join(p.read_text() for p in (work / "root/var/log/fleetform").rglob("update.log"))
+        assert "installed the Slurm files" in logs, logs
+        assert ("users alice, bob not created" in logs) == (case == "users"), logs
+        assert ("login node: no daemon to reload" in done.stderr + logs) == (role == "login"), done.stderr + logs
+
+
+ACCOUNTING_BLUEPRINT = awslocal.blueprint("2").replace(
+    "partitions: [{name: gpu, default: true}]}",
+    "partitions: [{name: gpu, default: true}], accounting: {}, teams: [{name: llm, users: [alice]}]}")
+
+
+def load_bootstrap(slurm: Path, monkeypatch, root: Path, env_file: Path):
+    """The rendered bootstrap as a module (its functions run one by one, as in the topology test)."""
+    import importlib.machinery
+    import importlib.util
+
+    monkeypatch.setenv("FLEETFORM_ROOT", str(root))
+    monkeypatch.setenv("FLEETFORM_ENV_FILE", str(env_file))
+    monkeypatch.syspath_prepend(str(slurm / "bin"))
+    for name in ("fleetform_node",):  # read FLEETFORM_ROOT at import: imported anew for this root
+        sys.modules.pop(name, None)
+    loader = importlib.machinery.SourceFileLoader("fleetform_bootstrap", str(slurm / "bin" / "bootstrap"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_bootstrap_writes_the_databases_address_user_and_password_from_its_rds_secret(aws, tmp_path, monkeypatch):
+    """On AWS slurmdbd.conf names no database: the controller's bootstrap reads the RDS-managed secret
+    (JSON with username and password) and writes StorageHost/Port/User/Pass into the file slurmdbd.conf
+    includes, mode 600; `#` and `\\` are escaped as Slurm's parser reads them back (the accounting
+    cluster test logs slurmdbd in with such a password)."""
+    slurm = awslocal.render_fleet(tmp_path, ACCOUNTING_BLUEPRINT)
+    assert (slurm / "slurmdbd.conf").exists() and (slurm / "accounts.cfg").exists()
+    keys = [line.partition("=")[0] for line in (slurm / "slurmdbd.conf").read_text().splitlines() if "=" in line
+            and not line.startswith("#")]
+    assert not {"StorageHost", "StoragePort", "StorageUser", "StoragePass"} & set(keys), keys
+    secrets = awslocal.client("secretsmanager", aws["url"])
+    arn = secrets.create_secret(Name="rds!db-1234", SecretString=json.dumps(
+        {"username": "slurm", "password": "a#b\\c$d"}))["ARN"]
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text(awslocal.cluster_env("controller", CLUSTER, "train", aws["url"], FLEETFORM_DB_SECRET=arn,
+                                             FLEETFORM_DB_HOST="db.abc.us-east-1.rds.amazonaws.com",
+                                             FLEETFORM_DB_PORT="3306"))
+    root = tmp_path / "root"
+    bootstrap = load_bootstrap(slurm, monkeypatch, root, env_file)
+    assert bootstrap.accounting()
+    conf = root / "etc" / "slurm" / "slurm.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text((slurm / "slurm.conf").read_text())
+    dbd = bootstrap.accounting_files(bootstrap.environment(), conf)
+    storage = root / "etc" / "slurm" / "slurmdbd-storage.conf"
+    assert storage.read_text() == ("StorageHost=db.abc.us-east-1.rds.amazonaws.com\nStoragePort=3306\n"
+                                   "StorageUser=slurm\nStoragePass=a\\#b\\\\c$d\n")
+    assert storage.stat().st_mode & 0o777 == 0o600 and dbd.stat().st_mode & 0o777 == 0o600
+    assert f"Include {storage}" in dbd.read_text().splitlines()
+    with pytest.raises(bootstrap.Failure, match="not RDS's JSON"):
+        bootstrap.storage_lines("not json", "h", "3306")
+
+
+def test_update_loads_a_changed_accounts_cfg_once(aws, tmp_path):
+    """Day 2 on the controller (bin/update --install of a new release): slurmdbd's files are written
+    again and accounts.cfg is loaded with `sacctmgr load` when it differs from the one last loaded,
+    and not again when it does not. sacctmgr here is a stand-in that records its calls and answers
+    `show tres` with gres/gpu (the real one is run by tests/test_accounting_cluster.py)."""
+    slurm = awslocal.render_fleet(tmp_path, ACCOUNTING_BLUEPRINT)
+    arn = awslocal.client("secretsmanager", aws["url"]).create_secret(
+        Name="rds!db-update", SecretString=json.dumps({"username": "slurm", "password": "pw"}))["ARN"]
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text(awslocal.cluster_env("controller", CLUSTER, "train", aws["url"], FLEETFORM_DB_SECRET=arn,
+                                             FLEETFORM_DB_HOST="db.example", FLEETFORM_DB_PORT="3306"))
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    calls = tmp_path / "sacctmgr.calls"
+    (fake / "sacctmgr").write_text(f"""#!/bin/sh
+echo "$*" >> {calls}
+case "$*" in *"show tres"*) echo 'gres|gpu' ;; esac
+""")
+    (fake / "sacctmgr").chmod(0o755)
+    env = {"FLEETFORM_ROOT": str(tmp_path / "root"), "FLEETFORM_ENV_FILE": str(env_file),
+           "PATH": f"{fake}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+
+    def install() -> list[str]:
+        result = subprocess.run([sys.executable, str(slurm / "bin" / "update"), "--install"], capture_output=True,
+                                text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr
+        return [line for line in calls.read_text().splitlines() if line.startswith("-i load")] if calls.exists() else []
+
+    assert install() == [f"-i load file={slurm / 'accounts.cfg'}"]
+    assert install() == [f"-i load file={slurm / 'accounts.cfg'}"]  # unchanged: not loaded again
+    (slurm / "accounts.cfg").write_text((slurm / "accounts.cfg").read_text() + "\n")
+    assert install() == [f"-i load file={slurm / 'accounts.cfg'}"] * 2
+    storage = tmp_path / "root" / "etc" / "slurm" / "slurmdbd-storage.conf"
+    assert storage.read_text().splitlines()[0] == "StorageHost=db.example"

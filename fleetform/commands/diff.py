@@ -236,7 +236,8 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     change does to running machines (its disruption class), which models are swapped, what a region
     move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
     from ..changes import CLASSES, SIGNS, Disruption, classify, compare, file_disruption, model_changes, \
-        region_move, rollout_fit, _components, cluster_id_change
+        region_move, rollout_fit, _components, cluster_id_change, ray_fleets
+    from ..pool import schedule_delta
     from ..rules import EKS_VERSION_STEP, REPLACE_STATEFUL, ROLLOUT_FIT
     from ..rules.eks import version_step
 
@@ -253,8 +254,10 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
         disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
     per_resource = list(disruptions)  # one per resource change, in its order: the diagram marks their parts
     grouped: dict[tuple, list] = {}  # the files of one fleet that do the same, on one line
+    ray = ray_fleets(old_model, new_model)
     for item in files:
-        found = file_disruption(item["path"], item["change"], old_files.get(item["path"]), new_files.get(item["path"]))
+        found = file_disruption(item["path"], item["change"], old_files.get(item["path"]), new_files.get(item["path"]),
+                                ray)
         if found is not None and not (found.cls == "rolling" and not unrecorded):  # resources show the Deployment
             grouped.setdefault((item["path"].split("/")[0], found.cls, found.how), []).append(found.what)
     for (_, cls, how), paths in grouped.items():
@@ -307,6 +310,8 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
             "disruptions": [d.to_dict() for d in disruptions],
             "model_changes": swaps, "region_move": move, "diagram": diagram,
             **({"cluster_id_change": renamed} if renamed else {}),  # only where the id moves: other diffs keep their keys
+            **({"schedule": schedule_delta(old.get("pools", []), new.get("pools", []))}
+               if old.get("pools") or new.get("pools") else {}),  # pools (fleetform/pool.py): the ledger's delta
             "resources": [c.to_dict() for c in resources],
             "cost": _cost(old, new), "sizing": _sizing(old, new),
             "rendered_files": files,
@@ -331,7 +336,8 @@ def _diagram(old_model, new_model, old: dict, new: dict, resources, per_resource
 
 
 def has_changes(data: dict) -> bool:
-    return bool(data["resources"] or data["rendered_files"] or data["cost"]["fleets"] or data["sizing"])
+    return bool(data["resources"] or data["rendered_files"] or data["cost"]["fleets"] or data["sizing"]
+                or data.get("schedule"))
 
 
 def _resource_lines(data: dict, markdown: bool) -> list[str]:
@@ -371,6 +377,10 @@ def _summary_lines(data: dict, markdown: bool) -> list[str]:
     from ..changes import model_change_text
 
     lines += [model_change_text(item) for item in data.get("model_changes", ())]
+    if data.get("schedule"):
+        from ..pool import schedule_text
+
+        lines += [schedule_text(item, None if counts is None else counts["replace"]) for item in data["schedule"]]
     if data.get("disruptions") is not None:
         lines.append(f"most disruptive: {data['summary']['disruption']}" +
                      ((" (of the rendered files and the region move: the cloud resources were not compared)"

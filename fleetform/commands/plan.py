@@ -99,8 +99,11 @@ def build(path: str, resources: bool = True, display: str | None = None):
             findings.append(doc.finding(fleet_paths.get(owner.get(name), ()), f"{name}: {message}", pid))
     from ..diagram import graph, mermaid
 
+    from ..pool import plan_dict
+
     data = {"blueprint": {"name": model.name, "version": model.version, "sha256": model.sha256},
             **as_dict(model), "resources": recorded, "diagram": mermaid(graph(model, recorded)),
+            **({"pools": plan_dict(model)} if model.pools else {}),
             "findings": [f.to_dict() for f in sorted(findings, key=Finding.sort_key)]}
     if recorded is not None:
         from ..policies import POLICIES
@@ -154,6 +157,10 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
     header = ("fleet", "instance", "nodes", "$/h", "$/month")
     lines += _table(header, rows, markdown)
     lines += [f"- not priced: {u}" if markdown else f"  not priced: {u}" for u in cost["unpriced"]]
+    if data.get("pools"):
+        from ..pool import plan_lines
+
+        lines += plan_lines(data["pools"], markdown, _table)
     if data["resources"] is None:
         return lines + h("Cloud resources: not recorded") + [
             f"- _{data['resources_not_recorded']}_" if markdown else f"  {data['resources_not_recorded']}"]

@@ -4,9 +4,20 @@ when a model scales with the HPA, <fleet>/prometheus-adapter-values.yaml for the
 
 from __future__ import annotations
 
+from importlib import resources
+
 from ..k8s import HPA_METRIC
 from ..model import Blueprint, Fleet
+from .gateway import objects as gateway_objects
 from .jinja import render
+
+ACCEPTANCE_PROGRAMS = ("accept-models",)
+"""templates/k8s/bin/: the inference fleet's acceptance program (docs/acceptance.md), copied as it is; its
+values are in <fleet>/acceptance/models.json."""
+
+
+def _program(name: str) -> bytes:
+    return (resources.files("fleetform.templates") / "k8s" / "bin" / name).read_bytes()
 
 
 def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
@@ -38,11 +49,16 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if kube.mig is not None:
         objects["mig-parted-config.yaml"] = render("k8s/mig-parted-config.yaml.j2", m=kube.mig, **common)
     objects["dcgm-servicemonitor.yaml"] = render("k8s/dcgm-servicemonitor.yaml.j2", **common)
+    objects.update(gateway_objects(fleet))
     out = {f"{fleet.name}/k8s/{name}": data for name, data in objects.items()}
     out[f"{fleet.name}/k8s/kustomization.yaml"] = render("k8s/kustomization.yaml.j2", fleet=fleet.name,
                                                          resources=sorted(objects))
     out[f"{fleet.name}/gpu-operator-values.yaml"] = render("k8s/gpu-operator-values.yaml.j2", d=kube.device_plugin,
                                                            m=kube.mig, **common)
+    if fleet.model_checks:
+        out[f"{fleet.name}/acceptance/models.json"] = render("k8s/acceptance-models.json.j2", fleet=fleet.name,
+                                                             checks=fleet.model_checks)
+        out.update({f"{fleet.name}/acceptance/{name}": _program(name) for name in ACCEPTANCE_PROGRAMS})
     if kube.adapter_rules:
         out[f"{fleet.name}/prometheus-adapter-values.yaml"] = render("k8s/prometheus-adapter-values.yaml.j2", **common)
     return out

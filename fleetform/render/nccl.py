@@ -10,5 +10,7 @@ from .jinja import render
 def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if not fleet.training:
         return {}
+    ray = fleet.ray.cluster_name if fleet.ray is not None else None  # its workers get the variables from the RayCluster
     return {f"{fleet.name}/nccl.env": render("nccl/nccl.env.j2", fleet=fleet.name, blueprint=bp.name,
-                                             version=bp.version, note=fabric_note(fleet), env=fleet.nccl_env)}
+                                             version=bp.version, note=fabric_note(fleet), env=fleet.nccl_env,
+                                             ray=ray)}

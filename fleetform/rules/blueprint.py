@@ -58,18 +58,22 @@ def _models_per_namespace(bp: Blueprint, report: Reporter) -> None:
             first.setdefault(key, fleet.name)
 
 
-@rule("unique-names", "error", "fleets, storage, models, partitions and switches have unique names; "
+@rule("unique-names", "error", "fleets, storage, pools, models, partitions, switches, teams and a fleet's users have unique names; "
       "a fleet's earlier names (renamed_from) are no other fleet's; one model name per Kubernetes namespace")
 def unique_names(bp: Blueprint, report: Reporter) -> None:
     _duplicates(report, bp.storage, "storage", "")
     _duplicates(report, bp.fleets, "fleet", "")
+    _duplicates(report, bp.pools, "pool", "")
     _earlier_names(bp, report)
     _models_per_namespace(bp, report)
     for fleet in bp.fleets:
         _duplicates(report, fleet.models, "model", f" in fleet '{fleet.name}'")
+        if fleet.login is not None:  # users (fleetform/login.py): one account per name on every machine
+            _duplicates(report, fleet.login.users, "user", f" in fleet '{fleet.name}'")
         scheduler = fleet.scheduler
         if scheduler is not None and scheduler.type == "slurm":
             _duplicates(report, scheduler.partitions, "partition", f" in fleet '{fleet.name}'")
+            _duplicates(report, fleet.teams, "team", f" in fleet '{fleet.name}'")  # one Slurm account each
             if scheduler.topology is not None:
                 _duplicates(report, scheduler.topology.switches, "switch", f" in fleet '{fleet.name}'")
 

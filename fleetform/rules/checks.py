@@ -4,6 +4,12 @@ from . import blueprint, fleets, inference, kubernetes, nccl, slurm, storage, tr
 from . import images, regions  # noqa: F401
 from . import health  # noqa: F401  (after slurm: the Slurm training fleets' health checks)
 from . import kueue  # noqa: F401  (training fleets scheduled by Kubernetes)
+from . import ray  # noqa: F401  (training fleets scheduled by Ray through KubeRay)
+from . import login  # noqa: F401  (login nodes, users, home of the Slurm training fleets)
+from . import acceptance  # noqa: F401  (after health: the acceptance job's DCGM level follows the health suite)
+from . import accounting  # noqa: F401  (after slurm: Slurm accounting and teams)
 from . import models  # noqa: F401  (the model catalog's rules: after inference's memory rules)
+from . import gateway  # noqa: F401  (scaling beyond the queue and the cold-start budget: after inference)
 from . import cluster  # noqa: F401  (the cluster stage: after every fleet is checked on its own)
 from . import eks  # noqa: F401  (the cluster's Kubernetes version against EKS's calendar)
+from . import pool  # noqa: F401  (pools shared by time: after every fleet is checked on its own)

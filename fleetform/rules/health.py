@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..health import DEFAULT_INTERVAL_S, SLURMD_KILL_S, TIMEOUT_S
+from ..health import DEFAULT_INTERVAL_S, SCONTROL_CALLS, SLURMD_KILL_S, TIMEOUT_S
 from ..model import Blueprint
 from . import Reporter, rule
 
@@ -86,9 +86,31 @@ def _parts(h) -> str:
     parts = []
     for check in h.checks:
         if check == "mounts":
-            parts.append(f"{len(h.mounts)} mounts x {TIMEOUT_S['mount']} s")
+            parts.append(f"{len(h.mounts)} mounts x {TIMEOUT_S['mount'] + TIMEOUT_S['probe']} s")
         elif check == "nvlink" and h.nvswitch:
             parts.append(f"nvlink {TIMEOUT_S['nvlink']} s + fabric manager {TIMEOUT_S['fabric']} s")
         else:
             parts.append(f"{check} {TIMEOUT_S[check]} s")
+    calls = SCONTROL_CALLS[h.on_failure]
+    parts.append(f"{calls} scontrol calls x {TIMEOUT_S['scontrol']} s")
     return ", ".join(parts)
+
+
+@rule("health-kube-agent", "warning", "an inference fleet's GPU nodes have an agent that takes a bad node out of service")
+def health_kube_agent(bp: Blueprint, report: Reporter) -> None:
+    """On AWS every inference cluster gets the EKS node monitoring agent and node auto repair on its
+    GPU node groups (fleetform/health.py, docs/health.md). Elsewhere fleetform renders the fleet's
+    manifests only: NVIDIA's device plugin withholds a GPU after a critical Xid (k8s-device-plugin
+    internal/rm/health.go) but nothing takes the node out, so a GPU that fell off the bus or lost
+    NVLink keeps receiving the fleet's other pods."""
+    if bp.cloud == "aws":
+        return
+    for fleet in bp.fleets:
+        if fleet.kube is None:
+            continue
+        report(fleet.path + ("scheduler",),
+               f"fleet {fleet.name} runs on Kubernetes off AWS, where fleetform installs no GPU node health agent: "
+               "a node with a fatal Xid or a lost GPU stays schedulable (only the device plugin withholds the "
+               "failed GPU); on EKS the node monitoring agent and node auto repair do this",
+               "run a node health agent on the cluster (Node Problem Detector with a GPU plugin and a controller "
+               "that cordons and drains, or NVIDIA's DCGM health checks with one), and say so in a waiver")

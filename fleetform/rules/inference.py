@@ -556,7 +556,7 @@ def k8s_version(bp: Blueprint, report: Reporter) -> None:
     low, high = ".".join(map(str, K8S_MIN)), ".".join(map(str, K8S_MAX))
     for fleet in bp.fleets:
         scheduler = fleet.scheduler
-        if scheduler is None or scheduler.type != "kubernetes":
+        if scheduler is None or scheduler.type not in ("kubernetes", "ray"):
             continue
         if not K8S_MIN <= scheduler.minor <= K8S_MAX:
             report(scheduler.path + ("version",), f"Kubernetes {scheduler.version} is outside {low} to {high}",
@@ -603,15 +603,16 @@ def secret_flags(bp: Blueprint, report: Reporter) -> None:
                            f"remove it and the value after it; set {SECRET_FLAGS[flag]}: <Secret name> instead")
 
 
-@rule("scale-to-zero", "error", "inference replicas.min and nodes.min are at least 1 (scale to zero is not supported)")
+@rule("scale-to-zero", "error", "inference nodes.min is at least 1, and replicas.min too unless a gateway with KEDA can wake the model")
 def scale_to_zero(bp: Blueprint, report: Reporter) -> None:
     """Nothing would scale back up from zero: the API server refuses an HPA with minReplicas 0 (the
     HPAScaleToZero feature gate is alpha and off, and EKS does not turn it on; Kubernetes API,
     HorizontalPodAutoscalerSpec.minReplicas: "It defaults to 1 pod. minReplicas is allowed to be 0 if the
     alpha feature gate HPAScaleToZero is enabled"); KEDA's only trigger reads a metric of the pods that no
     longer exist; and a node group at zero never matches a pod that selects the nvidia.com/gpu.product
-    label GPU Feature Discovery adds at run time. Scale to zero end to end is tracked separately."""
-    hint = "use 1 or more; scaling to zero is tracked as a separate issue"
+    label GPU Feature Discovery adds at run time. A model behind the fleet's gateway with KEDA may have
+    replicas.min 0: the endpoint picker counts its requests while no replica runs (k8s.wake_triggers)."""
+    hint = "use 1 or more; nodes scaling to zero is tracked as a separate issue"
     for fleet in _inference(bp):
         if fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
             continue
@@ -619,6 +620,10 @@ def scale_to_zero(bp: Blueprint, report: Reporter) -> None:
             report(fleet.nodes.path + ("min",), f"fleet '{fleet.name}' may scale to 0 nodes: the node group never "
                    "scales up again for pods that select the GPU label GPU Feature Discovery sets at run time", hint)
         for model in fleet.models:
-            if model.replicas.min == 0:
+            # behind a gateway with KEDA, the endpoint picker counts a request for a model with no replica,
+            # and the wake trigger (k8s.wake_triggers) activates on it; cold-start-budget checks the wait
+            woken = fleet.gateway is not None and fleet.scheduler.autoscaler == "keda"
+            if model.replicas.min == 0 and not woken:
                 report(model.replicas.path + ("min",), f"model '{model.name}' may scale to 0 replicas: the API server "
-                       "refuses an HPA with minReplicas 0, and KEDA's queue metric comes from the pods themselves", hint)
+                       "refuses an HPA with minReplicas 0, and KEDA's queue metric comes from the pods themselves",
+                       "use 1 or more, or put the fleet behind a gateway (gateway:) with scheduler.autoscaler: keda")

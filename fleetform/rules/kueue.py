@@ -110,6 +110,8 @@ def kueue_namespace(bp: Blueprint, report: Reporter) -> None:
              "and the release's pods with it" for name, chart in addons_data()["charts"].items()}
     taken.update({ns: "Kubernetes' own" for ns in RESERVED_NAMESPACES})
     taken.update(serving)
+    taken.update({f.scheduler.namespace: f"Ray fleet '{f.name}''s, whose NetworkPolicy admits only its own pods"
+                  for f in bp.fleets if f.scheduler is not None and f.scheduler.type == "ray"})
     for fleet in _k8s_training(bp):
         scheduler = fleet.scheduler
         for i, namespace in enumerate(scheduler.queue_namespaces or (scheduler.namespace,)):

@@ -1,8 +1,8 @@
 """The AWS calls the programs on a training fleet's instances make, in one place.
 
 The user data (templates/cloud-init/), the bootstrap, and Slurm's resume and suspend programs and the
-keeper (templates/slurm/) run on the controller (role `controller`) or on the compute nodes (role
-`compute`) with the rights of that instance's role. The IAM policies the Pulumi program writes must
+keeper (templates/slurm/) run on the controller (role `controller`), on the compute nodes (role
+`compute`) or on the login nodes (role `login`) with the rights of that instance's role. The IAM policies the Pulumi program writes must
 allow every call listed here, and nothing may depend on a condition the call cannot meet: the plan
 check `iam-caller-actions` (fleetform/policies.py) compares the recorded policy documents with this
 list, and tests compare this list with the `aws` commands the rendered programs contain.
@@ -91,7 +91,18 @@ COMPUTE: tuple[Call, ...] = (
     Call("jobs", "s3:ListBucket", when="own-buckets"),
 )
 
-CALLS = {"controller": CONTROLLER, "compute": COMPUTE}
+LOGIN: tuple[Call, ...] = (
+    # a login node (providers/aws/login.py) downloads the artifact and reads the munge key; its
+    # users' jobs run on the compute nodes, with the compute role
+    Call("user-data", "s3:GetObject"),
+    Call("bootstrap", "secretsmanager:GetSecretValue"),
+    Call("bootstrap", "kms:Decrypt"),
+    # day 2: its update timer installs a new version (users added, slurm.conf), as a compute node's
+    Call("update", "s3:GetObject"),
+    Call("update", "s3:GetObjectVersion"),
+)
+
+CALLS = {"controller": CONTROLLER, "compute": COMPUTE, "login": LOGIN}
 
 CLI_ACTIONS = {("s3", "cp"): "s3:GetObject", ("s3api", "get-object"): "s3:GetObject",
                ("s3api", "head-object"): "s3:GetObject", ("s3api", "list-object-versions"): "s3:ListBucketVersions",

@@ -26,7 +26,7 @@ class Iam(pulumi.ComponentResource):
         self.artifact_bucket_arn = rendered.bucket.arn
         self.artifact_key = rendered.key
         self.eks_cluster_role = self.eks_node_role = None
-        if any(f.kube is not None for f in bp.fleets):
+        if bp.cluster is not None:  # the inference fleets and Ray training fleets of the one EKS cluster
             eks_trust = _policy({"Version": "2012-10-17", "Statement": [
                 {"Effect": "Allow", "Principal": {"Service": "eks.amazonaws.com"},
                  "Action": ["sts:AssumeRole", "sts:TagSession"]}]})

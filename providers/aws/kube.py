@@ -31,6 +31,7 @@ import pulumi_kubernetes as k8s
 import yaml
 
 from fleetform.cluster import CAPACITY_TYPES, ROOT_GIB, Cluster, NodeGroup, Release, addons_data, deep_merge
+from fleetform.health import KUBE_REPAIR_OVERRIDES
 from fleetform.k8s import GPU_OPERATOR_NAMESPACE
 from fleetform.model import Blueprint
 from fleetform.cidrs import api_open_message, covers_internet
@@ -148,7 +149,18 @@ def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str
         labels=dict(group.labels),
         taints=[{"key": k, "value": v, "effect": TAINT_EFFECTS[e]} for k, v, e in group.taints],
         launch_template={"id": template.id, "version": template.latest_version.apply(str)}, tags=tags,
+        **({"node_repair_config": node_repair_config()} if group.repair else {}),
         opts=_opts(parent, depends_on=depends_on, ignore_changes=[DESIRED_SIZE_OWNED_BY_AUTOSCALER]))
+
+
+def node_repair_config() -> dict:
+    """EKS node auto repair on a GPU node group (pulumi-aws eks.NodeGroup node_repair_config): the
+    node monitoring agent's conditions, AcceleratedHardwareReady first, reboot or replace a node 10
+    minutes after they turn false (EKS User Guide, "Automatically repair nodes in EKS clusters"), with
+    fleetform.health.KUBE_REPAIR_OVERRIDES (EKS API NodeRepairConfigOverrides: all four values)."""
+    return {"enabled": True, "node_repair_config_overrides": [
+        {"node_monitoring_condition": condition, "node_unhealthy_reason": reason, "repair_action": action,
+         "min_repair_wait_time_mins": minutes} for condition, reason, action, minutes in KUBE_REPAIR_OVERRIDES]}
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -212,7 +224,9 @@ class EksCluster(pulumi.ComponentResource):
         self.register_outputs({"cluster": self.cluster.name})
 
     def _addon(self, addon: str, depends_on: list) -> aws.eks.Addon:
-        extra = {"configuration_values": json.dumps(VPC_CNI_CONFIGURATION, sort_keys=True)} if addon == "vpc-cni" else {}
+        configuration = VPC_CNI_CONFIGURATION if addon == "vpc-cni" else \
+            (addons_data()["optional_addons"].get(addon) or {}).get("configuration")
+        extra = {"configuration_values": json.dumps(configuration, sort_keys=True)} if configuration else {}
         return aws.eks.Addon(f"{self.name}-{addon}", cluster_name=self.cluster.name, addon_name=addon,
                              resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
                              tags=self.tags, opts=_opts(self, depends_on=depends_on), **extra)

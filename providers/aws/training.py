@@ -20,7 +20,9 @@ from pulumi_command import local
 from fleetform.catalog import InstanceType
 from fleetform.model import Blueprint, Fleet
 
+from .accounting import AccountingDatabase
 from .common import ROOT_GIB, _opts, _policy, _user_data, cluster_id
+from . import login
 from .iam import Iam
 from .network import Network, Security
 from .storage import RenderedFiles, Storage
@@ -164,7 +166,7 @@ def dns_statements(zone_id: str, zone: str) -> list[dict]:
 
 def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn: str,
                       secret_arn: str, key_arn: str, artifact_arn: str, region: str, zone_id: str = "",
-                      zone: str = "") -> str:
+                      zone: str = "", db_secret_arn: str = "") -> str:
     """What the controller's programs may do (providers/aws/calls.py lists their calls): launch from
     this fleet's launch template only, instances that the call itself tags as compute nodes of this
     cluster and fleet; tag them at launch; terminate only those (never the controller, never another
@@ -209,6 +211,15 @@ def controller_policy(cluster: str, fleet: str, template_arn: str, node_role_arn
     ]
     if zone_id and zone:
         statements += dns_statements(zone_id, zone)
+    if db_secret_arn:
+        # slurmdbd's database password: the RDS-managed secret of this fleet's database, read at boot
+        # (bin/bootstrap). RDS encrypts it with the AWS managed key aws/secretsmanager when no
+        # MasterUserSecretKmsKeyId is given (RDS API CreateDBInstance), and GetSecretValue needs
+        # kms:Decrypt only "if the secret is encrypted using a customer-managed key instead of the
+        # Amazon Web Services managed key aws/secretsmanager" (Secrets Manager API Reference,
+        # GetSecretValue, required permissions): no kms statement.
+        statements.append({"Sid": "AccountingDatabaseSecret", "Effect": "Allow",
+                           "Action": "secretsmanager:GetSecretValue", "Resource": db_secret_arn})
     return _policy({"Version": "2012-10-17", "Statement": statements})
 
 
@@ -262,16 +273,30 @@ class TrainingFleet(pulumi.ComponentResource):
         role = aws.iam.Role(f"{name}-controller", assume_role_policy=iam.ec2_trust, tags=controller_tags,
                             opts=_opts(self))
         node_role, node_profile = iam.compute_role(name, self, tags)
+        # login nodes (providers/aws/login.py): a role of their own, a reader of the munge key
+        logins = fleet.login is not None and fleet.login.nodes > 0
+        login_tags = {**tags, "fleetform:role": "login"}
+        login_role, login_profile = login.login_role(name, self, iam, login_tags) if logins else (None, None)
+        readers = [role.arn, node_role.arn] + ([login_role.arn] if logins else [])
         aws.secretsmanager.SecretPolicy(
             f"{name}-munge", secret_arn=secret.arn, block_public_policy=True,
-            policy=pulumi.Output.all(secret.arn, role.arn, node_role.arn).apply(
-                lambda a: secret_policy(a[0], [a[1], a[2]])), opts=_opts(self))
+            policy=pulumi.Output.all(secret.arn, *readers).apply(
+                lambda a: secret_policy(a[0], list(a[1:]))), opts=_opts(self))
         aws.iam.RolePolicy(f"{name}-node-munge", role=node_role.id, policy=pulumi.Output.all(
             secret.arn, key.arn).apply(lambda a: munge_reader_policy(a[0], a[1], bp.region)), opts=_opts(self))
+        if logins:
+            aws.iam.RolePolicy(f"{name}-login-munge", role=login_role.id, policy=pulumi.Output.all(
+                secret.arn, key.arn).apply(lambda a: munge_reader_policy(a[0], a[1], bp.region)), opts=_opts(self))
 
+        # slurmdbd's database (docs/accounting.md): only the controller's interface is in its clients' group
+        database = None
+        if fleet.accounting is not None:
+            database = AccountingDatabase(name, bp, fleet, cluster, net.vpc_id, net.subnet_ids, tags,
+                                          opts=_opts(self))
         # the controller's address and state outlive the instance
         eni = aws.ec2.NetworkInterface(f"{name}-controller", subnet_id=net.subnet_id,
-                                       security_groups=[security.group_id],
+                                       security_groups=[security.group_id] + (
+                                           [database.clients_group_id] if database is not None else []),
                                        description=f"Slurm controller {controller_name} ({cluster})",
                                        tags={**controller_tags, "Name": controller_name}, opts=_opts(self))
         state = aws.ebs.Volume(f"{name}-controller-state", availability_zone=net.zone, size=STATE_GIB, type="gp3",
@@ -332,8 +357,9 @@ class TrainingFleet(pulumi.ComponentResource):
                                      opts=_opts(self))
         image = fleet.scheduler.controller_image or fleet.image
         rights = aws.iam.RolePolicy(f"{name}-controller", role=role.id, policy=pulumi.Output.all(
-            template.arn, node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id).apply(
-                lambda a: controller_policy(cluster, fleet.name, *a[:5], bp.region, a[5], zone_name)),
+            template.arn, node_role.arn, secret.arn, key.arn, iam.artifact_arn, zone.zone_id,
+            database.secret_arn if database is not None else "").apply(
+                lambda a: controller_policy(cluster, fleet.name, *a[:5], bp.region, a[5], zone_name, a[6])),
             opts=_opts(self))
         profile = aws.iam.InstanceProfile(f"{name}-controller", role=role.name, tags=controller_tags,
                                           opts=_opts(self))
@@ -351,6 +377,9 @@ class TrainingFleet(pulumi.ComponentResource):
             user_data_base64=user_data(bp, fleet, "Slurm controller", {
                 "FLEETFORM_ROLE": "controller", **env, "FLEETFORM_LAUNCH_TEMPLATE": template.id,
                 "FLEETFORM_STATE_VOLUME": state.id,
+                # slurmdbd's database: where it is and the secret with its user and password (bin/bootstrap)
+                **({"FLEETFORM_DB_HOST": database.address, "FLEETFORM_DB_PORT": database.port,
+                    "FLEETFORM_DB_SECRET": database.secret_arn} if database is not None else {}),
                 # the keeper powers static nodes up only once the Capacity Block is active
                 **({"FLEETFORM_CAPACITY_BLOCK": fleet.reservation_id}
                    if fleet.capacity_type == "capacity-block" else {})}),
@@ -367,5 +396,9 @@ class TrainingFleet(pulumi.ComponentResource):
         # stop_instance_before_detaching)
         aws.ec2.VolumeAttachment(f"{name}-controller-state", device_name=STATE_DEVICE, volume_id=state.id,
                                  instance_id=controller.id, stop_instance_before_detaching=True, opts=_opts(self))
+        if logins:  # the controller's image and bootstrap; started once the controller is
+            login.LoginNodes(f"{name}-login", bp, fleet, net.subnet_id, net.vpc_id, security.group_id,
+                             login_profile, ami, user_data(bp, fleet, "login nodes", {"FLEETFORM_ROLE": "login", **env}),
+                             login_tags, [files.object, controller], opts=_opts(self))
         self.launch_template = template
         self.register_outputs({"launch_template": template.id, "controller_address": eni.private_ip})

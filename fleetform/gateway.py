@@ -1,0 +1,129 @@
+"""Derived configuration of how an inference model starts from nothing: the cold-start estimate the
+cold-start-budget rule holds to the blueprint's autoscale.cold_start_latency_s. The gateway of issue 23
+(Gateway API Inference Extension) builds on it: a model may scale to zero only where a request that
+finds no replica can still wake one."""
+
+from __future__ import annotations
+
+from .k8s import LOAD_GB_PER_S, READY_OVERHEAD_S
+from .records import frozen
+
+
+@frozen
+class ColdStart:
+    """The estimated seconds from a scale-up from zero to a ready replica, in parts."""
+
+    source: str  # hub | s3 | volume
+    weights_gb: float  # the checkpoint a replica reads
+    read_s: float  # weights_gb over the source's rate
+    engine_s: float  # load onto the GPUs, CUDA graph capture and torch.compile
+    rate: float  # GB/s of the source
+
+    @property
+    def total_s(self) -> float:
+        return self.read_s + self.engine_s
+
+    @property
+    def detail(self) -> str:
+        return (f"{self.weights_gb:g} GB from {self.source} at {self.rate:g} GB/s = {self.read_s:.0f} s, "
+                f"plus {self.engine_s:.0f} s to load, compile and capture CUDA graphs")
+
+
+def cold_start(model) -> ColdStart:
+    """The time a replica takes to become ready when none runs: the same figures (k8s.LOAD_GB_PER_S,
+    k8s.READY_OVERHEAD_S) that size the default scale-up period, so the two never disagree."""
+    source = model.weights.source if model.weights is not None else "hub"
+    weights = model.checkpoint_gb
+    return ColdStart(source, round(weights, 3), weights / LOAD_GB_PER_S[source], float(READY_OVERHEAD_S),
+                     LOAD_GB_PER_S[source])
+
+
+# ---- the gateway: Gateway API v1.4.0 and its Inference Extension v1.1.0 ----
+
+GATEWAY_CLASS = "kgateway"
+"""The gateway implementation: kgateway v2.1.0 (KGATEWAY_VERSION below), the version the Inference
+Extension v1.1.0 getting-started guide installs with `--set inferenceExtension.enabled=true`
+(kubernetes-sigs/gateway-api-inference-extension f5bce5a2, site-src/guides/index.md), and a conformant
+implementation of the extension (its conformance/reports/v1.0.0/gateway/kgateway). It runs its Envoy proxy
+in the Gateway's namespace behind a LoadBalancer Service, which EKS serves like any other; GKE's is GKE only,
+and the same guide installs Istio from a 1.28 development build for InferencePool v1."""
+KGATEWAY_VERSION = "v2.1.0"
+EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.1.0"
+"""The endpoint picker of the pinned extension (config/charts/inferencepool/values.yaml at v1.1.0)."""
+EPP_GRPC_PORT = 9002  # ext-proc (values.yaml inferenceExtension.extProcPort)
+EPP_HEALTH_PORT = 9003  # the gRPC health service the chart probes (service inference-extension)
+EPP_METRICS_PORT = 9090
+EPP_CONFIG_FILE = "default-plugins.yaml"
+EPP_SCORERS = ("queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scorer")
+"""The scorers of the chart's default plugins file (templates/epp-config.yaml at v1.1.0): the shortest
+queue, the lowest KV-cache use, and the longest prefix already cached on a replica (vLLM 0.11 caches
+prefixes by default, vllm/engine/arg_utils.py), all in the `default` scheduling profile."""
+EPP_GRACE_S = 130  # the chart's terminationGracePeriodSeconds
+EPP_RUN_AS = 65532  # the `nonroot` user of distroless images, which the EPP image is built on
+MODEL_HEADER = "X-Gateway-Model-Name"
+"""The header a route matches to pick a model's pool (config/manifests/bbr-example/httproute_bbr.yaml at
+v1.1.0); the extension's body-based router copies the body's `model` into it."""
+LISTENER_PORT = 80
+EPP_CPU = "2"
+EPP_MEMORY = "2Gi"
+"""The EPP's request and limit: the chart sets none; a fixed share keeps it Guaranteed beside GPU pods. It
+holds per-replica metrics and the prefix-cache index of one pool (a choice, not a measured figure)."""
+
+
+@frozen
+class Picker:
+    """One model's InferencePool and its endpoint picker (EPP): Deployment, Service, ServiceAccount, the
+    Role it reads pools and pods with and the ConfigMap of its plugins, as the inferencepool chart makes them."""
+
+    name: str  # the EPP's Deployment, Service, ServiceAccount, Role and ConfigMap
+    pool: str  # the InferencePool: the model's name
+    model: str  # the served model name (the `model` of a request)
+    selector: tuple[tuple[str, str], ...]  # the model server pods
+    target_port: int
+    labels: tuple[tuple[str, str], ...]  # on the EPP's objects and pods (not the fleet label the servers' policy selects)
+    pod_selector: tuple[tuple[str, str], ...]
+
+
+@frozen
+class InferenceGateway:
+    namespace: str
+    name: str  # the Gateway
+    gateway_class: str
+    listener_port: int
+    request_timeout_s: int
+    labels: tuple[tuple[str, str], ...]
+    pickers: tuple[Picker, ...]
+    epp_image: str = EPP_IMAGE
+    grpc_port: int = EPP_GRPC_PORT
+    health_port: int = EPP_HEALTH_PORT
+    metrics_port: int = EPP_METRICS_PORT
+    config_file: str = EPP_CONFIG_FILE
+    scorers: tuple[str, ...] = EPP_SCORERS
+    grace_s: int = EPP_GRACE_S
+    run_as: int = EPP_RUN_AS  # gcr.io/distroless/static:nonroot, the image's base (Dockerfile BASE_IMAGE at v1.1.0)
+    cpu: str = EPP_CPU
+    memory: str = EPP_MEMORY
+    model_header: str = MODEL_HEADER
+
+    @property
+    def request_timeout(self) -> str:
+        """The HTTPRoute's timeouts.request, a Gateway API Duration."""
+        return f"{self.request_timeout_s}s"
+
+
+def build(fleet, kube) -> InferenceGateway | None:
+    """The gateway objects of an inference fleet with a `gateway:` block and Kubernetes objects."""
+    spec = fleet.gateway
+    if spec is None or kube is None:
+        return None
+    common = tuple((k, v) for k, v in kube.servers[0].labels if k in (
+        "app.kubernetes.io/part-of", "app.kubernetes.io/managed-by")) if kube.servers else ()
+    pickers = []
+    for server in kube.servers:
+        name = f"{server.name}-epp"
+        selector = (("app.kubernetes.io/name", name), ("app.kubernetes.io/instance", f"{fleet.cloud_name}-{name}"))
+        pickers.append(Picker(name, server.name, server.name, server.selector, server.port,
+                              selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector))
+    return InferenceGateway(kube.namespace, f"{fleet.cloud_name}-gateway", GATEWAY_CLASS, LISTENER_PORT,
+                            spec.request_timeout_s,
+                            (("app.kubernetes.io/component", "gateway"),) + common, tuple(pickers))

@@ -1,0 +1,547 @@
+"""Pools: one budget of nodes (a Capacity Block, an On-Demand Capacity Reservation or a plain node count of one
+instance type) that several fleets share by time.
+
+A pool's schedule gives each of its fleets a floor and windows (days of the week, whole local hours, in the
+pool's IANA time zone) in which the fleet holds more nodes; one fleet may take the `remainder`, what the others
+do not hold. Everything here is a pure function of the model: windows are resolved into concrete UTC intervals
+for one given week with the standard library's zoneinfo (so a week with a daylight-saving change has 167 or 169
+hours, as a reservation paid by the hour does), and the ledger is the hour-by-hour count of each fleet's nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .records import frozen
+
+Path = tuple
+
+DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+DAY_SETS = {"weekdays": (0, 1, 2, 3, 4), "weekends": (5, 6), "daily": (0, 1, 2, 3, 4, 5, 6)}
+"""Names for sets of days, as Slurm's reservation flags name them (WEEKDAY, WEEKEND, DAILY)."""
+
+DEFAULT_WEEK = date(2026, 1, 5)
+"""The week the plan's ledger shows when a pool names none: a Monday with no daylight-saving change in either
+hemisphere's usual rules (Europe, North America and Australia change in March/April and October/November)."""
+
+HOUR = timedelta(hours=1)
+UTC = timezone.utc
+
+
+@frozen
+class Window:
+    """Hours of given days in which a fleet holds `nodes` nodes. `end` <= `start` runs past midnight into the
+    next day (20:00-08:00); `end` 24 is midnight at the end of the day."""
+
+    days: tuple[int, ...]  # 0 = Monday
+    start: int  # local hour 0-23
+    end: int  # local hour 1-24
+    nodes: int
+    path: Path
+
+    @property
+    def hours(self) -> int:
+        """Local hours a window lasts on a day without a clock change."""
+        return (self.end - self.start) % 24 or 24
+
+
+@frozen
+class Share:
+    """One fleet's part of a pool."""
+
+    fleet: str
+    floor: int  # nodes held outside every window
+    windows: tuple[Window, ...]
+    remainder: bool  # holds the pool's nodes that no other fleet holds (at least its floor)
+    on_window: Literal["finish", "requeue"]  # training: jobs on lent nodes end by their time limit, or are requeued
+    path: Path
+
+
+@frozen
+class Pool:
+    name: str
+    instance_type: str | None
+    nodes: int
+    capacity_type: Literal["capacity-block", "reservation", "on-demand"]
+    reservation_id: str | None
+    time_zone: str
+    week: date  # the Monday whose week the plan's ledger shows
+    shares: tuple[Share, ...]
+    path: Path
+
+    def share(self, fleet: str) -> Share | None:
+        return next((s for s in self.shares if s.fleet == fleet), None)
+
+
+def zone(name: str) -> ZoneInfo | None:
+    """The IANA time zone of that name, or None when the time zone database has none."""
+    if not name or name != name.strip() or name.startswith(("/", ".")) or ".." in name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
+def week_bounds(week: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
+    """The UTC instants of local midnight at the start of `week`'s Monday and of the next Monday."""
+    monday = week - timedelta(days=week.weekday())
+    start = datetime(monday.year, monday.month, monday.day, tzinfo=tz).astimezone(UTC)
+    nxt = monday + timedelta(days=7)
+    return start, datetime(nxt.year, nxt.month, nxt.day, tzinfo=tz).astimezone(UTC)
+
+
+def _local(day: date, hour: int, tz: ZoneInfo) -> datetime:
+    """Local `hour` o'clock of `day` as a UTC instant. A local time skipped by a spring-forward change (02:00 in
+    Berlin on the last Sunday of March) counts with the offset before the change (PEP 495, fold=0): 02:00 CET is
+    03:00 CEST, the moment the clock jumps to."""
+    moment = datetime(day.year, day.month, day.day, tzinfo=tz) if hour < 24 else \
+        datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=tz)
+    if hour < 24:
+        moment = moment.replace(hour=hour)
+    return moment.astimezone(UTC)
+
+
+def intervals(window: Window, week: date, tz: ZoneInfo) -> list[tuple[datetime, datetime]]:
+    """The window's concrete UTC intervals that overlap the week (clipped to it), in order."""
+    start, end = week_bounds(week, tz)
+    monday = week - timedelta(days=week.weekday())
+    out = []
+    for offset in range(-1, 7):  # the Sunday before: a window past midnight reaches into Monday
+        day = monday + timedelta(days=offset)
+        if day.weekday() not in window.days:
+            continue
+        begin = _local(day, window.start, tz)
+        finish = _local(day if window.end > window.start else day + timedelta(days=1), window.end, tz)
+        begin, finish = max(begin, start), min(finish, end)
+        if begin < finish:
+            out.append((begin, finish))
+    return out
+
+
+def edges(pool: Pool, week: date, tz: ZoneInfo) -> list[datetime]:
+    """Every instant in the week at which some fleet's share may change, with the week's start, in order."""
+    start, _ = week_bounds(week, tz)
+    points = {start}
+    for share in pool.shares:
+        for window in share.windows:
+            for begin, finish in intervals(window, week, tz):
+                points.update((begin, finish))
+    return sorted(p for p in points if p < week_bounds(week, tz)[1])
+
+
+def shares_at(pool: Pool, moment: datetime, spans: dict) -> dict[str, int]:
+    """Each fleet's nodes at a UTC instant; `spans` maps (fleet, window index) to the window's intervals."""
+    held = {}
+    for share in pool.shares:
+        if share.remainder:
+            continue
+        nodes = share.floor
+        for index, window in enumerate(share.windows):
+            if any(b <= moment < f for b, f in spans[share.fleet, index]):
+                nodes = max(nodes, window.nodes)
+        held[share.fleet] = nodes
+    for share in pool.shares:
+        if share.remainder:
+            held[share.fleet] = max(share.floor, pool.nodes - sum(held.values()))
+    return {s.fleet: held[s.fleet] for s in pool.shares}
+
+
+@dataclass(frozen=True)
+class Hour:
+    start: datetime  # UTC
+    local: datetime  # in the pool's time zone
+    nodes: dict  # fleet -> nodes held (the most it holds at any moment of the hour)
+
+    @property
+    def used(self) -> int:
+        return sum(self.nodes.values())
+
+
+@dataclass(frozen=True)
+class Ledger:
+    pool: str
+    time_zone: str
+    week: date
+    gpus_per_node: int
+    pool_nodes: int
+    hours: tuple[Hour, ...]
+
+    def gpu_hours(self, fleet: str) -> int:
+        return sum(h.nodes[fleet] for h in self.hours) * self.gpus_per_node
+
+    @property
+    def idle_gpu_hours(self) -> int:
+        return sum(max(0, self.pool_nodes - h.used) for h in self.hours) * self.gpus_per_node
+
+    def peak(self, fleet: str) -> int:
+        return max((h.nodes[fleet] for h in self.hours), default=0)
+
+    @property
+    def fleets(self) -> tuple[str, ...]:
+        return tuple(self.hours[0].nodes) if self.hours else ()
+
+    def runs(self) -> list[tuple[Hour, int, dict]]:
+        """Consecutive hours with the same shares: (first hour, how many hours, nodes per fleet)."""
+        out: list[tuple[Hour, int, dict]] = []
+        for hour in self.hours:
+            if out and out[-1][2] == hour.nodes:
+                first, count, nodes = out[-1]
+                out[-1] = (first, count + 1, nodes)
+            else:
+                out.append((hour, 1, hour.nodes))
+        return out
+
+
+def _spans(pool: Pool, week: date, tz: ZoneInfo) -> dict:
+    return {(s.fleet, i): intervals(w, week, tz) for s in pool.shares for i, w in enumerate(s.windows)}
+
+
+def ledger(pool: Pool, gpus_per_node: int, week: date | None = None, time_zone: str | None = None) -> Ledger:
+    """The hour-by-hour ledger of one week (local Monday 00:00 to the next): 168 hours, 167 or 169 in a week
+    whose clocks change. A pure function of its arguments; the time zone must exist (rule pool-time-zone)."""
+    week = week or pool.week
+    name = time_zone or pool.time_zone
+    tz = zone(name)
+    if tz is None:
+        raise ValueError(f"unknown time zone {name!r}")
+    start, end = week_bounds(week, tz)
+    spans = _spans(pool, week, tz)
+    points = edges(pool, week, tz)
+    hours = []
+    moment = start
+    while moment < end:
+        nxt = moment + HOUR
+        inside = [moment] + [p for p in points if moment < p < nxt]
+        counts = [shares_at(pool, p, spans) for p in inside]
+        most = {s.fleet: max(c[s.fleet] for c in counts) for s in pool.shares}
+        hours.append(Hour(moment, moment.astimezone(tz), most))
+        moment = nxt
+    return Ledger(pool.name, name, week - timedelta(days=week.weekday()), gpus_per_node, pool.nodes, tuple(hours))
+
+
+def overcommit(pool: Pool, week: date, tz: ZoneInfo) -> tuple[datetime, dict] | None:
+    """The first instant of the week at which the fleets hold more nodes than the pool has, with the shares."""
+    spans = _spans(pool, week, tz)
+    for moment in edges(pool, week, tz):
+        held = shares_at(pool, moment, spans)
+        if sum(held.values()) > pool.nodes:
+            return moment, held
+    return None
+
+
+def clock_change_weeks(year: int, tz: ZoneInfo) -> list[date]:
+    """The Mondays of the weeks of `year` in which the zone's UTC offset changes."""
+    out = []
+    day = date(year, 1, 1)
+    day -= timedelta(days=day.weekday())
+    while day.year <= year:
+        start, end = week_bounds(day, tz)
+        if (end - start) != timedelta(days=7):
+            out.append(day)
+        day += timedelta(days=7)
+    return out
+
+
+def segments(pool: Pool, fleet: str, week: date, tz: ZoneInfo) -> list[tuple[datetime, datetime]]:
+    """The stretches of the week (UTC) in which `fleet` holds more than its floor, merged where they touch;
+    a stretch running over the week's end is joined with the one at its start (the schedule repeats)."""
+    start, end = week_bounds(week, tz)
+    spans = _spans(pool, week, tz)
+    share = pool.share(fleet)
+    points = edges(pool, week, tz)
+    above = []
+    for index, moment in enumerate(points):
+        nxt = points[index + 1] if index + 1 < len(points) else end
+        if shares_at(pool, moment, spans)[fleet] > share.floor:
+            if above and above[-1][1] == moment:
+                above[-1] = (above[-1][0], nxt)
+            else:
+                above.append((moment, nxt))
+    if len(above) > 1 and above[0][0] == start and above[-1][1] == end:
+        first, last = above.pop(0), above.pop()
+        above.append((last[0], last[1] + (first[1] - first[0])))
+    return above
+
+
+def gantt(led: Ledger) -> str:
+    """The ledger as a Mermaid gantt chart (GitHub renders gantt charts): one section per fleet, one bar per run
+    of hours in which the fleet holds the same number of nodes, in the pool's local time."""
+    lines = ["gantt", f"  title {led.pool}: nodes per fleet, week of {led.week.isoformat()} ({led.time_zone})",
+             "  dateFormat YYYY-MM-DD HH:mm", "  axisFormat %a %H:%M", "  todayMarker off"]
+    for fleet in led.fleets:
+        lines.append(f"  section {fleet}")
+        run_start, held = None, None
+        for index, hour in enumerate(led.hours + (None,)):
+            value = hour.nodes[fleet] if hour is not None else None
+            if value != held:
+                if run_start is not None and held:
+                    stop = hour.local if hour is not None else led.hours[-1].local + HOUR
+                    lines.append(f"  {held} node{'s' if held != 1 else ''} :{run_start.strftime('%Y-%m-%d %H:%M')}, "
+                                 f"{stop.strftime('%Y-%m-%d %H:%M')}")
+                run_start, held = (hour.local if hour is not None else None), value
+    return "\n".join(lines) + "\n"
+
+
+def _week(text: str | None) -> date | None:
+    if text is None:
+        return DEFAULT_WEEK
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        return None  # rule pool-time-zone reports it
+
+
+def build(item: dict, path: Path) -> Pool:
+    """A schema-valid `pools` entry as the model's Pool."""
+    shares = []
+    for i, entry in enumerate(item["fleets"]):
+        spath = path + ("fleets", i)
+        windows = tuple(
+            Window(DAY_SETS[w["days"]] if isinstance(w["days"], str) else tuple(sorted(DAYS.index(d) for d in w["days"])),
+                   int(w["start"][:2]), int(w["end"][:2]), w["nodes"], spath + ("windows", j))
+            for j, w in enumerate(entry.get("windows", ())))
+        shares.append(Share(entry["fleet"], entry.get("floor", 0), windows, entry.get("remainder", False),
+                            entry.get("on_window", "finish"), spath))
+    capacity = item["capacity"]
+    return Pool(item["name"], item.get("instance_type"), item["nodes"], capacity["type"], capacity.get("reservation_id"),
+                item["time_zone"], _week(item.get("ledger_week")), tuple(shares), path)
+
+
+def slurm_minutes(value: str | int | None) -> float | None:
+    """A Slurm time limit in minutes; None for no limit. Slurm's forms (sbatch(1), --time): "minutes",
+    "minutes:seconds", "hours:minutes:seconds", "days-hours", "days-hours:minutes", "days-hours:minutes:seconds",
+    and UNLIMITED or INFINITE."""
+    if value is None or str(value).upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    text = str(value)
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        hours, minutes, seconds = (parts + [0, 0])[:3]
+        return int(days) * 1440 + hours * 60 + minutes + seconds / 60
+    if len(parts) == 3:
+        return parts[0] * 60 + parts[1] + parts[2] / 60
+    if len(parts) == 2:
+        return parts[0] + parts[1] / 60
+    return float(parts[0])
+
+
+def plan_dict(bp) -> list[dict]:
+    """Each pool's ledger for the plan: hours, runs, GPU-hours per fleet, idle GPU-hours, and the cost of the pool
+    against separate fleets each sized for its own peak, at the catalog's dated on-demand price."""
+    from .catalog import load_catalog
+
+    out = []
+    for pool in bp.pools:
+        instance = load_catalog().instance(pool.instance_type or "") if pool.instance_type else None
+        if instance is None:
+            fleet = next((f for f in bp.fleets if pool.share(f.name) is not None and f.instance is not None), None)
+            instance = fleet.instance if fleet else None
+        gpus = instance.gpu_count if instance else 0
+        led = ledger(pool, gpus)
+        hours = len(led.hours)
+        fleets = {f: {"gpu_hours": led.gpu_hours(f), "node_hours": led.gpu_hours(f) // gpus if gpus else 0,
+                      "peak_nodes": led.peak(f)} for f in led.fleets}
+        price = instance.price_usd_hr if instance else None
+        separate = sum(v["peak_nodes"] for v in fleets.values())
+        out.append({
+            "pool": pool.name, "time_zone": pool.time_zone, "week": led.week.isoformat(), "hours": hours,
+            "nodes": pool.nodes, "gpus_per_node": gpus, "instance_type": instance.name if instance else None,
+            "capacity": pool.capacity_type,
+            "fleets": fleets, "idle_gpu_hours": led.idle_gpu_hours, "pool_gpu_hours": pool.nodes * gpus * hours,
+            "separate_nodes": separate,
+            "usd_per_week": None if price is None else round(pool.nodes * hours * price, 2),
+            "separate_usd_per_week": None if price is None else round(separate * hours * price, 2),
+            "price": None if price is None else f"${price:g}/h on-demand, us-east-1 (catalog: AWS Price List API, 2026-07-20)"
+                     + ("; a Capacity Block's price is set when it is bought" if pool.capacity_type == "capacity-block" else ""),
+            "runs": [{"start": first.local.strftime("%a %H:%M"), "start_utc": first.start.strftime("%Y-%m-%dT%H:%MZ"),
+                      "hours": count, "nodes": dict(nodes), "idle": pool.nodes - sum(nodes.values())}
+                     for first, count, nodes in led.runs()],
+            "chart": gantt(led),
+        })
+    return out
+
+
+def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
+    """The plan's section of each pool: the ledger's runs as a table, the totals, and (markdown) the gantt chart."""
+    lines: list[str] = []
+    for p in pools_data:
+        title = (f"Pool {p['pool']}: {p['nodes']} x {p['instance_type']} ({p['capacity']}), week of {p['week']} "
+                 f"in {p['time_zone']}, {p['hours']} h")
+        lines += ["", f"#### {title}", ""] if markdown else ["", title]
+        if markdown:
+            lines += ["```mermaid", p["chart"].rstrip("\n"), "```", ""]
+        fleets = list(p["fleets"])
+        rows = [(r["start"], r["start_utc"], str(r["hours"]), *(str(r["nodes"][f]) for f in fleets), str(r["idle"]))
+                for r in p["runs"]]
+        lines += table(("from (local)", "from (UTC)", "hours", *(f"{f} nodes" for f in fleets), "idle nodes"), rows, markdown)
+        lines.append("")
+        gpus = p["gpus_per_node"]
+        totals = [(f, str(v["peak_nodes"]), f"{v['gpu_hours']:,}") for f, v in p["fleets"].items()]
+        totals.append(("idle", "", f"{p['idle_gpu_hours']:,}"))
+        lines += table(("fleet", "peak nodes", f"GPU-hours a week ({gpus} a node)"), totals, markdown)
+        if p["usd_per_week"] is not None:
+            saved = p["separate_usd_per_week"] - p["usd_per_week"]
+            text = (f"the pool: {p['nodes']} nodes x {p['hours']} h = ${p['usd_per_week']:,.2f} a week; separate fleets "
+                    f"each sized for its peak: {p['separate_nodes']} nodes x {p['hours']} h = "
+                    f"${p['separate_usd_per_week']:,.2f} a week; saved ${saved:,.2f} ({p['price']})")
+        else:
+            text = f"the pool: {p['nodes']} nodes, separate fleets each sized for its peak: {p['separate_nodes']} nodes; not priced"
+        lines += ["", f"- {text}"] if markdown else [f"  {text}"]
+    return lines
+
+
+@frozen
+class Lend:
+    """Hours of some days (local time of the pool) in which a training fleet lends `nodes` to the pool's other
+    fleets."""
+
+    days: tuple[int, ...]
+    start: int  # local hour
+    hours: int  # wall-clock hours
+    nodes: str  # hostlist of the lent nodes: the fleet's highest-numbered ones
+
+
+@frozen
+class PoolEdge:
+    """What a Slurm training fleet's bin/pool-edge needs on the controller (rendered into bin/pool.json)."""
+
+    pool: str
+    time_zone: str
+    lead_minutes: int  # reservations are made this far ahead: the longest partition max_time + one keeper round
+    lends: tuple[Lend, ...]
+    on_window: str  # finish | requeue: what happens to a job still running on lent nodes when a lend starts
+
+
+KEEPER_ROUND_MIN = 60
+"""Margin on top of the longest time limit: the keeper runs pool-edge every minute; an hour spares a controller
+that was down a while."""
+
+
+def _plain_week(pool: Pool, tz: ZoneInfo) -> date:
+    """The ledger week, or the first week after it without a clock change (the weekly pattern in wall-clock hours)."""
+    week = pool.week - timedelta(days=pool.week.weekday())
+    while True:
+        start, end = week_bounds(week, tz)
+        if end - start == timedelta(days=7):
+            return week
+        week += timedelta(days=7)
+
+
+def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
+    """The lends of a Slurm training fleet of a pool: each stretch in which it holds fewer than its peak nodes, its
+    highest-numbered nodes lent. None when the fleet lends nothing, the time zone is unknown or a partition has no
+    time limit (rule pool-training-fit reports that)."""
+    import hostlist
+
+    tz = zone(pool.time_zone)
+    share = pool.share(fleet.name)
+    if tz is None or share is None or pool.week is None:
+        return None
+    limits = [slurm_minutes(p.max_time) for p in fleet.scheduler.partitions] or [None]
+    if any(limit is None for limit in limits):
+        return None
+    week = _plain_week(pool, tz)
+    led = ledger(pool, 1, week)
+    peak = led.peak(fleet.name)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for first, count, nodes in led.runs():
+        lent = peak - nodes[fleet.name]
+        if lent > 0:
+            groups.setdefault((first.local.hour, count, lent), []).append(first.local.weekday())
+    lends = tuple(Lend(tuple(sorted(days)), hour, count, hostlist.collect_hostlist(hosts[len(hosts) - lent:]))
+                  for (hour, count, lent), days in sorted(groups.items(), key=lambda g: (min(g[1]), g[0])))
+    if not lends:
+        return None
+    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window)
+
+
+@frozen
+class CronWindow:
+    """A KEDA cron trigger (keda.sh/docs/2.17/scalers/cron: metadata timezone, start, end, desiredReplicas; start
+    and end are 5-field Linux cron, Minute Hour Dom Month Dow, Sunday 0): while it is active the model keeps at
+    least `replicas`. It starts when the window opens: the nodes are training's until then (bin/pool-edge lends
+    them at the window's start), so a warm-up lead would only leave pods pending; `lead_min` is kept for when the
+    lend itself starts earlier."""
+
+    timezone: str
+    start: str
+    end: str
+    replicas: int
+    lead_min: int
+
+
+def _cron(minute_of_day: int, days: tuple[int, ...]) -> str:
+    """A 5-field cron line at a local minute of some days (0 = Monday), the minute folded into the day before or
+    after when it falls outside 0..1439."""
+    shift, minute = divmod(minute_of_day, 1440)
+    dows = sorted({(d + shift + 1) % 7 for d in days})  # cron: Sunday 0, Monday 1
+    return f"{minute % 60} {minute // 60} * * {','.join(str(d) for d in dows)}"
+
+
+def cron_windows(pool: Pool, fleet) -> dict[str, tuple[CronWindow, ...]]:
+    """Each model's cron triggers for an inference fleet's windows: the window's devices shared among the fleet's
+    models in proportion to their most replicas (times tensor parallel), within each model's replicas range."""
+    share = pool.share(fleet.name)
+    devices = fleet.devices()
+    if share is None or devices is None or fleet.kube is None or not fleet.models:
+        return {}
+    per_node = devices[0]
+    weights = {m.name: m.replicas.max * m.tensor_parallel for m in fleet.models}
+    total = sum(weights.values()) or 1
+    out = {}
+    for model in fleet.models:
+        lead = 0  # see CronWindow
+        triggers = []
+        for window in share.windows:
+            gpus = window.nodes * per_node * weights[model.name] // total
+            replicas = max(model.replicas.min, min(model.replicas.max, gpus // model.tensor_parallel))
+            end = window.start * 60 + window.hours * 60
+            triggers.append(CronWindow(pool.time_zone, _cron(window.start * 60 - lead, window.days),
+                                       _cron(end, window.days), replicas, lead))
+        out[model.name] = tuple(triggers)
+    return out
+
+
+def schedule_delta(old: list[dict], new: list[dict]) -> list[dict]:
+    """What a change does to each pool's week, from the two plans' `pools`: the pools whose ledger changed, with
+    each fleet's GPU-hours a week, the idle GPU-hours and the hours whose shares differ, old -> new."""
+    before = {p["pool"]: p for p in old}
+    out = []
+    for p in new:
+        q = before.get(p["pool"])
+        if q is None or q["runs"] == p["runs"] and q["nodes"] == p["nodes"]:
+            continue
+        fleets = sorted(set(p["fleets"]) | set(q["fleets"]))
+
+        def hourly(plan: dict) -> list[dict]:
+            return [r["nodes"] for r in plan["runs"] for _ in range(r["hours"])]
+
+        a, b = hourly(q), hourly(p)
+        moved = sum(1 for x, y in zip(a, b) if x != y) + abs(len(a) - len(b))
+        out.append({
+            "hours_changed": moved, "hours": p["hours"],
+            "pool": p["pool"], "time_zone": p["time_zone"], "week": p["week"],
+            "gpu_hours": {f: {"old": q["fleets"].get(f, {}).get("gpu_hours", 0),
+                              "new": p["fleets"].get(f, {}).get("gpu_hours", 0)} for f in fleets},
+            "idle_gpu_hours": {"old": q["idle_gpu_hours"], "new": p["idle_gpu_hours"]},
+            "runs": {"old": [r for r in q["runs"] if r not in p["runs"]], "new": [r for r in p["runs"] if r not in q["runs"]]},
+        })
+    return out
+
+
+def schedule_text(item: dict, replaced: int | None) -> str:
+    """One line of a diff's summary for a pool whose schedule changed."""
+    def signed(a: int, b: int) -> str:
+        return f"{a:,} -> {b:,} ({b - a:+,})"
+
+    parts = [f"{f} {signed(v['old'], v['new'])}" for f, v in item["gpu_hours"].items()]
+    parts.append(f"idle {signed(item['idle_gpu_hours']['old'], item['idle_gpu_hours']['new'])}")
+    what = ("nothing replaced" if replaced == 0 else "cloud resources not compared" if replaced is None
+            else f"{replaced} cloud resources replaced")
+    return (f"pool {item['pool']}: schedule change, {what}; {item['hours_changed']} of {item['hours']} hours of the "
+            f"week of {item['week']} ({item['time_zone']}) change hands; GPU-hours a week: " + ", ".join(parts))

@@ -1,0 +1,25 @@
+"""<fleet>/k8s/ objects of an inference fleet's gateway (fleetform/gateway.py): the Gateway, and per model
+an HTTPRoute, an InferencePool and its endpoint picker, one file each, listed by the fleet's kustomization."""
+
+from __future__ import annotations
+
+from ..model import Fleet
+from .jinja import render
+
+EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", "deployment", "networkpolicy",
+               "servicemonitor")
+
+
+def objects(fleet: Fleet) -> dict[str, bytes]:
+    g = fleet.inference_gateway
+    if g is None:
+        return {}
+    out = {"gateway.yaml": render("gateway/gateway.yaml.j2", fleet=fleet.name, g=g)}
+    for p in g.pickers:
+        one = {"g": g, "p": p, "prometheus_namespace": fleet.kube.network_policy.prometheus_namespace,
+               "monitor_labels": fleet.kube.monitor_labels}
+        out[f"{p.pool}-httproute.yaml"] = render("gateway/httproute.yaml.j2", **one)
+        out[f"{p.pool}-inferencepool.yaml"] = render("gateway/inferencepool.yaml.j2", **one)
+        for kind in EPP_OBJECTS:
+            out[f"{p.name}-{kind}.yaml"] = render(f"gateway/epp-{kind}.yaml.j2", **one)
+    return out

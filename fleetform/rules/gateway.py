@@ -1,0 +1,110 @@
+"""Rules over how inference models scale beyond the queue (KV-cache use, time to first token) and
+how long a replica takes to start from nothing (the cold-start budget of a model that may scale to zero)."""
+
+from __future__ import annotations
+
+from ..gateway import cold_start
+from ..k8s import LOAD_GB_PER_S
+from ..model import Blueprint
+from . import Reporter, rule
+
+
+def _kube_inference(bp: Blueprint):
+    return [f for f in bp.fleets if not f.training and f.scheduler is not None and f.scheduler.type == "kubernetes"]
+
+
+@rule("autoscale-triggers", "error",
+      "KV-cache and time-to-first-token triggers need KEDA, and a TTFT target within the SLO's latency")
+def autoscale_triggers(bp: Blueprint, report: Reporter) -> None:
+    """Only KEDA takes several Prometheus queries as triggers of one ScaledObject; the HPA path scales on
+    the queue metric the Prometheus adapter exports and nothing else, so a KV-cache or TTFT target
+    there would be silently ignored."""
+    for fleet in _kube_inference(bp):
+        autoscaler = fleet.scheduler.autoscaler
+        for model in fleet.models:
+            auto, slo = model.autoscale, model.slo
+            if auto is not None and auto.kv_cache_target is not None and autoscaler != "keda":
+                report(auto.path + ("kv_cache_target",),
+                       f"model '{model.name}' asks to scale on KV-cache use, but the fleet's autoscaler is {autoscaler}",
+                       "set scheduler.autoscaler: keda (the HPA path scales on the queue only), or remove kv_cache_target")
+            if slo is None or slo.ttft_p90_s is None:
+                continue
+            if auto is not None and model.replicas.elastic and autoscaler != "keda":
+                report(slo.path + ("ttft_p90_s",),
+                       f"model '{model.name}' has a TTFT target, but the fleet's autoscaler is {autoscaler}: "
+                       "nothing would scale on it",
+                       "set scheduler.autoscaler: keda, or remove ttft_p90_s")
+            if slo.latency_s is not None and slo.ttft_p90_s > slo.latency_s:
+                report(slo.path + ("ttft_p90_s",),
+                       f"the p90 time to first token target ({slo.ttft_p90_s:g} s) is longer than the whole "
+                       f"request's latency target ({slo.latency_s:g} s)",
+                       f"lower ttft_p90_s below {slo.latency_s:g}, or raise latency_s")
+
+
+@rule("cold-start-budget", "error",
+      "a model that may scale to zero starts within the latency a cold request accepts")
+def cold_start_budget(bp: Blueprint, report: Reporter) -> None:
+    """A request that finds no replica waits for one to start: pull the weights at the source's rate,
+    load them and capture CUDA graphs / compile (fleetform.gateway.cold_start). The blueprint says how
+    long such a request may wait (autoscale.cold_start_latency_s); an estimate over it is an error, and
+    a minimum of 0 with no budget given is one too, because nobody has decided what a cold request costs."""
+    for fleet in _kube_inference(bp):
+        for model in fleet.models:
+            if model.replicas.min != 0 or model.autoscale is None:
+                continue
+            estimate = cold_start(model)
+            budget = model.autoscale.cold_start_latency_s
+            if budget is None:
+                report(model.replicas.path + ("min",),
+                       f"model '{model.name}' may scale to 0 replicas with no cold-start budget: the first request "
+                       f"waits about {estimate.total_s:.0f} s ({estimate.detail})",
+                       f"set autoscale.cold_start_latency_s to what a cold request may wait (at least "
+                       f"{estimate.total_s:.0f}), or keep replicas.min at 1")
+            elif estimate.total_s > budget:
+                report(model.autoscale.path + ("cold_start_latency_s",),
+                       f"model '{model.name}' needs about {estimate.total_s:.0f} s to start from zero "
+                       f"({estimate.detail}), over the {budget:g} s a cold request may wait",
+                       "keep replicas.min at 1, load the weights from a faster source (s3 streams at "
+                       f"{LOAD_GB_PER_S['s3']:g} GB/s), or accept a longer wait")
+
+
+@rule("gateway-auth", "error",
+      "a gateway fronts only Kubernetes inference fleets whose models all check an API key")
+def gateway_auth(bp: Blueprint, report: Reporter) -> None:
+    """The Gateway is a LoadBalancer reachable from outside the cluster, unlike the ClusterIP Services and
+    their NetworkPolicy; the request passes the gateway and its endpoint picker with its Authorization
+    header, and vLLM checks it against VLLM_API_KEY from the model's Secret (vLLM 0.11 api_server.py, on
+    /v1 paths). A model without api_key_secret would answer anyone the gateway lets in. The gateway's own
+    authentication (kgateway's policies) would need its CRDs, which this slice does not render."""
+    for fleet in bp.fleets:
+        if fleet.gateway is None:
+            continue
+        if fleet.training or fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
+            report(fleet.gateway.path,
+                   f"fleet '{fleet.name}' has a gateway, which fronts model servers on Kubernetes only",
+                   "remove gateway, or make the fleet an inference fleet with scheduler.type: kubernetes")
+            continue
+        for model in fleet.models:
+            if not model.api_key_secret:
+                report(model.path + ("name",),
+                       f"model '{model.name}' sits behind the gateway of fleet '{fleet.name}' with no API key: anyone "
+                       "who reaches the gateway could use it",
+                       "set api_key_secret to a Secret with key VLLM_API_KEY, or remove the fleet's gateway")
+
+
+@rule("gateway-names", "error", "no model behind a gateway is named like another model's endpoint picker")
+def gateway_names(bp: Blueprint, report: Reporter) -> None:
+    """A model's endpoint picker is named <model>-epp (its Deployment, Service, ServiceMonitor and
+    NetworkPolicy, fleetform/gateway.py): a model of that name in the same fleet would have its own objects
+    of those kinds and names, and one would replace the other when applied."""
+    for fleet in bp.fleets:
+        if fleet.gateway is None:
+            continue
+        names = {model.name for model in fleet.models}
+        for model in fleet.models:
+            if f"{model.name}-epp" in names:
+                other = next(m for m in fleet.models if m.name == f"{model.name}-epp")
+                report(other.path + ("name",),
+                       f"model '{other.name}' has the name of the endpoint picker of model '{model.name}': their "
+                       "Deployments, Services and ServiceMonitors would be one object",
+                       f"rename model '{other.name}'")

@@ -1,0 +1,168 @@
+"""Rules over pools shared by time (fleetform/pool.py): the time zone exists, the fleets fit the pool at every
+hour, they match its instance type and capacity, training jobs fit between windows and inference windows are
+longer than the replicas take to start."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from .. import pool as pools
+from ..model import Blueprint
+from . import UNIQUE_NAMES, Reporter, did_you_mean, rule
+
+POOL_TIME_ZONE = "pool-time-zone"
+POOL_FLEETS = "pool-fleets"
+
+
+def _local(moment, tz) -> str:
+    return moment.astimezone(tz).strftime("%a %Y-%m-%d %H:%M %Z")
+
+
+def _hours(span: timedelta) -> str:
+    return f"{span.total_seconds() / 3600:g} h"
+
+
+@rule(POOL_TIME_ZONE, "error", "a pool's time zone is an IANA time zone name and its ledger week a real date")
+def pool_time_zone(bp: Blueprint, report: Reporter) -> None:
+    from zoneinfo import available_timezones
+
+    for pool in bp.pools:
+        if pools.zone(pool.time_zone) is None:
+            report(pool.path + ("time_zone",), f"'{pool.time_zone}' is not a time zone of the IANA database",
+                   did_you_mean(pool.time_zone, available_timezones(), "IANA names such as Europe/Berlin or UTC; known"))
+        if pool.week is None:
+            report(pool.path + ("ledger_week",), "the ledger week is not a calendar date", "write YYYY-MM-DD, e.g. 2026-01-05")
+
+
+@rule(POOL_FLEETS, "error", "a pool's fleets exist, draw from one pool each, use its instance type and capacity, "
+      "and are sized for their share")
+def pool_fleets(bp: Blueprint, report: Reporter) -> None:
+    fleets = {f.name: f for f in bp.fleets}
+    seen: dict[str, str] = {}
+    for pool in bp.pools:
+        if sum(1 for s in pool.shares if s.remainder) > 1:
+            report(pool.path + ("fleets",), f"pool '{pool.name}' gives the remainder to more than one fleet",
+                   "one fleet takes the nodes the others do not hold; give the others windows")
+        for share in pool.shares:
+            fleet = fleets.get(share.fleet)
+            if fleet is None:
+                report(share.path + ("fleet",), f"no fleet is named '{share.fleet}'", did_you_mean(share.fleet, fleets, "fleets"))
+                continue
+            if share.fleet in seen:
+                report(share.path + ("fleet",), f"fleet '{share.fleet}' already draws from pool '{seen[share.fleet]}'",
+                       "a fleet draws from one pool, once")
+                continue
+            seen[share.fleet] = pool.name
+            if share.remainder and share.windows:
+                report(share.path + ("windows",), f"fleet '{share.fleet}' takes the remainder and also has windows",
+                       "drop its windows: the remainder is what the other fleets leave")
+            if pool.instance_type and fleet.instance_type != pool.instance_type:
+                report(fleet.path + ("instance_type",), f"fleet '{fleet.name}' runs {fleet.instance_type}, pool "
+                       f"'{pool.name}' has {pool.instance_type} nodes", f"set instance_type: {pool.instance_type}")
+            if pool.capacity_type != "on-demand" and (fleet.capacity_type != pool.capacity_type
+                                                      or fleet.reservation_id != pool.reservation_id):
+                report(fleet.path + ("capacity",), f"fleet '{fleet.name}' is bought as {fleet.capacity_type}"
+                       f"{' ' + fleet.reservation_id if fleet.reservation_id else ''}, not from pool '{pool.name}' "
+                       f"({pool.capacity_type} {pool.reservation_id or ''})".rstrip(),
+                       f"capacity: {{type: {pool.capacity_type}, reservation_id: {pool.reservation_id}}}")
+            if pool.capacity_type in ("capacity-block", "reservation") and pool.reservation_id is None:
+                report(pool.path + ("capacity",), f"pool '{pool.name}' is a {pool.capacity_type} without its id",
+                       "add capacity.reservation_id (cr-...)")
+            others = sum(s.floor for s in pool.shares if s is not share)
+            peak = max([share.floor] + [w.nodes for w in share.windows]) if not share.remainder else \
+                max(share.floor, pool.nodes - others)
+            if fleet.nodes is not None and (fleet.nodes.max < peak or fleet.nodes.min > share.floor):
+                report(fleet.nodes.path, f"fleet '{fleet.name}' is sized {fleet.nodes.min}-{fleet.nodes.max} nodes, "
+                       f"its share of pool '{pool.name}' runs from {share.floor} to {peak}",
+                       f"nodes: {{min: {min(fleet.nodes.min, share.floor)}, max: {max(fleet.nodes.max, peak)}}}")
+            for window in share.windows:
+                if window.nodes <= share.floor:
+                    report(window.path + ("nodes",), f"the window gives fleet '{share.fleet}' {window.nodes} nodes, "
+                           f"no more than its floor of {share.floor}", "raise the window's nodes or drop the window")
+
+
+def _checked(bp: Blueprint):
+    for pool in bp.pools:
+        tz = pools.zone(pool.time_zone)
+        if tz is not None and pool.week is not None:
+            yield pool, tz
+
+
+@rule("pool-overcommit", "error", "at no moment of the week do a pool's fleets hold more nodes than the pool has",
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_overcommit(bp: Blueprint, report: Reporter) -> None:
+    """One week is enough: every window of a pool is in the pool's one time zone, and local times map to UTC in
+    the same order in every week (a skipped local time counts from the moment the clock jumps to), so two windows
+    that overlap in a clock-change week overlap in every week (tests/test_pool.py checks all weeks of a year)."""
+    for pool, tz in _checked(bp):
+        found = pools.overcommit(pool, pool.week, tz)
+        if found is None:
+            continue
+        moment, held = found
+        parts = ", ".join(f"{fleet} {n}" for fleet, n in held.items())
+        report(pool.path + ("nodes",), f"at {_local(moment, tz)} the fleets of pool '{pool.name}' hold "
+               f"{sum(held.values())} nodes ({parts}), more than its {pool.nodes}",
+               "shrink a window's nodes or a floor, move a window, or give one fleet the remainder")
+
+
+def _lent(pool, share, week, tz):
+    """The stretches in which a fleet holds more than its floor, as (start, end) in UTC."""
+    return pools.segments(pool, share.fleet, week, tz)
+
+
+@rule("pool-training-fit", "warning", "a training fleet's jobs on nodes it lends fit between the windows: the "
+      "partition's max_time (finish) or the checkpoint interval (requeue) is shorter than the time it holds them",
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
+    fleets = {f.name: f for f in bp.fleets}
+    for pool, tz in _checked(bp):
+        for share in pool.shares:
+            fleet = fleets[share.fleet]
+            if not fleet.training:
+                continue
+            stretches = _lent(pool, share, pool.week, tz)
+            if not stretches:
+                continue
+            start, end = min(stretches, key=lambda s: s[1] - s[0])
+            shortest = end - start
+            if share.on_window == "requeue":
+                every = fleet.checkpoint.every_minutes if fleet.checkpoint else None
+                if every is None or timedelta(minutes=every) >= shortest:
+                    report(share.path + ("on_window",), f"fleet '{fleet.name}' holds its lent nodes for as little as "
+                           f"{_hours(shortest)} (from {_local(start, tz)}), and "
+                           + ("checkpoints never" if every is None else f"checkpoints every {every} min")
+                           + ": a requeued job loses all its work there",
+                           "checkpoint more often than the shortest stretch (checkpoint.every_minutes)")
+                continue
+            scheduler = fleet.scheduler
+            parts = getattr(scheduler, "partitions", ())
+            for part in parts:
+                limit = pools.slurm_minutes(part.max_time)
+                if limit is None or timedelta(minutes=limit) >= shortest:
+                    report(part.path + ("max_time",), f"partition '{part.name}' lets a job run "
+                           f"{'without limit' if limit is None else _hours(timedelta(minutes=limit))}, but fleet "
+                           f"'{fleet.name}' holds its lent nodes for as little as {_hours(shortest)} (from "
+                           f"{_local(start, tz)}): no job of the partition's time limit ever starts on them there",
+                           f"a max_time under {_hours(shortest)}, or `on_window: requeue` with checkpoints")
+
+
+@rule("pool-inference-warmup", "warning", "an inference fleet's window in a pool lasts longer than its replicas "
+      "take to start", needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
+    fleets = {f.name: f for f in bp.fleets}
+    for pool, tz in _checked(bp):
+        for share in pool.shares:
+            fleet = fleets[share.fleet]
+            if fleet.training or fleet.kube is None:
+                continue
+            budgets = [p.period_s * p.failure_threshold for s in fleet.kube.servers for p in s.probes if p.kind == "startup"]
+            if not budgets:
+                continue
+            startup = timedelta(seconds=max(budgets))
+            for begin, finish in _lent(pool, share, pool.week, tz):
+                if finish - begin <= startup:
+                    report(share.path + ("windows",), f"fleet '{fleet.name}' holds its window's nodes for "
+                           f"{_hours(finish - begin)} from {_local(begin, tz)}, no longer than its replicas may take to "
+                           f"start ({max(budgets) // 60} min, the startup probe's budget)",
+                           "a longer window, or a model that loads faster")
+                    break

@@ -1,0 +1,338 @@
+"""Pools shared by time (fleetform/pool.py, fleetform/rules/pool.py): the ledger is a pure function of the pool
+and the week, checked hour by hour over Europe/Berlin's clock changes (the last Sundays of March and October,
+EU Directive 2000/84/EC: 01:00 UTC) and over windows that touch; the rules fire on the schedules they name."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import date, datetime, timedelta, timezone
+
+import pytest
+
+from conftest import ROOT, run_cli
+from fleetform import pool as pools
+from fleetform.catalog import load_catalog
+from fleetform.commands.plan import build, text_lines
+from fleetform.pipeline import check
+from fleetform.render import render
+from fleetform.rules import run
+
+HYBRID = ROOT / "blueprints/hybrid-pool.yaml"
+UTC = timezone.utc
+
+
+def _pool(shares, nodes=8, tz="Europe/Berlin", week=pools.DEFAULT_WEEK):
+    return pools.Pool("p", "p5.48xlarge", nodes, "capacity-block", "cr-0123456789abcdef0", tz, week, tuple(shares), ("pools", 0))
+
+
+def _share(fleet, floor=0, windows=(), remainder=False, on_window="finish"):
+    return pools.Share(fleet, floor, tuple(pools.Window(*w, ()) for w in windows), remainder, on_window, ())
+
+
+WEEKDAYS = (0, 1, 2, 3, 4)
+HYBRID_SHARES = [_share("serve", 0, [(WEEKDAYS, 8, 20, 6)]), _share("train", 2, remainder=True)]
+
+
+def test_the_example_week_has_168_hours_and_the_issues_arithmetic():
+    led = pools.ledger(_pool(HYBRID_SHARES), 8)
+    assert len(led.hours) == 168
+    # weekdays 08:00-20:00: serve 6 nodes, 5 x 12 h; training holds the rest of every hour
+    assert led.gpu_hours("serve") == 5 * 12 * 6 * 8 == 2880
+    assert led.gpu_hours("train") == (168 * 8 - 5 * 12 * 6) * 8 == 7872
+    assert led.idle_gpu_hours == 0
+    assert (led.peak("serve"), led.peak("train")) == (6, 8)
+    monday = [h for h in led.hours if h.local.weekday() == 0]
+    assert [h.nodes["serve"] for h in monday] == [0] * 8 + [6] * 12 + [0] * 4
+    assert [h.nodes["train"] for h in monday] == [8] * 8 + [2] * 12 + [8] * 4
+    # January: Berlin is UTC+1, so the window opens at 07:00 UTC
+    assert monday[8].start == datetime(2026, 1, 5, 7, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("week, hours, opens_utc", [
+    (date(2026, 3, 23), 167, 7),  # clocks go forward on Sunday 29 March: the week is an hour short; weekdays still CET
+    (date(2026, 3, 30), 168, 6),  # the week after: CEST, the window opens at 06:00 UTC
+    (date(2026, 10, 19), 169, 6),  # clocks go back on Sunday 25 October: an hour more; weekdays still CEST
+    (date(2026, 10, 26), 168, 7),  # CET again
+])
+def test_the_ledger_over_berlins_clock_changes(week, hours, opens_utc):
+    led = pools.ledger(_pool(HYBRID_SHARES), 8, week)
+    assert len(led.hours) == hours
+    assert led.gpu_hours("serve") == 2880  # the weekday window never meets the Sunday change
+    assert led.gpu_hours("train") == (hours * 8 - 360) * 8
+    first = next(h for h in led.hours if h.nodes["serve"])
+    assert first.start == datetime(week.year, week.month, week.day, opens_utc, tzinfo=UTC)
+    assert first.local.hour == 8
+
+
+def test_a_window_over_the_changed_night_lasts_what_the_clock_says():
+    """Sunday 01:00-04:00 local: 2 real hours when 02:00 is skipped (March), 4 when 02:00-03:00 comes twice (October)."""
+    shares = [_share("serve", 0, [((6,), 1, 4, 3)]), _share("train", 0, remainder=True)]
+    spring = pools.ledger(_pool(shares), 8, date(2026, 3, 23))
+    autumn = pools.ledger(_pool(shares), 8, date(2026, 10, 19))
+    plain = pools.ledger(_pool(shares), 8, date(2026, 1, 5))
+    assert (spring.gpu_hours("serve"), plain.gpu_hours("serve"), autumn.gpu_hours("serve")) == (2 * 24, 3 * 24, 4 * 24)
+    (span,) = pools.intervals(pools.Window((6,), 1, 4, 3, ()), date(2026, 10, 19), pools.zone("Europe/Berlin"))
+    assert span == (datetime(2026, 10, 24, 23, tzinfo=UTC), datetime(2026, 10, 25, 3, tzinfo=UTC))
+
+
+def test_touching_windows_never_overlap():
+    """Windows are half-open: one ending at 12:00 and one starting at 12:00, a night window 20:00-08:00 against a day
+    window 08:00-20:00, and 24:00 against the next day's 00:00 share no instant."""
+    shares = [_share("a", 0, [(WEEKDAYS, 8, 12, 4), (WEEKDAYS, 12, 20, 8), ((5,), 0, 24, 8)]),
+              _share("b", 0, [((0, 1, 2, 3), 20, 8, 8), ((4,), 20, 24, 8), ((6,), 0, 24, 8), ((6,), 20, 8, 8)])]
+    pool = _pool(shares)
+    tz = pools.zone("Europe/Berlin")
+    for week in [date(2026, 1, 5), date(2026, 3, 23), date(2026, 10, 19)]:
+        assert pools.overcommit(pool, week, tz) is None
+        led = pools.ledger(pool, 8, week)
+        assert all(h.used <= 8 for h in led.hours)
+    led = pools.ledger(pool, 8)
+    assert [h.nodes["a"] for h in led.hours[:24]] == [0] * 8 + [4] * 4 + [8] * 8 + [0] * 4
+    assert [h.nodes["b"] for h in led.hours[:24]] == [8] * 8 + [0] * 12 + [8] * 4  # Sunday night's reaches Monday
+    saturday = led.hours[5 * 24:6 * 24]
+    assert [h.nodes["a"] for h in saturday] == [8] * 24 and [h.nodes["b"] for h in saturday] == [0] * 24
+    assert led.idle_gpu_hours == 4 * 4 * 5 * 8  # a's 4 nodes of 08:00-12:00 leave 4 idle
+
+
+def test_a_night_window_over_a_weekend_day_overlaps():
+    """Friday's 20:00-08:00 reaches into Saturday, where the other fleet holds every node from 00:00: found at
+    Saturday 00:00 Berlin time (Friday 23:00 UTC)."""
+    pool = _pool([_share("a", 0, [((5,), 0, 24, 8)]), _share("b", 0, [(WEEKDAYS, 20, 8, 8)])])
+    moment, held = pools.overcommit(pool, date(2026, 1, 5), pools.zone("Europe/Berlin"))
+    assert moment == datetime(2026, 1, 9, 23, tzinfo=UTC) and held == {"a": 8, "b": 8}
+    wider = _pool([_share("a", 0, [(WEEKDAYS, 8, 13, 4)]), _share("b", 0, [(WEEKDAYS, 12, 14, 5)])])
+    moment, held = pools.overcommit(wider, date(2026, 1, 5), pools.zone("Europe/Berlin"))
+    assert moment == datetime(2026, 1, 5, 11, tzinfo=UTC) and held == {"a": 4, "b": 5}
+
+
+def test_a_monday_morning_window_from_sunday_night_wraps_into_the_week():
+    """The Sunday before the week: a window 22:00-06:00 on Sundays holds Monday 00:00-06:00 of this week."""
+    led = pools.ledger(_pool([_share("a", 0, [((6,), 22, 6, 5)]), _share("b", 0, remainder=True)]), 8)
+    assert [h.nodes["a"] for h in led.hours[:8]] == [5] * 6 + [0] * 2
+    assert [h.nodes["a"] for h in led.hours[-3:]] == [0, 5, 5]
+    assert led.gpu_hours("a") == 8 * 5 * 8
+
+
+def test_the_ledger_is_pure():
+    pool = _pool(HYBRID_SHARES)
+    assert pools.ledger(pool, 8) == pools.ledger(pool, 8)
+    assert pools.ledger(pool, 8, date(2026, 1, 7)) == pools.ledger(pool, 8, date(2026, 1, 5))  # any day of the week
+
+
+def test_clock_change_weeks():
+    assert pools.clock_change_weeks(2026, pools.zone("Europe/Berlin")) == [date(2026, 3, 23), date(2026, 10, 19)]
+    assert pools.clock_change_weeks(2026, pools.zone("UTC")) == []
+
+
+@pytest.mark.parametrize("value, minutes", [
+    ("11:00:00", 660), (90, 90), ("90", 90), ("1-12", 2160), ("2-00:30", 2910), ("7-00:00:00", 10080),
+    ("30:30", 30.5), ("UNLIMITED", None), (None, None)])
+def test_slurm_minutes(value, minutes):
+    assert pools.slurm_minutes(value) == minutes
+
+
+def test_the_example_validates_clean_and_plans_its_ledger():
+    result = check(HYBRID)
+    assert result.ok, [f.to_text() for f in result.findings]
+    assert not [f for f in result.findings if f.rule.startswith("pool-")], [f.to_text() for f in result.findings]
+    _, (data, _files, _findings) = build(str(HYBRID), resources=False)
+    (p,) = data["pools"]
+    # serve: 6 nodes 5 x 12 h, its floor of 1 the other 108 h; train: the rest of 8 nodes
+    assert p["hours"] == 168 and p["idle_gpu_hours"] == 0
+    assert p["fleets"]["serve"] == {"gpu_hours": (360 + 108) * 8, "node_hours": 468, "peak_nodes": 6}
+    assert p["fleets"]["train"] == {"gpu_hours": (1344 - 468) * 8, "node_hours": 876, "peak_nodes": 7}
+    price = load_catalog().instance("p5.48xlarge").price_usd_hr
+    assert p["separate_nodes"] == 13 and p["nodes"] == 8
+    assert (p["usd_per_week"], p["separate_usd_per_week"]) == (round(8 * 168 * price, 2), round(13 * 168 * price, 2))
+    md = "\n".join(text_lines(data, True))
+    assert "```mermaid\ngantt\n" in md
+    assert "| Mon 08:00 | 2026-01-05T07:00Z | 12 | 6 | 2 | 0 |" in md
+    text = "\n".join(text_lines(data, False))
+    assert "mermaid" not in text and "Pool p5-block: 8 x p5.48xlarge" in text
+
+
+def test_the_chart_parses_with_mermaid():
+    from test_diagram import assert_parses
+
+    charts = {"hybrid": pools.gantt(pools.ledger(_pool(HYBRID_SHARES), 8)),
+              "spring": pools.gantt(pools.ledger(_pool(HYBRID_SHARES), 8, date(2026, 3, 23))),
+              "autumn": pools.gantt(pools.ledger(_pool(HYBRID_SHARES), 8, date(2026, 10, 19)))}
+    assert_parses(charts)
+    assert "  6 nodes :2026-01-05 08:00, 2026-01-05 20:00" in charts["hybrid"]
+
+
+def _variant(write, old: str, new: str, count: int = 1):
+    text = HYBRID.read_text()
+    assert text.count(old) == count, old
+    return check(write(text.replace(old, new)))
+
+
+def _rules(result):
+    return sorted({f.rule for f in result.findings})
+
+
+def test_unknown_time_zone(write):
+    result = _variant(write, "time_zone: Europe/Berlin", "time_zone: Europe/Berln")
+    (finding,) = [f for f in result.findings if f.rule == "pool-time-zone"]
+    assert finding.severity.value == "error" and "did you mean 'Europe/Berlin'?" in finding.to_text()
+    assert ":30:16:" in finding.to_text() or "time_zone" in finding.to_text()
+
+
+def test_overcommit_names_the_hour(write):
+    result = _variant(write, "floor: 2\n        remainder: true", "floor: 3\n        remainder: true")
+    (finding,) = [f for f in result.findings if f.rule == "pool-overcommit"]
+    assert "at Mon 2026-01-05 08:00 CET" in finding.message and "9 nodes (serve 6, train 3), more than its 8" in finding.message
+
+
+def test_one_week_decides_overcommit_for_the_whole_year():
+    """pool-overcommit checks the ledger week alone: a schedule that fits it fits every week of the year, the
+    clock-change weeks included, and one that does not fits none (here for Berlin, New York and Sydney, whose
+    clocks change on other days and in other directions)."""
+    night = [((0, 1, 2, 3), 20, 8, 8), ((4,), 20, 24, 8), ((6,), 0, 24, 8), ((6,), 20, 8, 8)]
+    fits = [_share("a", 0, [(WEEKDAYS, 8, 12, 4), (WEEKDAYS, 12, 20, 8), ((5,), 0, 24, 8)]), _share("b", 0, night)]
+    clash = [_share("a", 0, [((5,), 0, 24, 8)]), _share("b", 0, [(WEEKDAYS, 20, 8, 8)])]
+    for name in ("Europe/Berlin", "America/New_York", "Australia/Sydney"):
+        tz = pools.zone(name)
+        weeks = [date(2026, 1, 5) + timedelta(days=7 * n) for n in range(52)]
+        assert set(pools.clock_change_weeks(2026, tz)) <= set(weeks) and len(pools.clock_change_weeks(2026, tz)) == 2
+        assert all(pools.overcommit(_pool(fits, tz=name), week, tz) is None for week in weeks)
+        assert all(pools.overcommit(_pool(clash, tz=name), week, tz) is not None for week in weeks)
+
+
+def test_fleet_mismatches(write):
+    result = _variant(write, "instance_type: p5.48xlarge\n    nodes: {min: 1, max: 6}",
+                      "instance_type: p5e.48xlarge\n    nodes: {min: 1, max: 4}")
+    messages = [f.message for f in result.findings if f.rule == "pool-fleets"]
+    assert any("runs p5e.48xlarge, pool 'p5-block' has p5.48xlarge" in m for m in messages), messages
+    assert any("sized 1-4 nodes, its share of pool 'p5-block' runs from 1 to 6" in m for m in messages), messages
+    result = _variant(write, "      - fleet: serve\n", "      - fleet: serv\n")
+    assert any("no fleet is named 'serv'" in f.message for f in result.findings)
+    result = _variant(write, "reservation_id: cr-0123456789abcdef0\n    scheduler:\n      type: kubernetes",
+                      "reservation_id: cr-0123456789abcdef1\n    scheduler:\n      type: kubernetes")
+    assert any("not from pool 'p5-block'" in f.message for f in result.findings if f.rule == "pool-fleets")
+
+
+def test_training_max_time_longer_than_the_night(write):
+    result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
+    (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
+    assert finding.severity.value == "warning"
+    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 12 h" in finding.message
+    # requeue with checkpoints every 30 minutes fits the 12-hour nights
+    ok = _variant(write, "on_window: finish", "on_window: requeue")
+    assert "pool-training-fit" not in _rules(ok)
+    text = HYBRID.read_text().replace("on_window: finish", "on_window: requeue").replace("every_minutes: 30", "every_minutes: 720")
+    late = check(write(text))
+    assert any("checkpoints every 720 min" in f.message for f in late.findings if f.rule == "pool-training-fit")
+
+
+def test_an_inference_window_shorter_than_startup():
+    result = check(HYBRID)
+    model, doc = result.model, result.document
+    serve = next(f for f in model.fleets if f.name == "serve")
+    assert not [f for f in run(model, doc) if f.rule == "pool-inference-warmup"]
+    servers = tuple(replace(s, probes=tuple(replace(p, failure_threshold=4400) for p in s.probes)) for s in serve.kube.servers)
+    slow = replace(serve, kube=replace(serve.kube, servers=servers))
+    model = replace(model, fleets=tuple(slow if f.name == "serve" else f for f in model.fleets))
+    (finding,) = [f for f in run(model, doc) if f.rule == "pool-inference-warmup"]
+    assert "holds its window's nodes for 12 h from Mon 2026-01-05 08:00 CET" in finding.message
+
+
+def test_rules_are_listed():
+    out = run_cli("rules").stdout
+    for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup"):
+        assert rule_id in out
+
+
+def test_render_check_covers_the_example(tmp_path):
+    """`render --check` on blueprints/hybrid-pool.yaml: clean after a render; a hand-edited bin/pool.json (the lent
+    nodes) is stale."""
+    out = tmp_path / "out"
+    assert run_cli("render", str(HYBRID), "-o", str(out)).returncode == 0
+    assert run_cli("render", str(HYBRID), "-o", str(out), "--check").returncode == 0
+    pool_json = out / "train/slurm/bin/pool.json"
+    pool_json.write_text(pool_json.read_text().replace("train-[003-007]", "train-[004-007]"))
+    stale = run_cli("render", str(HYBRID), "-o", str(out), "--check")
+    assert stale.returncode == 1 and "train/slurm/bin/pool.json" in stale.stdout + stale.stderr
+
+
+def test_keda_cron_triggers_follow_the_windows(tmp_path):
+    """The inference fleet's ScaledObject keeps its queue trigger and gains one cron trigger per window (KEDA's cron
+    scaler: timezone, start, end, desiredReplicas, keda.sh/docs/2.17/scalers/cron), which the CRD schema in
+    tests/crd accepts, as kubernetes-validate and the schemas accept every other manifest of the example."""
+    import jsonschema
+    import yaml
+
+    from test_k8s import CRD_SCHEMAS, _validate
+
+    model = check(HYBRID).model
+    files = render(model)
+    assert _validate(model, files) == 9  # the 9 manifests of serve/k8s/, kustomization.yaml aside
+    (doc,) = yaml.safe_load_all(files["serve/k8s/qwen-7b-scaledobject.yaml"])
+    prometheus, cron = doc["spec"]["triggers"]
+    assert prometheus["type"] == "prometheus"
+    assert cron == {"type": "cron", "metricType": "AverageValue", "metadata": {
+        "timezone": "Europe/Berlin", "start": "0 8 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
+    schema = jsonschema.Draft202012Validator(CRD_SCHEMAS["keda.sh_v1alpha1_ScaledObject"])
+    # negative controls: KEDA 2.17+ refuses a fallback whose triggers are all cpu or memory (CheckFallbackValid in
+    # apis/keda/v1alpha1/scaledobject_types.go), and cron has five fields
+    cpu_only = yaml.safe_load(files["serve/k8s/qwen-7b-scaledobject.yaml"])
+    cpu_only["spec"]["triggers"] = [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}]
+    assert list(schema.iter_errors(cpu_only))
+    seconds = yaml.safe_load(files["serve/k8s/qwen-7b-scaledobject.yaml"])
+    seconds["spec"]["triggers"][1]["metadata"]["start"] = "0 0 8 * * 1-5"
+    assert list(schema.iter_errors(seconds))
+
+
+def test_cron_lines_cross_midnight_and_weekdays():
+    assert pools._cron(8 * 60, (0, 1, 2, 3, 4)) == "0 8 * * 1,2,3,4,5"
+    assert pools._cron(20 * 60 + 12 * 60, (0, 1, 2, 3, 4)) == "0 8 * * 2,3,4,5,6"  # 20:00 + 12 h: the next mornings
+    assert pools._cron(-30, (0,)) == "30 23 * * 0"  # half an hour before Monday: Sunday 23:30
+    assert pools._cron(24 * 60, (6,)) == "0 0 * * 1"  # Sunday's 24:00 is Monday 00:00
+
+
+def test_cron_replicas_share_the_windows_gpus():
+    """Two models on one fleet share a window's GPUs by their most replicas x tensor parallel, within their ranges."""
+    from types import SimpleNamespace as NS
+
+    models = (NS(name="big", replicas=NS(min=1, max=4), tensor_parallel=4),
+              NS(name="small", replicas=NS(min=2, max=16), tensor_parallel=1))
+    fleet = NS(name="serve", models=models, kube=NS(servers=()), devices=lambda: (8, 80.0, "H100"))
+    pool = _pool([_share("serve", 1, [(WEEKDAYS, 8, 20, 4)]), _share("train", 0, remainder=True)])
+    crons = pools.cron_windows(pool, fleet)
+    # 4 nodes x 8 GPUs = 32; weights 16 and 16: 16 GPUs each -> big 4 replicas (TP 4), small 16
+    assert [c.replicas for c in crons["big"]] == [4] and [c.replicas for c in crons["small"]] == [16]
+    assert crons["big"][0].start == "0 8 * * 1,2,3,4,5" and crons["big"][0].end == "0 20 * * 1,2,3,4,5"
+
+
+def test_diff_of_a_moved_window_is_a_schedule_change(tmp_path, write):
+    """Moving the weekday window an hour later replaces nothing and hands 10 hours a week over (08:00-09:00 back
+    to training, 20:00-21:00 to inference, five days); shrinking it moves GPU-hours from serving to training."""
+    moved = write(HYBRID.read_text().replace('start: "08:00", end: "20:00", nodes: 6', 'start: "09:00", end: "21:00", nodes: 6'),
+                  "moved.yaml")
+    result = run_cli("diff", str(HYBRID), str(moved), "--format", "json")
+    data = json.loads(result.stdout)
+    (item,) = data["schedule"]
+    assert data["summary"]["resources"]["replace"] == 0
+    assert item["hours_changed"] == 10 and item["hours"] == 168
+    assert item["gpu_hours"] == {"serve": {"old": 3744, "new": 3744}, "train": {"old": 7008, "new": 7008}}
+    text = run_cli("diff", str(HYBRID), str(moved)).stdout
+    assert "pool p5-block: schedule change, nothing replaced; 10 of 168 hours of the week of 2026-01-05" in text
+    smaller = write(HYBRID.read_text().replace('end: "20:00", nodes: 6', 'end: "20:00", nodes: 5'), "smaller.yaml")
+    (item,) = json.loads(run_cli("diff", str(HYBRID), str(smaller), "--format", "json").stdout)["schedule"]
+    assert item["gpu_hours"]["serve"] == {"old": 3744, "new": 3744 - 5 * 12 * 8}
+    assert item["gpu_hours"]["train"] == {"old": 7008, "new": 7008 + 5 * 12 * 8} and item["hours_changed"] == 60
+    same = json.loads(run_cli("diff", str(HYBRID), str(HYBRID), "--format", "json").stdout)
+    assert same["schedule"] == []
+
+
+def test_time_zones_resolve_without_a_system_zone_database():
+    """A machine or container without /usr/share/zoneinfo still knows Europe/Berlin: fleetform depends on the tzdata
+    package, which zoneinfo falls back to (PEP 615); without it every pool would read as an unknown time zone."""
+    import subprocess
+    import sys
+
+    probe = "from fleetform import pool; z = pool.zone('Europe/Berlin'); print(z is not None and z.key)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            env={**__import__("os").environ, "PYTHONTZPATH": "/nonexistent"})
+    assert result.stdout.strip() == "Europe/Berlin", result.stderr

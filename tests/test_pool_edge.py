@@ -1,0 +1,178 @@
+"""bin/pool-edge, the training side of a pool (templates/slurm/bin/pool-edge): its occurrences are the model's
+ledger (every week of a year, Berlin's clock changes included), its scontrol commands at a fixed clock, and the
+reservations it makes in the real slurmctld (Debian's slurm-wlm 22.05, tests/slurmctld.py): a job whose time limit
+would run past the lend's start is not started on the lent nodes, one that ends before it is. The clock is the
+test's: the lend's start is computed from it, nothing waits for a window to open."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+import slurmctld
+from conftest import ROOT, require
+from fleetform import pool as pools
+from fleetform.pipeline import check
+from fleetform.render import render
+from fleetform.render.output import write
+
+PROGRAM = ROOT / "templates/slurm/bin/pool-edge"
+HYBRID = ROOT / "blueprints/hybrid-pool.yaml"
+UTC = timezone.utc
+
+
+def _program():
+    loader = importlib.machinery.SourceFileLoader("pool_edge", str(PROGRAM))
+    spec = importlib.util.spec_from_loader("pool_edge", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _rendered():
+    model = check(HYBRID).model
+    files = render(model)
+    return model, json.loads(files["train/slurm/bin/pool.json"])
+
+
+def test_the_program_lends_exactly_when_the_ledger_says():
+    """For each week of 2026, the program's lend occurrences are the stretches in which the model's ledger gives
+    training fewer than its peak nodes: in UTC, across both clock changes."""
+    model, config = _rendered()
+    edge = _program()
+    (pool,) = model.pools
+    tz = ZoneInfo(config["time_zone"])
+    week = date(2026, 1, 5)
+    checked = 0
+    while week.year == 2026:
+        start, end = pools.week_bounds(week, tz)
+        ledger = pools.ledger(pool, 8, week)
+        lent = [(h.start, h.start + pools.HOUR) for h in ledger.hours if h.nodes["train"] < ledger.peak("train")]
+        merged: list[tuple[datetime, datetime]] = []
+        for b, f in lent:
+            if merged and merged[-1][1] == b:
+                merged[-1] = (merged[-1][0], f)
+            else:
+                merged.append((b, f))
+        occurrences = sorted(o for lend in config["lends"] for o in edge.occurrences(lend, tz, start, end))
+        assert occurrences == merged, week
+        checked += 1
+        week += timedelta(days=7)
+    assert checked == 52
+    # spring: Monday 30 March 08:00 CEST is 06:00 UTC; the Friday before, 08:00 CET was 07:00 UTC
+    spring = list(edge.occurrences(config["lends"][0], tz, datetime(2026, 3, 27, tzinfo=UTC), datetime(2026, 3, 31, tzinfo=UTC)))
+    assert [b.hour for b, _ in spring] == [7, 6]
+
+
+def test_dry_run_at_a_fixed_clock(tmp_path):
+    _, config = _rendered()
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(config))
+
+    def run(now: str) -> list[str]:
+        result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now, "--dry-run"],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()
+
+    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC) is within the 720-minute lead
+    assert run("2026-03-26T19:30:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0700Z StartTime=2026-03-27T07:00:00 "
+        "Duration=720 Nodes=train-[003-007] Users=root"]
+    # Friday 20:30 CET: Friday's lend is over and nothing starts within 12 h (the next lend is Monday's)
+    assert run("2026-03-27T19:30:00Z") == []
+    # the edge (Monday 30 March 06:00 UTC, CEST): the lend is under way, its nodes are powered down
+    assert run("2026-03-30T06:00:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260330T0600Z StartTime=2026-03-30T06:01:00 "
+        "Duration=719 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+        "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
+    # a clock without an offset is refused, not read as local time
+    bad = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-03-30T06:00:00", "--dry-run"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "needs an offset" in bad.stderr
+
+
+def test_the_rendered_keeper_runs_it():
+    keeper = (ROOT / "templates/slurm/bin/keeper").read_text()
+    assert 'if (here / "pool.json").exists():' in keeper and '[sys.executable, str(here / "pool-edge")]' in keeper
+    files = render(check(HYBRID).model)
+    assert files["train/slurm/bin/pool-edge"] == PROGRAM.read_bytes()
+    assert not any(name.endswith("pool-edge") for name in render(check(ROOT / "blueprints/reference.yaml").model))
+
+
+def test_shellcheck_free_python_compiles():
+    compile(PROGRAM.read_text(), str(PROGRAM), "exec")
+
+
+def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
+    """The rendered hybrid-pool Slurm files under the real slurmctld; pool-edge makes the reservation with the
+    real scontrol for a lend starting at the next whole hour at least 20 minutes away (Berlin time, from the
+    test's clock). `sbatch --test-only` asks slurmctld where and when a job would start: a job on a lent node
+    that ends before the lend starts is placed at once, one that would run past it is refused on those nodes; a
+    node that is not lent takes the long job."""
+    require("scontrol", "slurm-client")
+    if not slurmctld.available():
+        require("slurmctld", "slurmctld")
+    model, config = _rendered()
+    write(render(model), tmp_path / "rendered")
+    tz = ZoneInfo("Europe/Berlin")
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    local = (now + timedelta(minutes=20)).astimezone(tz)
+    begin_local = (local + timedelta(hours=1)).replace(minute=0) if local.minute else local
+    begin = begin_local.astimezone(UTC)
+    until = int((begin - now).total_seconds() // 60)
+    config = {**config, "lead_minutes": until + 60,
+              "lends": [{"days": [begin_local.weekday()], "start": begin_local.hour, "hours": 2,
+                         "nodes": "train-[003-005]"}]}
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(config))
+    extra = "DisableRootJobs=NO\n"  # the test submits as its own user, root in CI
+    with slurmctld.running(tmp_path / "rendered/train/slurm", tmp_path / "ctld", extra=extra) as conf:
+        env = {**os.environ, "SLURM_CONF": str(conf), "TZ": "UTC"}
+        # the program runs in another zone than the reservation is read back in: it must hand scontrol UTC itself
+        berlin = {**env, "TZ": "Europe/Berlin"}
+        made = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now.isoformat()],
+                              env=berlin, capture_output=True, text=True, timeout=120)
+        assert made.returncode == 0, made.stderr
+        name = f"pool-p5-block-{begin.strftime('%Y%m%dT%H%MZ')}"
+        shown = subprocess.run(["scontrol", "show", "reservation", name], env=env, capture_output=True, text=True,
+                               timeout=60).stdout
+        assert f"StartTime={begin.strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
+        assert f"EndTime={(begin + timedelta(hours=2)).strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
+        assert "Nodes=train-[003-005]" in shown and "Users=root" in shown, shown
+        # a second round finds it made and changes nothing
+        again = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now.isoformat()],
+                               env=berlin, capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0 and again.stderr == "", again.stderr
+
+        def test_only(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run(["sbatch", "--test-only", "-N1", *args, "--wrap", "true"], env=env,
+                                  capture_output=True, text=True, timeout=60)
+
+        fits = test_only("-w", "train-003", f"--time={until - 10}")
+        assert fits.returncode == 0 and re.search(r"to start at \S+ using \d+ processors on nodes train-003", fits.stderr), fits.stderr
+        crosses = test_only("-w", "train-003", f"--time={until + 10}")
+        assert crosses.returncode != 0 and "Requested node configuration is not available" in crosses.stderr, crosses.stderr
+        elsewhere = test_only("-w", "train-001", f"--time={until + 10}")
+        assert elsewhere.returncode == 0 and "on nodes train-001" in elsewhere.stderr, elsewhere.stderr
+
+        # the edge: a lend that began an hour ago is reserved from now on and its nodes are powered down
+        started = (now - timedelta(hours=1)).astimezone(tz).replace(minute=0)
+        under_way = {**config, "lends": [{"days": [started.weekday()], "start": started.hour, "hours": 3,
+                                          "nodes": "train-[006-007]"}]}
+        path.write_text(json.dumps(under_way))
+        edge = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now.isoformat()],
+                              env=berlin, capture_output=True, text=True, timeout=120)
+        assert edge.returncode == 0, edge.stderr
+        nodes = subprocess.run(["scontrol", "show", "node", "train-006"], env=env, capture_output=True, text=True,
+                               timeout=60).stdout
+        assert "POWER" in nodes and "Reason=pool-p5-block" in nodes, nodes
