@@ -343,6 +343,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
             values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays))
+        if name == "kueue":
+            values = deep_merge(values, {"managerConfig": {"controllerManagerConfigYaml": kueue.manager_config(
+                ns for f in training for ns, _ in f.kueue.local_queues)}})
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))

@@ -242,7 +242,7 @@ def part_of(bp, change_type: str, name: str, component: tuple[str, str]) -> tupl
             return ("eks", "addons")
         return ("eks",)
     fleet = next((f for f in bp.fleets if f.name == owner or f.cloud_name == owner), None)
-    if fleet is None or kind not in ("TrainingFleet", "InferenceFleet"):
+    if fleet is None or kind not in ("TrainingFleet", "InferenceFleet", "KubeTrainingFleet"):
         return None
     base = ("fleet", fleet.name)
     if kind == "TrainingFleet":
@@ -257,6 +257,8 @@ def part_of(bp, change_type: str, name: str, component: tuple[str, str]) -> tupl
         return base
     if short in ("NodeGroup", "LaunchTemplate"):
         return base + ("nodes",)
+    if short == "PlacementGroup":  # KubeTrainingFleet
+        return base + ("placement",)
     model = next((m.name for m in sorted(fleet.models, key=lambda m: len(m.name), reverse=True)
                   if name.endswith(f"-{m.name}")), None)
     return base + ("model", model) if model else base

@@ -42,10 +42,28 @@ closest for most instance types (EKS User Guide, "Place distributed AI/ML worklo
 labels", https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html). Kueue's Topology lists
 levels from the broadest to the narrowest, kubernetes.io/hostname only last (its CRD's validation rule)."""
 
+TOPOLOGY_INSTANCE_TYPES = frozenset((
+    "g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge", "g6e.8xlarge", "g6e.12xlarge", "g6e.16xlarge", "g6e.24xlarge",
+    "g6e.48xlarge", "g7e.2xlarge", "g7e.4xlarge", "g7e.8xlarge", "g7e.12xlarge", "g7e.24xlarge", "g7e.48xlarge",
+    "p3dn.24xlarge", "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    "p6e-gb200.36xlarge", "trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "trn2.48xlarge", "trn2u.48xlarge",
+    "p6-b200.48xlarge", "p6-b300.48xlarge"))
+"""The accelerated instance types EC2 describes a network topology for (EC2 User Guide, "Prerequisites for
+Amazon EC2 topology", Instance types, read 2026-11-24; the HPC types left out): only their nodes get EKS's
+network-node-layer labels, and Kueue's topology-aware flavor matches only nodes with every level's label
+(kueue v0.19.2 pkg/util/tas/node.go NodeMatchesFlavor). On any other type no node matches and no job is admitted."""
+
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 """The extended resource aws-efa-k8s-device-plugin advertises, one per EFA interface of the node
 (EKS User Guide, "Run machine learning training on Amazon EKS with Elastic Fabric Adapter")."""
 GPU_RESOURCE = "nvidia.com/gpu"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+EFA_HUGEPAGES = "5120Mi"
+"""What a pod using EFA asks of the 2 MiB huge pages the EFA driver pre-allocates on every EFA node (EKS User
+Guide, "Run machine learning training on Amazon EKS with Elastic Fabric Adapter": "configuring and managing
+Huge Pages as a resource in the cluster" is "an important consideration", the instances "pre-allocate 5128 2MiB
+Huge Pages", and its p5.48xlarge worker asks for hugepages-2Mi: 5120Mi). A pod that asks for none gets a hugetlb
+limit of 0, and libfabric's EFA provider, which maps huge pages where the node has them, can then fault (SIGBUS)."""
 
 TRAINING_PRIORITY = 1000
 """The PriorityClass of training pods and the value of their WorkloadPriorityClass: below the serving
@@ -65,6 +83,49 @@ MAX_RESTARTS = 3
 SCHEDULER_SPECIFIC = ("NCCL_SOCKET_IFNAME",)
 """nccl.env variables that do not carry over into a pod: NCCL_SOCKET_IFNAME names a host interface, and a
 pod's network namespace has its own (the VPC CNI's eth0)."""
+
+
+def manager_config(namespaces) -> str:
+    """Kueue's manager configuration (the chart's managerConfig.controllerManagerConfigYaml): the chart's default
+    (kueue v0.19.2 charts/kueue/values.yaml) with two changes. Its webhooks for Jobs, JobSets, Pods, Deployments
+    and StatefulSets have failurePolicy Fail for every framework it integrates and match every namespace but
+    kube-system and kueue-system (charts/kueue/templates/webhook/manifests.yaml): with the chart's defaults, one
+    Kueue pod down and no serving pod, Prometheus or GPU Operator pod could be created anywhere on the cluster.
+    So it manages jobs in the training namespaces only (managedJobsNamespaceSelector, which those webhooks take
+    as their namespaceSelector), and integrates only what fleetform's jobs are (JobSet and its Jobs)."""
+    values = ", ".join(sorted(set(namespaces)))
+    return f"""apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+health:
+  healthProbeBindAddress: :8081
+metrics:
+  bindAddress: :8443
+webhook:
+  port: 9443
+leaderElection:
+  leaderElect: true
+  resourceName: c1f6bfd2.kueue.x-k8s.io
+controller:
+  groupKindConcurrency:
+    Job.batch: 5
+    Pod: 5
+    Workload.kueue.x-k8s.io: 10
+    LocalQueue.kueue.x-k8s.io: 5
+    ClusterQueue.kueue.x-k8s.io: 5
+    ResourceFlavor.kueue.x-k8s.io: 1
+clientConnection:
+  qps: 300
+  burst: 500
+managedJobsNamespaceSelector:
+  matchExpressions:
+    - key: kubernetes.io/metadata.name
+      operator: In
+      values: [{values}]
+integrations:
+  frameworks:
+  - "batch/job"
+  - "jobset.x-k8s.io/jobset"
+"""
 
 
 @frozen
@@ -89,6 +150,7 @@ class JobTemplate:
     nodes: int
     gpus: int  # per pod: the node's GPUs
     efa: int  # per pod: the node's EFA interfaces
+    hugepages: str | None  # per pod: EFA_HUGEPAGES where it uses EFA
     cpu: str
     memory: str
     image: str
@@ -159,7 +221,9 @@ def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None
               Quota("memory", f"{math.floor(memory_mib * JOB_SHARE) * size.max}Mi"),
               Quota(GPU_RESOURCE, str(gpus * size.max)))
     if efa:
-        quotas += (Quota(EFA_RESOURCE, str(efa * size.max)),)
+        quotas += (Quota(EFA_RESOURCE, str(efa * size.max)),
+                   # Kueue refuses a workload asking for a resource its ClusterQueue does not cover
+                   Quota(HUGEPAGES_RESOURCE, f"{int(EFA_HUGEPAGES.removesuffix('Mi')) * size.max}Mi"))
     namespaces = scheduler.queue_namespaces or (scheduler.namespace,)
     queue = f"{ident}-training"
     # the fleet's FSx for Lustre file systems, each through the claim of its static PersistentVolume
@@ -168,7 +232,7 @@ def build(fleet, blueprint_name: str, nccl_env, storage=()) -> KueueFleet | None
     job = None
     if scheduler.job_image:
         name = f"{ident}-torchrun"
-        job = JobTemplate(name, size.max, gpus, efa, f"{math.floor(cpu_m * JOB_SHARE)}m",
+        job = JobTemplate(name, size.max, gpus, efa, EFA_HUGEPAGES if efa else None, f"{math.floor(cpu_m * JOB_SHARE)}m",
                           f"{math.floor(memory_mib * JOB_SHARE)}Mi", scheduler.job_image, gpus,
                           # a job's nodes under one layer-3 network node where they fit: the fewest hops between ranks
                           TOPOLOGY_LEVELS[2], mounts, scheduler.namespace, REPLICATED_JOB,

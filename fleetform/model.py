@@ -148,6 +148,7 @@ class KubernetesScheduler:
     type: Literal["kubernetes"] = "kubernetes"
     queue_namespaces: tuple[str, ...] = ()  # training: namespaces with a LocalQueue; () the fleet's namespace
     job_image: str | None = None  # training: the image of the JobSet template
+    declared: tuple[str, ...] = ()  # the keys the blueprint wrote (defaults fill the rest): kueue-fields' input
 
     @property
     def minor(self) -> tuple[int, int]:

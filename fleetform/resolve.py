@@ -66,7 +66,7 @@ def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesSch
                                    data.get("autoscaler", "keda"), data.get("prometheus_url"),
                                    data.get("prometheus_release", DEFAULT_PROMETHEUS_RELEASE), path,
                                    queue_namespaces=tuple(data.get("queue_namespaces", ())),
-                                   job_image=data.get("job_image"))
+                                   job_image=data.get("job_image"), declared=tuple(sorted(data)))
     parts = tuple(
         Partition(p["name"], p.get("default", False), p.get("max_time"), p.get("nodes"), p.get("priority_tier"),
                   path + ("partitions", i))

@@ -19,10 +19,10 @@ import pytest
 import yaml
 
 from conftest import ROOT, require
+from test_k8s import _rendered as _model  # a blueprint (path or text) checked and rendered
 from fleetform import kueue
 from fleetform.cluster import cpu_reserved_m, memory_reserved_mib, quantity
 from fleetform.pipeline import check
-from fleetform.render import render
 
 EXAMPLE = ROOT / "blueprints/train-eks.yaml"
 PINNED = {  # kind -> (schema file, the release it is taken from)
@@ -51,16 +51,6 @@ def _closed(schema):
 
 SCHEMAS = {kind: jsonschema.Draft202012Validator(_closed(json.loads((ROOT / "tests/crd" / name).read_text())))
            for kind, (name, _) in PINNED.items()}
-
-
-def _model(source: Path | str, tmp_path: Path):
-    if isinstance(source, str):
-        path = tmp_path / "bp.yaml"
-        path.write_text(source)
-        source = path
-    result = check(source)
-    assert result.model is not None, [f.to_text() for f in result.findings]
-    return result.model, render(result.model)
 
 
 def _docs(files, fleet: str):
@@ -149,6 +139,9 @@ def test_the_job_fits_a_node_and_the_queue_holds_the_fleet(tmp_path):
     assert requests == spec["containers"][0]["resources"]["limits"]
     assert requests["nvidia.com/gpu"] == instance.gpu_count == 8
     assert requests["vpc.amazonaws.com/efa"] == instance.max_efa == 32
+    # the EFA driver's 2 MiB huge pages, as the EKS User Guide's EFA worker asks: without them the pod's hugetlb
+    # limit is 0 and libfabric's huge-page buffers fault
+    assert requests["hugepages-2Mi"] == kueue.EFA_HUGEPAGES == "5120Mi"
     assert quantity(requests["cpu"]) * 1000 <= instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)
     assert quantity(requests["memory"]) / 2**20 <= instance.mem_gib * 1024 - memory_reserved_mib()
     assert job["parallelism"] == job["completions"] == fleet.nodes.max
@@ -272,6 +265,25 @@ def test_every_values_key_exists_in_its_chart_version(tmp_path):
     assert _missing({"controllerManager": {"manger": {"resources": {}}}}, kueue_chart) == ["controllerManager.manger"]
 
 
+def test_kueue_webhooks_reach_only_the_training_namespaces(tmp_path):
+    """Kueue's chart makes its Job, JobSet, Pod, Deployment and StatefulSet webhooks failurePolicy Fail for the
+    frameworks it integrates, in every namespace but kube-system and kueue-system (kueue v0.19.2
+    charts/kueue/templates/webhook/manifests.yaml): with its defaults a Kueue outage would stop serving pods from
+    being created. The release's manager config is the chart's default with the training namespaces as
+    managedJobsNamespaceSelector (the webhooks' namespaceSelector) and only JobSet and Job integrated."""
+    model, _ = _model(EXAMPLE, tmp_path)
+    release = next(r for r in model.cluster.releases if r.name == "kueue")
+    ours = yaml.safe_load(release.values["managerConfig"]["controllerManagerConfigYaml"])
+    chart = yaml.safe_load(yaml.safe_load((CHARTS / f"kueue-{release.version}-values.yaml").read_text())
+                           ["managerConfig"]["controllerManagerConfigYaml"])
+    assert "pod" in chart["integrations"]["frameworks"] and "managedJobsNamespaceSelector" not in chart
+    assert ours["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]
+    assert ours.pop("managedJobsNamespaceSelector") == {"matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["research", "training"]}]}
+    assert {k: v for k, v in ours.items() if k != "integrations"} == \
+        {k: v for k, v in chart.items() if k != "integrations"}
+
+
 def test_the_efa_device_plugin_runs_on_the_training_nodes(tmp_path):
     """The chart tolerates no taint by default, and the training group carries nvidia.com/gpu: its workload
     as the cluster sees it runs on the group, and the group offers the EFA interfaces the job asks for."""
@@ -337,6 +349,15 @@ def test_the_plan_builds_an_efa_node_group_and_installs_crds_first(tmp_path):
     kinds = {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "WorkloadPriorityClass"}
     late = [r for r in resources if r["type"].split(":")[-1] in kinds and r["name"].startswith("train-")]
     assert len(late) == 6 and all("eks-kueue" in r["depends_on"] for r in late)
+    # the training fleet's component is a training fleet's, in the plan and the diagram: not an InferenceFleet,
+    # whose token, once deployed, could only change with an alias on every child
+    assert by_name["train"]["type"] == "fleetform:aws:KubeTrainingFleet"
+    assert by_name["chat"]["type"] == "fleetform:aws:InferenceFleet"
+    from fleetform.diagram import part_of
+    assert part_of(model, "aws:ec2/placementGroup:PlacementGroup", "train-placement",
+                   ("KubeTrainingFleet", "train")) == ("fleet", "train", "placement")
+    assert part_of(model, "aws:eks/nodeGroup:NodeGroup", "train-gpu", ("KubeTrainingFleet", "train")) == (
+        "fleet", "train", "nodes")
 
 
 def test_training_nodes_beside_a_mig_fleet_keep_whole_gpus(tmp_path):

@@ -38,5 +38,5 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
             "kueue/jobset.yaml.j2", fleet=fleet.name, k=k, j=k.job, api=kueue.JOBSET_API,
             queue_label=kueue.QUEUE_LABEL, priority_label=kueue.PRIORITY_LABEL,
             topology_annotation=kueue.PREFERRED_TOPOLOGY, gpu_resource=kueue.GPU_RESOURCE,
-            efa_resource=kueue.EFA_RESOURCE)
+            efa_resource=kueue.EFA_RESOURCE, hugepages_resource=kueue.HUGEPAGES_RESOURCE)
     return out

@@ -61,9 +61,11 @@ class InferenceFleet(pulumi.ComponentResource):
     objects. Every child is named after the fleet, so adding or removing another fleet renames
     nothing here."""
 
+    TYPE = "fleetform:aws:InferenceFleet"  # the component's type token: part of every child's URN
+
     def __init__(self, name: str, fleet: Fleet, eks: EksCluster, files: dict[str, bytes], tags: dict,
                  opts: pulumi.ResourceOptions | None = None):
-        super().__init__("fleetform:aws:InferenceFleet", name, None, opts)
+        super().__init__(self.TYPE, name, None, opts)
         self.name, self.eks = name, eks
         # a Deployment is ready once its weights are loaded: wait as long as its startup probe may
         startup = max((p.period_s * p.failure_threshold for s in (fleet.kube.servers if fleet.kube else ()) for p in s.probes

@@ -32,6 +32,10 @@ class KubeTrainingFleet(InferenceFleet):
     group in the launch template. Its GPU nodes join the cluster's one subnet (one availability zone), as EFA
     and cluster placement need."""
 
+    # its own type token: the plan and the diagram call it a training fleet, and a later rename of the token would
+    # change every child's URN (a replacement of the node group) without an alias
+    TYPE = "fleetform:aws:KubeTrainingFleet"
+
     def _launch_template(self, name: str, fleet: Fleet, group, tags: dict):
         more: dict = {}
         if fleet.interconnect is not None and fleet.interconnect.fabric == "efa":
