@@ -491,20 +491,27 @@ def cron_windows(pool: Pool, fleet) -> dict[str, tuple[CronWindow, ...]]:
     if share is None or devices is None or fleet.kube is None or not fleet.models:
         return {}
     per_node = devices[0]
-    weights = {m.name: m.replicas.max * m.tensor_parallel for m in fleet.models}
-    total = sum(weights.values()) or 1
     out = {}
     for model in fleet.models:
         lead = 0  # see CronWindow
         triggers = []
         for window in share.windows:
-            gpus = window.nodes * per_node * weights[model.name] // total
-            replicas = max(model.replicas.min, min(model.replicas.max, gpus // model.tensor_parallel))
+            replicas = window_replicas(fleet, window.nodes, per_node)[model.name]
             end = window.start * 60 + window.hours * 60
             triggers.append(CronWindow(pool.time_zone, _cron(window.start * 60 - lead, window.days),
                                        _cron(end, window.days), replicas, lead))
         out[model.name] = tuple(triggers)
     return out
+
+
+def window_replicas(fleet, nodes: int, per_node: int) -> dict[str, int]:
+    """Each model's cron minimum while the fleet holds `nodes`: the nodes' devices shared among the models by their
+    most replicas times tensor parallel, within each model's replicas range (the range's minimum can ask for more
+    than the share: rule pool-inference-bounds)."""
+    weights = {m.name: m.replicas.max * m.tensor_parallel for m in fleet.models}
+    total = sum(weights.values()) or 1
+    return {m.name: max(m.replicas.min, min(m.replicas.max, nodes * per_node * weights[m.name] // total // m.tensor_parallel))
+            for m in fleet.models}
 
 
 def schedule_delta(old: list[dict], new: list[dict]) -> list[dict]:

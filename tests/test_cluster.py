@@ -23,7 +23,10 @@ Test-only overrides, applied to the rendered folder before anything runs (one ma
   6. power_save_min_interval=0 instead of 30, so a resume starts within a second.
   7. No HealthCheckProgram: this host has no GPUs, so bin/health would drain every node
      (tests/test_health_cluster.py runs it with fakes).
-  8. (in the bootstrap, with FLEETFORM_ROOT) `slurmd -b`: slurmd reports its start as the boot,
+  8. SuspendTimeout=20 instead of 300: a node powered down may be resumed once it has passed, and the
+     rendered SuspendProgram has terminated its instance in moto within a second or two
+     (tests/test_pool_cluster.py powers a lent node down and brings it back).
+  9. (in the bootstrap, with FLEETFORM_ROOT) `slurmd -b`: slurmd reports its start as the boot,
      as a fresh instance would; this host booted before the resume and slurmctld would wait.
 The user data's own part (download the artifact, check sha256, extract) is train-aws's; here the
 programs run from the rendered folder directly. FLEETFORM_ROOT moves /etc, /var and /run of each
@@ -96,6 +99,8 @@ def _override(slurm: Path, tmp: Path, ports: dict[str, int]) -> None:
             line = "TaskPlugin=task/none"
         elif key == "SlurmctldParameters":
             line = line.replace("power_save_min_interval=30", "power_save_min_interval=0")
+        elif key == "SuspendTimeout":
+            line = "SuspendTimeout=20"
         elif key.startswith("HealthCheck"):
             continue
         elif key == "NodeName":

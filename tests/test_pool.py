@@ -240,7 +240,8 @@ def test_an_inference_window_shorter_than_startup():
 
 def test_rules_are_listed():
     out = run_cli("rules").stdout
-    for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup"):
+    for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup",
+                    "pool-inference-bounds"):
         assert rule_id in out
 
 
@@ -318,7 +319,8 @@ def test_diff_of_a_moved_window_is_a_schedule_change(tmp_path, write):
     assert item["gpu_hours"] == {"serve": {"old": 3744, "new": 3744}, "train": {"old": 7008, "new": 7008}}
     text = run_cli("diff", str(HYBRID), str(moved)).stdout
     assert "pool p5-block: schedule change, nothing replaced; 10 of 168 hours of the week of 2026-01-05" in text
-    smaller = write(HYBRID.read_text().replace('end: "20:00", nodes: 6', 'end: "20:00", nodes: 5'), "smaller.yaml")
+    smaller = write(HYBRID.read_text().replace('end: "20:00", nodes: 6', 'end: "20:00", nodes: 5')
+                    .replace("max: 48}", "max: 40}"), "smaller.yaml")  # 5 nodes, 40 GPUs: pool-inference-bounds
     (item,) = json.loads(run_cli("diff", str(HYBRID), str(smaller), "--format", "json").stdout)["schedule"]
     assert item["gpu_hours"]["serve"] == {"old": 3744, "new": 3744 - 5 * 12 * 8}
     assert item["gpu_hours"]["train"] == {"old": 7008, "new": 7008 + 5 * 12 * 8} and item["hours_changed"] == 60
@@ -336,3 +338,22 @@ def test_time_zones_resolve_without_a_system_zone_database():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                             env={**__import__("os").environ, "PYTHONTZPATH": "/nonexistent"})
     assert result.stdout.strip() == "Europe/Berlin", result.stderr
+
+
+def test_inference_bounds_fit_the_pool_at_every_hour(write):
+    """rule pool-inference-bounds: the example's bounds fit (48 GPUs at most = the window's 6 nodes; 2 replicas at
+    least on the floor's 8 GPUs); a maximum beyond the fleet's peak and a minimum beyond its floor are errors."""
+    assert "pool-inference-bounds" not in _rules(check(HYBRID))
+    wide = _variant(write, "replicas: {min: 2, max: 48}", "replicas: {min: 2, max: 56}")
+    (finding,) = [f for f in wide.findings if f.rule == "pool-inference-bounds"]
+    assert finding.severity.value == "error"
+    assert "may scale to 56 GPUs (replicas.max x tensor_parallel), but pool 'p5-block' gives the fleet at most 6 " \
+           "nodes (48 GPUs)" in finding.message, finding.message
+    high = _variant(write, "replicas: {min: 2, max: 48}", "replicas: {min: 9, max: 48}")
+    (finding,) = [f for f in high.findings if f.rule == "pool-inference-bounds"]
+    assert "at Mon 2026-01-05 00:00 CET fleet 'serve' keeps at least 9 GPUs busy" in finding.message, finding.message
+    assert "gives it 1 nodes (8 GPUs) then" in finding.message
+    # the cron minimum in the window is the window's share within the model's range: window_replicas
+    serve = next(f for f in check(HYBRID).model.fleets if f.name == "serve")
+    assert pools.window_replicas(serve, 6, 8) == {"qwen-7b": 48}
+    assert pools.window_replicas(serve, 0, 8) == {"qwen-7b": 2}

@@ -166,3 +166,44 @@ def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
                            f"start ({max(budgets) // 60} min, the startup probe's budget)",
                            "a longer window, or a model that loads faster")
                     break
+
+
+@rule("pool-inference-bounds", "error", "an inference fleet's autoscaler bounds never ask for more GPUs than the "
+      "pool gives the fleet: its minimum at every hour of the week, its maximum at the fleet's peak",
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_inference_bounds(bp: Blueprint, report: Reporter) -> None:
+    """The minimum at an hour is what KEDA keeps then: the cron trigger's replicas (pools.window_replicas of the
+    nodes the fleet holds) in a window, `replicas.min` outside (and always with `autoscaler: hpa`, which has no cron
+    trigger); pods above the GPUs the fleet holds would stay pending on nodes training holds. The maximum
+    (maxReplicaCount, one for all hours) must fit the fleet's peak, the most the pool ever gives it; between its
+    windows queue depth can still raise the replicas above the floor, up to nodes the fleet does not hold then
+    (README, Pools)."""
+    fleets = {f.name: f for f in bp.fleets}
+    for pool, tz in _checked(bp):
+        for share in pool.shares:
+            fleet = fleets[share.fleet]
+            devices = fleet.devices()
+            if fleet.training or fleet.kube is None or not fleet.models or devices is None:
+                continue
+            per_node = int(devices[0])
+            led = pools.ledger(pool, per_node, pool.week)
+            peak = led.peak(fleet.name)
+            most = sum(m.replicas.max * m.tensor_parallel for m in fleet.models)
+            if most > peak * per_node:
+                report(fleet.path + ("models",), f"the models of fleet '{fleet.name}' may scale to {most} GPUs "
+                       f"(replicas.max x tensor_parallel), but pool '{pool.name}' gives the fleet at most {peak} "
+                       f"nodes ({peak * per_node} GPUs)", "lower replicas.max, or give the fleet more nodes in a window")
+            cron = any(s.autoscaling is not None and s.autoscaling.kind == "keda" for s in fleet.kube.servers)
+            for hour in led.hours:
+                held = hour.nodes.get(fleet.name, 0)
+                if cron and held > share.floor:
+                    replicas = pools.window_replicas(fleet, held, per_node)
+                else:
+                    replicas = {m.name: m.replicas.min for m in fleet.models}
+                least = sum(replicas[m.name] * m.tensor_parallel for m in fleet.models)
+                if least > held * per_node:
+                    report(fleet.path + ("models",), f"at {_local(hour.start, tz)} fleet '{fleet.name}' keeps at "
+                           f"least {least} GPUs busy (its models' minimum replicas x tensor_parallel), but pool "
+                           f"'{pool.name}' gives it {held} nodes ({held * per_node} GPUs) then: the pods above "
+                           f"stay pending", "lower replicas.min, or raise the fleet's floor")
+                    break
