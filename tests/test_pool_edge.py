@@ -87,7 +87,7 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
     # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC) is within the 720-minute lead
     assert run("2026-03-26T19:30:00Z") == [
         "scontrol create reservation ReservationName=pool-p5-block-20260327T0700Z StartTime=2026-03-27T07:00:00 "
-        "Duration=720 Nodes=train-[003-007] Users=root"]
+        "Duration=720 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
     # Friday 20:30 CET: Friday's lend is over and nothing starts within 12 h (the next lend is Monday's)
     assert run("2026-03-27T19:30:00Z") == []
     # the edge (Monday 30 March 06:00 UTC, CEST): the lend is under way, its nodes are powered down
