@@ -176,3 +176,46 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
         nodes = subprocess.run(["scontrol", "show", "node", "train-006"], env=env, capture_output=True, text=True,
                                timeout=60).stdout
         assert "POWER" in nodes and "Reason=pool-p5-block" in nodes, nodes
+
+
+def test_a_lend_under_way_powers_down_only_nodes_not_yet_powered_down(tmp_path):
+    """The keeper runs pool-edge every minute of a lend. Slurm's update_node (node_mgr.c, 22.05) does not treat
+    POWER_DOWN_ASAP on a node already POWERED_DOWN as a no-op: it logs "power down request repeating", clears
+    POWERED_DOWN, drains the node again, and power_save.c runs the SuspendProgram once more and keeps the node
+    unavailable for SuspendTimeout. So each round asks for the nodes' state and powers down only the others.
+    A fake scontrol on PATH stands in for slurmctld: it records its arguments and shows train-003 and train-004
+    powered down (or powering down), train-005 idle."""
+    _, config = _rendered()
+    config = {**config, "lends": [{"days": [0], "start": 8, "hours": 12, "nodes": "train-[003-005]"}]}
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(config))
+    log = tmp_path / "calls"
+    fake = tmp_path / "bin/scontrol"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+  "-o show node "*)
+    echo "NodeName=train-003 Arch=x86_64 CoresPerSocket=48 State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore=2"
+    echo "NodeName=train-004 Arch=x86_64 CoresPerSocket=48 State=IDLE+DRAIN+CLOUD+POWERING_DOWN ThreadsPerCore=2"
+    echo "NodeName=train-005 Arch=x86_64 CoresPerSocket=48 State=IDLE+CLOUD ThreadsPerCore=2"
+    exit 0;;
+  "show reservation "*) exit 0;;
+esac
+exit 0
+""")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    # Monday 5 January 2026, 10:00 CET: the lend is two hours under way
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-05T09:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    updates = [c for c in log.read_text().splitlines() if c.startswith("update ")]
+    assert updates == ["update NodeName=train-005 State=POWER_DOWN_ASAP Reason=pool-p5-block"], updates
+    # all powered down: the round changes nothing
+    fake.write_text(fake.read_text().replace("State=IDLE+CLOUD ThreadsPerCore", "State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore"))
+    log.unlink()
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-05T09:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in log.read_text().splitlines() if c.startswith("update ")]
