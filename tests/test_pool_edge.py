@@ -219,3 +219,49 @@ exit 0
                             env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert not [c for c in log.read_text().splitlines() if c.startswith("update ")]
+
+
+def test_a_schedule_change_deletes_the_reservations_made_under_the_old_one(tmp_path):
+    """Reservations are made up to lead_minutes ahead. After a change of the pool's schedule (other hours or other
+    nodes), those of the old schedule must go: kept, they hold the old nodes for root, and the new lend's
+    reservation over the same nodes at an overlapping time is refused (ESLURM_RESERVATION_OVERLAP) every round.
+    A fake scontrol shows one reservation as this round wants it, one of the old schedule and one of another
+    pool; only the old one is deleted, and only the missing one is created."""
+    _, config = _rendered()
+    config = {**config, "lends": [{"days": [0], "start": 9, "hours": 10, "nodes": "train-[004-007]"}]}
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(config))
+    log = tmp_path / "calls"
+    fake = tmp_path / "bin/scontrol"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+  "-o show reservation")
+    echo "ReservationName=pool-p5-block-20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 Duration=12:00:00 Nodes=train-[003-007] NodeCnt=5 Users=root"
+    echo "ReservationName=pool-other-20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 Duration=12:00:00 Nodes=train-[001-002] NodeCnt=2 Users=root"
+    exit 0;;
+esac
+exit 0
+""")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    # Sunday 4 January 2026, 22:00 CET: Monday's 09:00 lend is within the lead
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-04T21:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    assert [c for c in calls if c.startswith(("delete", "create"))] == [
+        "delete ReservationName=pool-p5-block-20260105T0700Z",
+        "create reservation ReservationName=pool-p5-block-20260105T0800Z StartTime=2026-01-05T08:00:00 Duration=600 "
+        "Nodes=train-[004-007] Users=root Flags=IGNORE_JOBS"], calls
+    # the next round: slurmctld holds the new one as wanted; nothing is deleted or made
+    fake.write_text(fake.read_text().replace("20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 "
+                                             "Duration=12:00:00 Nodes=train-[003-007]",
+                                             "20260105T0800Z StartTime=2026-01-05T08:00:00 EndTime=2026-01-05T18:00:00 "
+                                             "Duration=10:00:00 Nodes=train-[004-007]"))
+    log.unlink()
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-04T21:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in log.read_text().splitlines() if c.startswith(("delete", "create"))]
