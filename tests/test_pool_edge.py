@@ -87,7 +87,7 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
     # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC) is within the 720-minute lead
     assert run("2026-03-26T19:30:00Z") == [
         "scontrol create reservation ReservationName=pool-p5-block-20260327T0700Z StartTime=2026-03-27T07:00:00 "
-        "Duration=720 Nodes=train-[003-007] Users=root"]
+        "Duration=720 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
     # Friday 20:30 CET: Friday's lend is over and nothing starts within 12 h (the next lend is Monday's)
     assert run("2026-03-27T19:30:00Z") == []
     # the edge (Monday 30 March 06:00 UTC, CEST): the lend is under way, its nodes are powered down
@@ -206,9 +206,9 @@ def test_touching_and_overlapping_lends_are_one_reservation_per_node_stretch(tmp
                                   {"days": [0], "start": 12, "hours": 8, "nodes": "train-[005-007]"}]}
     assert _dry(tmp_path, touching, "2026-01-04T23:00:00Z") == [
         "scontrol create reservation ReservationName=pool-p-20260105T0700Z StartTime=2026-01-05T07:00:00 "
-        "Duration=240 Nodes=train-[003-004] Users=root",
+        "Duration=240 Nodes=train-[003-004] Users=root Flags=IGNORE_JOBS",
         "scontrol create reservation ReservationName=pool-p-20260105T0700Z-2 StartTime=2026-01-05T07:00:00 "
-        "Duration=720 Nodes=train-[005-007] Users=root"]
+        "Duration=720 Nodes=train-[005-007] Users=root Flags=IGNORE_JOBS"]
     # at 12:00 the second lend has begun: the reservation of 005-007 is the one made at 07:00 ahead, the program
     # powers 005-007 down (003-004 came back at 11:00 UTC)
     assert _dry(tmp_path, touching, "2026-01-05T11:00:00Z")[-1] == \
@@ -216,21 +216,21 @@ def test_touching_and_overlapping_lends_are_one_reservation_per_node_stretch(tmp
     # a lend seen only later (Monday evening's, beyond a short lead) still extends the stretch it touches: the
     # stretch is computed a week around the clock, so every round names and sizes it alike
     short = {**touching, "lead_minutes": 60}
-    assert _dry(tmp_path, short, "2026-01-05T06:30:00Z")[1].endswith("Duration=720 Nodes=train-[005-007] Users=root")
+    assert _dry(tmp_path, short, "2026-01-05T06:30:00Z")[1].endswith("Duration=720 Nodes=train-[005-007] Users=root Flags=IGNORE_JOBS")
     # overlapping lends (one inside another) of nodes they share: one reservation of all, the longer span
     overlapping = {**base, "lends": [{"days": [0], "start": 8, "hours": 3, "nodes": "train-[003-007]"},
                                      {"days": [0], "start": 9, "hours": 4, "nodes": "train-[006-007]"}]}
     assert _dry(tmp_path, overlapping, "2026-01-04T23:00:00Z") == [
         "scontrol create reservation ReservationName=pool-p-20260105T0700Z StartTime=2026-01-05T07:00:00 "
-        "Duration=180 Nodes=train-[003-005] Users=root",
+        "Duration=180 Nodes=train-[003-005] Users=root Flags=IGNORE_JOBS",
         "scontrol create reservation ReservationName=pool-p-20260105T0700Z-2 StartTime=2026-01-05T07:00:00 "
-        "Duration=300 Nodes=train-[006-007] Users=root"]
+        "Duration=300 Nodes=train-[006-007] Users=root Flags=IGNORE_JOBS"]
     # a lend over midnight (Sunday 22:00 - Monday 02:00) touching Monday's from 02:00: one stretch
     night = {**base, "lends": [{"days": [6], "start": 22, "hours": 4, "nodes": "train-007"},
                                {"days": [0], "start": 2, "hours": 6, "nodes": "train-007"}]}
     assert _dry(tmp_path, night, "2026-01-04T20:00:00Z") == [
         "scontrol create reservation ReservationName=pool-p-20260104T2100Z StartTime=2026-01-04T21:00:00 "
-        "Duration=600 Nodes=train-007 Users=root"]
+        "Duration=600 Nodes=train-007 Users=root Flags=IGNORE_JOBS"]
 
 
 def test_real_slurmctld_takes_overlapping_lends_of_different_node_sets(tmp_path):
@@ -265,3 +265,92 @@ def test_real_slurmctld_takes_overlapping_lends_of_different_node_sets(tmp_path)
                          r".*\n.*Nodes=train-\[003-004\]", shown), shown
         assert re.search(rf"StartTime={begin:%Y-%m-%dT%H:%M:%S} EndTime={begin + timedelta(hours=3):%Y-%m-%dT%H:%M:%S}"
                          r".*\n.*Nodes=train-\[005-007\]", shown), shown
+
+
+def test_a_lend_under_way_powers_down_only_nodes_not_yet_powered_down(tmp_path):
+    """The keeper runs pool-edge every minute of a lend. Slurm's update_node (node_mgr.c, 22.05) does not treat
+    POWER_DOWN_ASAP on a node already POWERED_DOWN as a no-op: it logs "power down request repeating", clears
+    POWERED_DOWN, drains the node again, and power_save.c runs the SuspendProgram once more and keeps the node
+    unavailable for SuspendTimeout. So each round asks for the nodes' state and powers down only the others.
+    A fake scontrol on PATH stands in for slurmctld: it records its arguments and shows train-003 and train-004
+    powered down (or powering down), train-005 idle."""
+    _, config = _rendered()
+    config = {**config, "lends": [{"days": [0], "start": 8, "hours": 12, "nodes": "train-[003-005]"}]}
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(config))
+    log = tmp_path / "calls"
+    fake = tmp_path / "bin/scontrol"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+  "-o show node "*)
+    echo "NodeName=train-003 Arch=x86_64 CoresPerSocket=48 State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore=2"
+    echo "NodeName=train-004 Arch=x86_64 CoresPerSocket=48 State=IDLE+DRAIN+CLOUD+POWERING_DOWN ThreadsPerCore=2"
+    echo "NodeName=train-005 Arch=x86_64 CoresPerSocket=48 State=IDLE+CLOUD ThreadsPerCore=2"
+    exit 0;;
+  "show reservation "*) exit 0;;
+esac
+exit 0
+""")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    # Monday 5 January 2026, 10:00 CET: the lend is two hours under way
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-05T09:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    updates = [c for c in log.read_text().splitlines() if c.startswith("update ")]
+    assert updates == ["update NodeName=train-005 State=POWER_DOWN_ASAP Reason=pool-p5-block"], updates
+    # all powered down: the round changes nothing
+    fake.write_text(fake.read_text().replace("State=IDLE+CLOUD ThreadsPerCore", "State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore"))
+    log.unlink()
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-05T09:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in log.read_text().splitlines() if c.startswith("update ")]
+
+
+def test_a_schedule_change_deletes_the_reservations_made_under_the_old_one(tmp_path):
+    """Reservations are made up to lead_minutes ahead. After a change of the pool's schedule (other hours or other
+    nodes), those of the old schedule must go: kept, they hold the old nodes for root, and the new lend's
+    reservation over the same nodes at an overlapping time is refused (ESLURM_RESERVATION_OVERLAP) every round.
+    A fake scontrol shows one reservation as this round wants it, one of the old schedule and one of another
+    pool; only the old one is deleted, and only the missing one is created."""
+    _, config = _rendered()
+    config = {**config, "lends": [{"days": [0], "start": 9, "hours": 10, "nodes": "train-[004-007]"}]}
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(config))
+    log = tmp_path / "calls"
+    fake = tmp_path / "bin/scontrol"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+  "-o show reservation")
+    echo "ReservationName=pool-p5-block-20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 Duration=12:00:00 Nodes=train-[003-007] NodeCnt=5 Users=root"
+    echo "ReservationName=pool-other-20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 Duration=12:00:00 Nodes=train-[001-002] NodeCnt=2 Users=root"
+    exit 0;;
+esac
+exit 0
+""")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    # Sunday 4 January 2026, 22:00 CET: Monday's 09:00 lend is within the lead
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-04T21:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    assert [c for c in calls if c.startswith(("delete", "create"))] == [
+        "delete ReservationName=pool-p5-block-20260105T0700Z",
+        "create reservation ReservationName=pool-p5-block-20260105T0800Z StartTime=2026-01-05T08:00:00 Duration=600 "
+        "Nodes=train-[004-007] Users=root Flags=IGNORE_JOBS"], calls
+    # the next round: slurmctld holds the new one as wanted; nothing is deleted or made
+    fake.write_text(fake.read_text().replace("20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 "
+                                             "Duration=12:00:00 Nodes=train-[003-007]",
+                                             "20260105T0800Z StartTime=2026-01-05T08:00:00 EndTime=2026-01-05T18:00:00 "
+                                             "Duration=10:00:00 Nodes=train-[004-007]"))
+    log.unlink()
+    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-04T21:00:00Z"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in log.read_text().splitlines() if c.startswith(("delete", "create"))]
