@@ -19,6 +19,7 @@ from .ray import RayConfig
 from .records import frozen
 from .acceptance import AcceptanceConfig
 from .health import HealthConfig
+from .monitoring import MonitoringConfig
 from .login import LoginConfig
 from .slurm import SlurmConfig
 
@@ -397,6 +398,7 @@ class Fleet:
     acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
     acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
     model_checks: tuple = ()  # inference fleets on Kubernetes: each model's acceptance request (fleetform/acceptance.py)
+    monitoring: MonitoringConfig | None = None  # Slurm training fleets on AWS: exporters and Prometheus (fleetform/monitoring.py)
 
     @property
     def training(self) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import acceptance, cluster, health, k8s, kueue, login, nccl, ray, slurm
+from . import acceptance, cluster, health, k8s, kueue, login, monitoring, nccl, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -252,6 +252,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
     fleets = tuple(replace(f, acceptance=acceptance.build(f, item.get("acceptance"), f.health, cloud),
                            acceptance_declared="acceptance" in item, model_checks=acceptance.model_checks(f.kube))
                    for f, item in zip(fleets, data["fleets"]))
+    fleets = tuple(replace(f, monitoring=monitoring.build(f)) for f in fleets)
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),

@@ -1,0 +1,126 @@
+"""Monitoring of Slurm training fleets on AWS (fleetform/monitoring.py, docs/monitoring.md).
+
+The rendered prometheus.yml is judged by Prometheus' own `promtool check config` (Debian's prometheus
+package; CI installs it), with the file_sd file the controller's bin/monitoring-targets writes from a
+recorded `sinfo -h -N -o "%N %t"` (format and state suffixes: sinfo(1) of slurm-wlm 22.05, OUTPUT
+FORMAT %N/%t and NODE STATE CODES). What only a real fleet proves: that Ubuntu 24.04's packages start
+their exporters, that dcgm-exporter's container sees the GPUs (docker --gpus needs the NVIDIA container
+toolkit of the DLAMI), and that Prometheus reaches the nodes through the zone's names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, require, run_cli
+from fleetform import monitoring
+
+REFERENCE = ROOT / "blueprints" / "reference.yaml"
+# sinfo -h -N -o "%N %t" on a fleet with two partitions: train-001 and train-002 run (train-002 in both
+# partitions), train-003 does not respond (*), train-004 is powered off (~), train-005 is powering up
+# (#), train-006 powering down (%), train-007 drained but its machine runs
+SINFO = """train-001 alloc
+train-002 idle
+train-002 idle
+train-003 idle*
+train-004 idle~
+train-005 alloc#
+train-006 idle%
+train-007 drain
+"""
+UP = ["train-001", "train-002", "train-003", "train-007"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("monitoring") / "out"
+    result = run_cli("render", str(REFERENCE), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    return out / "train" / "slurm"
+
+
+def test_only_aws_slurm_fleets_get_monitoring(rendered, tmp_path):
+    """On-prem the site runs its own monitoring; a fleet on EKS has kube-prometheus-stack."""
+    assert (rendered / "bin" / "monitoring.json").is_file()
+    for name in ("onprem-ib", "train-eks"):
+        out = tmp_path / name
+        assert run_cli("render", str(ROOT / "blueprints" / f"{name}.yaml"), "-o", str(out)).returncode == 0
+        assert not [p for p in out.rglob("*") if "monitoring" in p.name], name
+
+
+def promtool(config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([require("promtool", "prometheus"), "check", "config", str(config)], capture_output=True,
+                          text=True, timeout=60)
+
+
+def run_targets(rendered: Path, tmp: Path, sinfo: str, zone: str = "a-dev-train.fleetform.internal") -> Path:
+    """bin/monitoring-targets as the controller's timer runs it, its sinfo a recorded answer."""
+    fake = tmp / "fakebin"
+    fake.mkdir(exist_ok=True)
+    (fake / "sinfo").write_text(f"#!/bin/sh\n[ \"$*\" = '-h -N -o %N %t' ] || exit 9\ncat <<'EOF'\n{sinfo}EOF\n")
+    (fake / "sinfo").chmod(0o755)
+    env_file = tmp / "cluster.env"
+    env_file.write_text(f"FLEETFORM_ROLE=controller\nFLEETFORM_CLUSTER=llm-70b_dev\nFLEETFORM_FLEET=train\n"
+                        f"FLEETFORM_REGION=us-east-1\nFLEETFORM_DNS_ZONE={zone}\n")
+    result = subprocess.run([sys.executable, str(rendered / "bin" / "monitoring-targets")], capture_output=True,
+                            text=True, timeout=60, env={"PATH": f"{fake}:{os.environ['PATH']}", "HOME": str(tmp),
+                                                        "FLEETFORM_ENV_FILE": str(env_file),
+                                                        "FLEETFORM_ROOT": str(tmp / "root")})
+    assert result.returncode == 0, result.stderr
+    return tmp / "root" / monitoring.TARGETS_FILE.lstrip("/")
+
+
+def test_rendered_prometheus_yml_passes_promtool(rendered, tmp_path):
+    config = rendered / "monitoring" / "prometheus.yml"
+    result = promtool(config)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # negative control: promtool is a judge that refuses a broken scrape configuration
+    broken = tmp_path / "prometheus.yml"
+    broken.write_text(config.read_text().replace("target_label: __address__", "target_label: 1bad"))
+    assert promtool(broken).returncode != 0
+
+
+def test_targets_are_the_nodes_slurm_has_up_and_promtool_reads_them(rendered, tmp_path):
+    targets = run_targets(rendered, tmp_path, SINFO)
+    groups = json.loads(targets.read_text())
+    assert [g["labels"]["node"] for g in groups] == UP
+    assert groups[0] == {"targets": ["train-001.a-dev-train.fleetform.internal"],
+                         "labels": {"node": "train-001", "cluster": "train"}}
+    # the rendered configuration, reading this file: promtool parses file_sd files it finds
+    config = tmp_path / "prometheus.yml"
+    config.write_text((rendered / "monitoring" / "prometheus.yml").read_text().replace(
+        monitoring.TARGETS_FILE, str(targets)))
+    result = promtool(config)
+    assert result.returncode == 0 and "does not exist" not in result.stdout + result.stderr, result.stdout
+    targets.write_text('[{"targets": "not a list"}]')
+    assert promtool(config).returncode != 0  # negative control: a bad file_sd file is refused
+
+
+def test_targets_follow_nodes_powered_down_and_up(rendered, tmp_path):
+    run_targets(rendered, tmp_path, SINFO)
+    later = run_targets(rendered, tmp_path, "train-001 idle~\ntrain-004 alloc\n", zone="")
+    assert json.loads(later.read_text()) == [{"targets": ["train-004"], "labels": {"node": "train-004",
+                                                                                   "cluster": "train"}}]
+
+
+def test_exporter_ports_and_retention_fit_the_controller():
+    from fleetform.providers.aws.training import CONTROLLER_ROOT_GIB  # noqa: PLC0415
+
+    assert (monitoring.NODE_EXPORTER_PORT, monitoring.DCGM_EXPORTER_PORT) == (9100, 9400)
+    # Prometheus' blocks and its WAL on the controller's root volume next to the OS and Slurm's logs
+    assert monitoring.RETENTION_SIZE_GB * 1e9 <= CONTROLLER_ROOT_GIB * 2**30 / 2
+
+
+def test_dcgm_exporter_is_the_gpu_operators_pinned_tag():
+    """Slurm fleets export the metrics Kubernetes fleets do: the same dcgm-exporter release."""
+    import yaml
+
+    chart = yaml.safe_load((ROOT / "tests" / "data" / "charts" / "gpu-operator-v26.7.0-dcgm-values.yaml").read_text())
+    block = chart["dcgmExporter"]
+    assert monitoring.DCGM_EXPORTER_IMAGE == f"{block['repository']}/{block['image']}:{block['version']}"
