@@ -18,7 +18,7 @@ from fleetform.render import render
 from fleetform.render.output import compare, write
 from fleetform.render.k8s import ACCEPTANCE_PROGRAMS
 from fleetform.render.k8s import _program as _k8s_program
-from fleetform.render.slurm import ACCEPTANCE_FILES, HEALTH_FILES, PROGRAMS, _program
+from fleetform.render.slurm import ACCEPTANCE_FILES, HEALTH_FILES, MONITORING_PROGRAMS, PROGRAMS, _program
 from variants import VARIANTS
 
 GOLDEN = ROOT / "tests/golden"
@@ -40,7 +40,7 @@ def test_render_matches_golden(source, tmp_path):
     files = render(result.model)
     # the programs in <fleet>/slurm/bin/ are templates/slurm/bin/ as they are (their render-time
     # values are in bin/fleet.json, bin/health.json and bin/acceptance.json, which are golden): compared there, not kept twice
-    for path in [p for p in files if p.split("/")[-2:-1] == ["bin"] and p.rsplit("/", 1)[1] in PROGRAMS + HEALTH_FILES + ACCEPTANCE_FILES]:
+    for path in [p for p in files if p.split("/")[-2:-1] == ["bin"] and p.rsplit("/", 1)[1] in PROGRAMS + HEALTH_FILES + ACCEPTANCE_FILES + MONITORING_PROGRAMS]:
         assert files.pop(path) == _program(path.rsplit("/", 1)[1]), path
     for path in [p for p in files if p.split("/")[-2:-1] == ["acceptance"] and p.rsplit("/", 1)[1] in ACCEPTANCE_PROGRAMS]:
         assert files.pop(path) == _k8s_program(path.rsplit("/", 1)[1]), path

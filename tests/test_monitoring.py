@@ -124,3 +124,37 @@ def test_dcgm_exporter_is_the_gpu_operators_pinned_tag():
     chart = yaml.safe_load((ROOT / "tests" / "data" / "charts" / "gpu-operator-v26.7.0-dcgm-values.yaml").read_text())
     block = chart["dcgmExporter"]
     assert monitoring.DCGM_EXPORTER_IMAGE == f"{block['repository']}/{block['image']}:{block['version']}"
+
+
+def setup_role(rendered: Path, tmp: Path, role: str) -> Path:
+    """fleetform_monitoring.setup as the bootstrap calls it, its files under FLEETFORM_ROOT (nothing is
+    installed or started there)."""
+    root = tmp / role
+    code = f"import sys; sys.path.insert(0, {str(rendered / 'bin')!r}); import fleetform_monitoring as m; " \
+           f"m.setup({role!r}, systemd=False)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            env={"PATH": os.environ["PATH"], "FLEETFORM_ROOT": str(root), "HOME": str(tmp)})
+    assert result.returncode == 0, result.stderr
+    return root
+
+
+def test_compute_node_runs_dcgm_exporter_from_the_pinned_image(rendered, tmp_path):
+    root = setup_role(rendered, tmp_path, "compute")
+    unit = (root / "etc/systemd/system/fleetform-dcgm-exporter.service").read_text()
+    # NVIDIA/dcgm-exporter README: docker run -d --gpus all --cap-add SYS_ADMIN --rm -p 9400:9400 <image>
+    start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert start.split()[-1] == monitoring.DCGM_EXPORTER_IMAGE
+    assert "--gpus all" in start and "--cap-add SYS_ADMIN" in start and "-p 9400:9400" in start
+    assert not (root / "etc/prometheus").exists()  # Prometheus runs on the controller only
+
+
+def test_controller_runs_prometheus_on_the_rendered_configuration(rendered, tmp_path):
+    root = setup_role(rendered, tmp_path, "controller")
+    assert (root / "etc/prometheus/prometheus.yml").read_bytes() == \
+        (rendered / "monitoring" / "prometheus.yml").read_bytes()
+    args = (root / "etc/default/prometheus").read_text()
+    assert "--storage.tsdb.retention.time=15d" in args and "--storage.tsdb.retention.size=40GB" in args
+    timer = (root / "etc/systemd/system/fleetform-monitoring-targets.timer").read_text()
+    service = (root / "etc/systemd/system/fleetform-monitoring-targets.service").read_text()
+    assert "OnUnitActiveSec=1min" in timer and str(rendered / "bin" / "monitoring-targets") in service
+    assert not (root / "etc/systemd/system/fleetform-dcgm-exporter.service").exists()
