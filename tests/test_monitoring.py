@@ -158,3 +158,52 @@ def test_controller_runs_prometheus_on_the_rendered_configuration(rendered, tmp_
     service = (root / "etc/systemd/system/fleetform-monitoring-targets.service").read_text()
     assert "OnUnitActiveSec=1min" in timer and str(rendered / "bin" / "monitoring-targets") in service
     assert not (root / "etc/systemd/system/fleetform-dcgm-exporter.service").exists()
+
+
+@pytest.fixture(scope="module")
+def reference_plan(tmp_path_factory):
+    from fleetform.pipeline import check
+    from fleetform.plan import record
+    from fleetform.render import render
+
+    result = check(REFERENCE)
+    assert result.model is not None
+    return result.model, record(result.model, render(result.model))
+
+
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+def test_only_the_fleets_own_group_reaches_the_exporters(reference_plan):
+    """The controller scrapes the nodes through the fleet group's rule for its own members (all
+    protocols: EFA needs it): the controller's interface and every node interface carry that group,
+    and no rule admits an address range to 9100, 9400 or 9090."""
+    from fleetform.policies import check as check_policies
+
+    model, resources = reference_plan
+    (eni,) = [r for r in resources if r["type"] == "aws:ec2/networkInterface:NetworkInterface"
+              and r["name"] == "train-controller"]
+    (template,) = [r for r in resources if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate"
+                   and r["name"] == "train-nodes"]
+    (group,) = eni["inputs"]["securityGroups"]
+    assert {g for i in template["inputs"]["networkInterfaces"] for g in i["securityGroups"]} == {group}
+    self_rules = [r["inputs"] for r in resources if r["type"] == INGRESS
+                  and r["inputs"]["securityGroupId"] == group == r["inputs"].get("referencedSecurityGroupId")
+                  and r["inputs"]["ipProtocol"] == "-1"]
+    assert self_rules
+    assert [v for v in check_policies(resources, model) if v[0] == "monitoring-ports-private"] == []
+
+
+@pytest.mark.parametrize("rule", [
+    {"ipProtocol": "tcp", "fromPort": 9100, "toPort": 9100, "cidrIpv4": "10.0.0.0/8"},
+    {"ipProtocol": "tcp", "fromPort": 9000, "toPort": 9500, "cidrIpv4": "192.168.1.0/24"},
+    {"ipProtocol": "-1", "cidrIpv6": "::/0"},
+])
+def test_an_address_range_on_an_exporter_port_is_a_violation(reference_plan, rule):
+    """Negative controls of monitoring-ports-private."""
+    from fleetform.policies import check as check_policies
+
+    model, resources = reference_plan
+    leak = {"type": INGRESS, "name": "leak", "parent": "train", "inputs": {"securityGroupId": "sg-x", **rule}}
+    assert [v[0] for v in check_policies(resources + [leak], model)
+            if v[0] == "monitoring-ports-private"] == ["monitoring-ports-private"]
