@@ -113,8 +113,8 @@ def setup(role: str, systemd: bool) -> None:
     if role == "controller":
         if shutil.which("prometheus") is None:
             packages.append(CONFIG["prometheus_package"])
-    if ROOT:  # tests on one host: this machine's packages are not the node's
-        log(f"FLEETFORM_ROOT set: not installing {' '.join(packages) or 'anything'}")
+    if ROOT or not systemd:  # tests: one host's packages are not the node's, and nothing would start them
+        log(f"FLEETFORM_ROOT set or no systemd: not installing {' '.join(packages) or 'anything'}")
     else:
         _install(packages)
     if role == "controller":
