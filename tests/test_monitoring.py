@@ -207,3 +207,35 @@ def test_an_address_range_on_an_exporter_port_is_a_violation(reference_plan, rul
     leak = {"type": INGRESS, "name": "leak", "parent": "train", "inputs": {"securityGroupId": "sg-x", **rule}}
     assert [v[0] for v in check_policies(resources + [leak], model)
             if v[0] == "monitoring-ports-private"] == ["monitoring-ports-private"]
+
+
+@pytest.fixture(scope="module")
+def machine_rendered(tmp_path_factory):
+    import awslocal
+
+    return awslocal.render_fleet(tmp_path_factory.mktemp("machine"), awslocal.blueprint("{min: 1, max: 2}"))
+
+
+def test_bootstrap_installs_and_starts_the_exporters_on_a_compute_node(machine_rendered, tmp_path):
+    """The bootstrap's monitoring step as on a real node (tests/test_bootstrap_machine.py's fake apt-get
+    and systemctl): Ubuntu's node exporter package installed, both units enabled and started."""
+    from test_bootstrap_machine import Machine
+
+    machine = Machine(machine_rendered, tmp_path)
+    done = machine.step("monitoring", "compute")
+    assert done.returncode == 0, done.stdout + done.stderr
+    calls = machine.calls()
+    assert ["apt-get", "install", "-y", "--no-install-recommends", "prometheus-node-exporter", "noninteractive"] in calls
+    assert ["systemctl", "enable", "--now", "prometheus-node-exporter", ""] in calls
+    assert ["systemctl", "enable", "--now", "fleetform-dcgm-exporter.service", ""] in calls
+    assert not [c for c in calls if "prometheus" in c and c[0] == "apt-get"]  # Prometheus: the controller's
+
+
+def test_a_monitoring_failure_does_not_fail_the_bootstrap(machine_rendered, tmp_path):
+    """A compute node whose bootstrap fails powers itself off: a failed exporter install must not."""
+    from test_bootstrap_machine import Machine
+
+    machine = Machine(machine_rendered, tmp_path)
+    done = machine.step("monitoring", "compute", fail=("apt-get",))
+    assert done.returncode == 0 and "monitoring not set up" in done.stderr, done.stdout + done.stderr
+    assert not [c for c in machine.calls() if c[0] == "systemctl"]

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from fleetform_node import BIN, ROOT, Failure, log, path, run
+from fleetform_node import BIN, Failure, log, path, run
 
 CONFIG = json.loads((BIN / "monitoring.json").read_text())
 APT = {"DEBIAN_FRONTEND": "noninteractive"}
@@ -113,8 +113,8 @@ def setup(role: str, systemd: bool) -> None:
     if role == "controller":
         if shutil.which("prometheus") is None:
             packages.append(CONFIG["prometheus_package"])
-    if ROOT or not systemd:  # tests: one host's packages are not the node's, and nothing would start them
-        log(f"FLEETFORM_ROOT set or no systemd: not installing {' '.join(packages) or 'anything'}")
+    if not systemd:  # FLEETFORM_ROOT (one test host) or no systemd: nothing would start them
+        log(f"no systemd (or FLEETFORM_ROOT set): not installing {' '.join(packages) or 'anything'}")
     else:
         _install(packages)
     if role == "controller":
