@@ -22,6 +22,7 @@ from .records import frozen
 from .acceptance import AcceptanceConfig
 from .accounting import AccountingConfig, Team
 from .health import HealthConfig
+from .monitoring import MonitoringConfig
 from .login import LoginConfig
 from .slurm import SlurmConfig
 
@@ -420,6 +421,7 @@ class Fleet:
     accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)
     teams: tuple[Team, ...] = ()  # `scheduler.teams` as written, with or without accounting (the rules' input)
     accounting_declared: bool = False  # the scheduler writes an `accounting` block (the accounting-scope rule's input)
+    monitoring: MonitoringConfig | None = None  # Slurm training fleets on AWS: exporters and Prometheus (fleetform/monitoring.py)
 
     @property
     def training(self) -> bool:

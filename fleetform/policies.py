@@ -118,6 +118,28 @@ def database_private(resources, bp):
     return out
 
 
+@policy("monitoring-ports-private", "exporter and Prometheus ports admit only the fleet's own security group")
+def monitoring_ports(resources, bp):
+    """The node exporter, dcgm-exporter and Prometheus answer anyone who reaches them, without
+    authentication (fleetform/monitoring.py): the controller scrapes them through the fleet group's
+    rule for its own members; a rule admitting an address range to those ports is a leak."""
+    from .monitoring import DCGM_EXPORTER_PORT, NODE_EXPORTER_PORT, PROMETHEUS_PORT
+
+    out = []
+    for r in _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+        i = r["inputs"]
+        cidr = i.get("cidrIpv4") or i.get("cidrIpv6") or i.get("prefixListId")
+        if not cidr:
+            continue
+        every = str(i.get("ipProtocol")) == "-1"
+        low, high = int(i.get("fromPort") or 0), int(i.get("toPort") or 0)
+        exposed = [p for p in (NODE_EXPORTER_PORT, DCGM_EXPORTER_PORT, PROMETHEUS_PORT)
+                   if every or (str(i.get("ipProtocol")) in ("tcp", "6") and low <= p <= high)]
+        if exposed:
+            out.append((r["name"], f"admits {cidr} to port {', '.join(map(str, exposed))}"))
+    return out
+
+
 @policy("efa-security-groups", "every interface of a launch template carries the security groups, and only there")
 def efa_groups(resources, bp):
     out = []

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import acceptance, accounting, cluster, gateway, health, k8s, kueue, login, nccl, pool, ray, slurm
+from . import acceptance, accounting, cluster, gateway, health, k8s, kueue, login, monitoring, nccl, pool, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -261,6 +261,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
                            accounting_declared="accounting" in (item.get("scheduler") or {}),
                            accounting=accounting.build(f, item.get("scheduler"), ("fleets", i, "scheduler"), cloud))
                    for i, (f, item) in enumerate(zip(fleets, data["fleets"])))
+    fleets = tuple(replace(f, monitoring=monitoring.build(f)) for f in fleets)
     bp = Blueprint(
         name=meta["name"], version=meta["version"], description=meta.get("description", ""),
         labels=MappingProxyType(dict(meta.get("labels", {}))),

@@ -23,6 +23,9 @@ values are in bin/acceptance.json, its allocation in bin/acceptance.sbatch."""
 POOL_PROGRAMS = ("pool-edge",)
 """A training fleet that lends nodes to a pool (fleetform/pool.py): the program the keeper runs, copied as it is;
 its values are in bin/pool.json."""
+MONITORING_PROGRAMS = ("monitoring-targets", "fleetform_monitoring.py")
+"""templates/slurm/bin/: what the bootstrap installs for monitoring and the controller's file_sd writer
+(fleetform/monitoring.py); their values are in bin/monitoring.json, Prometheus' in monitoring/prometheus.yml."""
 HEALTH_FILES = ("health", "xid.json")
 """Every Slurm training fleet's node health check (fleetform/health.py), on-prem too: the program
 and NVIDIA's Xid table it reads, copied as they are; its values are in bin/health.json."""
@@ -60,6 +63,11 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if config.ec2 is not None:
         out[f"{base}/bin/fleet.json"] = render("slurm/fleet.json.j2", **common)
         out.update({f"{base}/bin/{name}": _program(name) for name in PROGRAMS})
+        if fleet.monitoring is not None:
+            out[f"{base}/bin/monitoring.json"] = render("monitoring/monitoring.json.j2", m=fleet.monitoring, **common)
+            out[f"{base}/monitoring/prometheus.yml"] = render("monitoring/prometheus.yml.j2", m=fleet.monitoring,
+                                                              **common)
+            out.update({f"{base}/bin/{name}": _program(name) for name in MONITORING_PROGRAMS})
         if fleet.login is not None:  # the users every machine's bootstrap creates (fleetform/login.py)
             out[f"{base}/bin/users.json"] = render("slurm/users.json.j2", u=fleet.login, **common)
     if config.ec2 is not None and fleet.pool_edge is not None:
