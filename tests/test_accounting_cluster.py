@@ -335,6 +335,28 @@ def test_a_job_over_its_teams_gpu_hour_budget_waits_with_slurms_reason(cluster):
         run(cluster, "scancel", job)
 
 
+def test_an_unlimited_job_of_a_team_with_a_budget_never_starts(cluster):
+    """Rule team-time-limit's fact: a job without --time in a partition without MaxTime runs
+    UNLIMITED, and with `safe` an account with GrpTRESMins never starts it, however large the budget
+    (nlp: 20,000 GPU-hours); a team without a budget (infra) runs the same job."""
+    assert run(cluster, "scontrol", "update", "partitionname=gpu", "maxtime=unlimited").returncode == 0
+    job = None
+    try:
+        done = submit(cluster, "-A", "nlp", "--gres=gpu:1")
+        assert done.returncode == 0, done.stderr
+        job = done.stdout.strip().split(";")[0]
+        now = _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
+            reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+        assert now == ("PENDING", "AssocGrpGRESMinutes"), now
+        free = submit(cluster, "-A", "infra", "--gres=gpu:1").stdout.strip().split(";")[0]
+        _wait(f"job {free} did not end", lambda: run(cluster, "sacct", "-X", "-n", "-P", "-j", free, "-o", "State")
+              .stdout.strip() == "COMPLETED", 60, cluster["tmp"] / "slurmctld.log")
+    finally:
+        if job:
+            run(cluster, "scancel", job)
+        run(cluster, "scontrol", "update", "partitionname=gpu", "maxtime=3-00:00:00")
+
+
 def test_a_job_over_its_teams_max_gpus_waits_and_one_without_a_team_is_refused(cluster):
     done = submit(cluster, "-A", "nlp", "--gres=gpu:8", "-t", "1")  # nlp: max_gpus_per_job 4
     assert done.returncode == 0, done.stderr
