@@ -40,7 +40,6 @@ import sys
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -115,22 +114,7 @@ def _wait(what: str, done, timeout: float, *logs: Path, proc: subprocess.Popen |
 
 @pytest.fixture(scope="module")
 def cluster():
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    tmp = Path(tempfile.mkdtemp(prefix="ffa-", dir="/tmp"))  # slurmd's socket paths must stay short
-    procs: list[subprocess.Popen] = []
-    try:
-        yield _start(tmp, procs)
-    finally:
-        for proc in reversed(procs):
-            slurmctld.stop(proc)
-        if os.environ.get("FLEETFORM_KEEP_ACCOUNTING_CLUSTER"):
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    yield from slurmctld.cluster_fixture("ffa-", "FLEETFORM_KEEP_ACCOUNTING_CLUSTER", _missing(), _start)
 
 
 def _start_mariadb(tmp: Path, procs: list) -> tuple[int, str]:
