@@ -271,6 +271,12 @@ def reason(cluster: dict, job: str) -> tuple[str, str]:
     return state, why
 
 
+def wait_reason(cluster: dict, job: str) -> tuple[str, str]:
+    """(state, reason) of a job once slurmctld has given it a reason."""
+    return _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
+        reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+
+
 def test_the_rendered_accounts_are_loaded_with_their_budgets_and_limits(cluster):
     shown = run(cluster, "sacctmgr", "-n", "-P", "show", "assoc", "format=Cluster,Account,User,GrpTRESMins,MaxTRES,"
                 "Fairshare,Priority")
@@ -307,8 +313,7 @@ def test_a_job_over_its_teams_gpu_hour_budget_waits_with_slurms_reason(cluster):
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip().split(";")[0]
     try:
-        now = _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
-            reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+        now = wait_reason(cluster, job)
         assert now == ("PENDING", "AssocGrpGRESMinutes"), now
         # the same job within the budget (8 GPUs for 5 minutes: 40) runs
         within = submit(cluster, "-A", "vision", "--gres=gpu:8", "-t", "5")
@@ -329,8 +334,7 @@ def test_an_unlimited_job_of_a_team_with_a_budget_never_starts(cluster):
         done = submit(cluster, "-A", "nlp", "--gres=gpu:1")
         assert done.returncode == 0, done.stderr
         job = done.stdout.strip().split(";")[0]
-        now = _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
-            reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+        now = wait_reason(cluster, job)
         assert now == ("PENDING", "AssocGrpGRESMinutes"), now
         free = submit(cluster, "-A", "infra", "--gres=gpu:1").stdout.strip().split(";")[0]
         _wait(f"job {free} did not end", lambda: run(cluster, "sacct", "-X", "-n", "-P", "-j", free, "-o", "State")
@@ -346,8 +350,7 @@ def test_a_job_over_its_teams_max_gpus_waits_and_one_without_a_team_is_refused(c
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip().split(";")[0]
     try:
-        now = _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
-            reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+        now = wait_reason(cluster, job)
         assert now == ("PENDING", "AssocMaxGRESPerJob"), now
     finally:
         run(cluster, "scancel", job)
