@@ -157,3 +157,26 @@ def running(folder: Path, tmp: Path, timeout: float = 60.0, extra: str = ""):
         yield conf
     finally:
         stop(proc)
+
+
+def cluster_fixture(prefix: str, keep_variable: str, missing: str | None, start):
+    """The body of a cluster test's module fixture (`yield from` it): skips, or fails under CI, when a
+    program is missing; else yields `start(tmp, procs)`, and afterwards stops every process it started
+    (last first) and removes its folder unless `keep_variable` is set in the environment."""
+    import pytest
+
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # slurmd's socket paths must stay short
+    procs: list[subprocess.Popen] = []
+    try:
+        yield start(tmp, procs)
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        if os.environ.get(keep_variable):
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)

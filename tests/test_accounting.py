@@ -99,6 +99,11 @@ def test_rules_catch_teams_without_accounting_and_oversized_teams(tmp_path):
     found = _rules(tmp_path, text.replace("gpu_hours_per_month: 2000", "gpu_hours_per_month: 7"))
     assert "team-budget" in found and "one hour of a 8-GPU job" in found["team-budget"], found
     assert _rules(tmp_path, text) == {}
+    # a partition without max_time: a job without --time is unlimited and, with a budget, never starts
+    found = _rules(tmp_path, text.replace("          max_time: 3-00:00:00\n", ""))
+    assert set(found) == {"team-time-limit"}, found
+    assert "partition gpu has no max_time" in found["team-time-limit"], found
+    assert "teams[0].gpu_hours_per_month" in found["team-time-limit"], found
 
 
 def test_diff_says_how_a_changed_accounting_file_reaches_the_cluster():

@@ -40,7 +40,6 @@ import sys
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -115,22 +114,7 @@ def _wait(what: str, done, timeout: float, *logs: Path, proc: subprocess.Popen |
 
 @pytest.fixture(scope="module")
 def cluster():
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    tmp = Path(tempfile.mkdtemp(prefix="ffa-", dir="/tmp"))  # slurmd's socket paths must stay short
-    procs: list[subprocess.Popen] = []
-    try:
-        yield _start(tmp, procs)
-    finally:
-        for proc in reversed(procs):
-            slurmctld.stop(proc)
-        if os.environ.get("FLEETFORM_KEEP_ACCOUNTING_CLUSTER"):
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    yield from slurmctld.cluster_fixture("ffa-", "FLEETFORM_KEEP_ACCOUNTING_CLUSTER", _missing(), _start)
 
 
 def _start_mariadb(tmp: Path, procs: list) -> tuple[int, str]:
@@ -287,6 +271,12 @@ def reason(cluster: dict, job: str) -> tuple[str, str]:
     return state, why
 
 
+def wait_reason(cluster: dict, job: str) -> tuple[str, str]:
+    """(state, reason) of a job once slurmctld has given it a reason."""
+    return _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
+        reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+
+
 def test_the_rendered_accounts_are_loaded_with_their_budgets_and_limits(cluster):
     shown = run(cluster, "sacctmgr", "-n", "-P", "show", "assoc", "format=Cluster,Account,User,GrpTRESMins,MaxTRES,"
                 "Fairshare,Priority")
@@ -323,8 +313,7 @@ def test_a_job_over_its_teams_gpu_hour_budget_waits_with_slurms_reason(cluster):
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip().split(";")[0]
     try:
-        now = _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
-            reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+        now = wait_reason(cluster, job)
         assert now == ("PENDING", "AssocGrpGRESMinutes"), now
         # the same job within the budget (8 GPUs for 5 minutes: 40) runs
         within = submit(cluster, "-A", "vision", "--gres=gpu:8", "-t", "5")
@@ -335,13 +324,33 @@ def test_a_job_over_its_teams_gpu_hour_budget_waits_with_slurms_reason(cluster):
         run(cluster, "scancel", job)
 
 
+def test_an_unlimited_job_of_a_team_with_a_budget_never_starts(cluster):
+    """Rule team-time-limit's fact: a job without --time in a partition without MaxTime runs
+    UNLIMITED, and with `safe` an account with GrpTRESMins never starts it, however large the budget
+    (nlp: 20,000 GPU-hours); a team without a budget (infra) runs the same job."""
+    assert run(cluster, "scontrol", "update", "partitionname=gpu", "maxtime=unlimited").returncode == 0
+    job = None
+    try:
+        done = submit(cluster, "-A", "nlp", "--gres=gpu:1")
+        assert done.returncode == 0, done.stderr
+        job = done.stdout.strip().split(";")[0]
+        now = wait_reason(cluster, job)
+        assert now == ("PENDING", "AssocGrpGRESMinutes"), now
+        free = submit(cluster, "-A", "infra", "--gres=gpu:1").stdout.strip().split(";")[0]
+        _wait(f"job {free} did not end", lambda: run(cluster, "sacct", "-X", "-n", "-P", "-j", free, "-o", "State")
+              .stdout.strip() == "COMPLETED", 60, cluster["tmp"] / "slurmctld.log")
+    finally:
+        if job:
+            run(cluster, "scancel", job)
+        run(cluster, "scontrol", "update", "partitionname=gpu", "maxtime=3-00:00:00")
+
+
 def test_a_job_over_its_teams_max_gpus_waits_and_one_without_a_team_is_refused(cluster):
     done = submit(cluster, "-A", "nlp", "--gres=gpu:8", "-t", "1")  # nlp: max_gpus_per_job 4
     assert done.returncode == 0, done.stderr
     job = done.stdout.strip().split(";")[0]
     try:
-        now = _wait(f"job {job} has no reason", lambda: (lambda s: s if s[1] not in ("", "None") else None)(
-            reason(cluster, job)), 30, cluster["tmp"] / "slurmctld.log")
+        now = wait_reason(cluster, job)
         assert now == ("PENDING", "AssocMaxGRESPerJob"), now
     finally:
         run(cluster, "scancel", job)

@@ -27,7 +27,6 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -53,22 +52,7 @@ def _missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    tmp = Path(tempfile.mkdtemp(prefix="ffh-", dir="/tmp"))  # slurmd's socket paths must stay short
-    procs: list[subprocess.Popen] = []
-    try:
-        yield _start(tmp, procs)
-    finally:
-        for proc in reversed(procs):
-            slurmctld.stop(proc)
-        if os.environ.get("FLEETFORM_KEEP_HEALTH_CLUSTER"):
-            print(f"kept {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    yield from slurmctld.cluster_fixture("ffh-", "FLEETFORM_KEEP_HEALTH_CLUSTER", _missing(), _start)
 
 
 def _start(tmp: Path, procs: list) -> dict:

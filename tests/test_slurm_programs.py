@@ -688,6 +688,39 @@ def test_bootstrap_writes_the_databases_address_user_and_password_from_its_rds_s
         bootstrap.storage_lines("not json", "h", "3306")
 
 
+def test_a_rotated_database_password_reaches_slurmdbd(aws, tmp_path, monkeypatch):
+    """RDS rotates its managed master password (every 7 days by default: RDS User Guide, "Password
+    management with Amazon RDS and AWS Secrets Manager"), and slurmdbd logs in with the StoragePass it
+    read at start for every MySQL connection it opens later (Slurm accounting_storage_mysql.c,
+    acct_storage_p_get_connection: one per client connection). The keeper's round follows the
+    secret: a changed password is written to the storage file and slurmdbd restarted; an unchanged
+    one changes nothing."""
+    slurm = awslocal.render_fleet(tmp_path, ACCOUNTING_BLUEPRINT)
+    secrets = awslocal.client("secretsmanager", aws["url"])
+    arn = secrets.create_secret(Name="rds!db-rotated", SecretString=json.dumps(
+        {"username": "slurm", "password": "before"}))["ARN"]
+    env_file = tmp_path / "cluster.env"
+    env_file.write_text(awslocal.cluster_env("controller", CLUSTER, "train", aws["url"], FLEETFORM_DB_SECRET=arn,
+                                             FLEETFORM_DB_HOST="db.example", FLEETFORM_DB_PORT="3306"))
+    root = tmp_path / "root"
+    bootstrap = load_bootstrap(slurm, monkeypatch, root, env_file)
+    conf = root / "etc" / "slurm" / "slurm.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text((slurm / "slurm.conf").read_text())
+    env = bootstrap.environment()
+    assert not bootstrap.refresh_storage(env, conf)  # before the bootstrap set it up: nothing to follow
+    bootstrap.accounting_files(env, conf)
+    storage = root / "etc" / "slurm" / "slurmdbd-storage.conf"
+    assert "StoragePass=before" in storage.read_text().splitlines()
+    assert not bootstrap.refresh_storage(env, conf)
+    secrets.put_secret_value(SecretId=arn, SecretString=json.dumps({"username": "slurm", "password": "after"}))
+    assert bootstrap.refresh_storage(env, conf)
+    assert "StoragePass=after" in storage.read_text().splitlines()
+    assert storage.stat().st_mode & 0o777 == 0o600
+    keeper = (slurm / "bin" / "keeper").read_text()
+    assert "database_password(env)" in keeper.split("def main", 1)[1]  # each keeper round runs it
+
+
 def test_update_loads_a_changed_accounts_cfg_once(aws, tmp_path):
     """Day 2 on the controller (bin/update --install of a new release): slurmdbd's files are written
     again and accounts.cfg is loaded with `sacctmgr load` when it differs from the one last loaded,

@@ -69,6 +69,27 @@ def team_budget(bp: Blueprint, report: Reporter) -> None:
                        f"gpu_hours_per_month: {team.max_gpus_per_job} or more, or a smaller max_gpus_per_job")
 
 
+@rule("team-time-limit", "warning", "a fleet whose teams have GPU-hour budgets gives every partition a max_time")
+def team_time_limit(bp: Blueprint, report: Reporter) -> None:
+    """A job without --time gets its partition's MaxTime as its limit (UNLIMITED when the partition
+    has no max_time), and with AccountingStorageEnforce=safe a job of an account with GrpTRESMins
+    starts only when GPUs x its limit fit in what is left: an unlimited job never fits, so it waits
+    (AssocGrpGRESMinutes) for ever, however large the budget (measured with Slurm 22.05:
+    tests/test_accounting_cluster.py)."""
+    for fleet in bp.fleets:
+        if fleet.slurm is None or fleet.accounting is None:
+            continue
+        budgeted = [t for t in fleet.teams if t.gpu_hours_per_month is not None]
+        open_ended = [p.name for p in fleet.slurm.partitions if p.max_time == "UNLIMITED"]
+        if budgeted and open_ended:
+            report(budgeted[0].path + ("gpu_hours_per_month",),
+                   f"partition {', '.join(open_ended)} has no max_time, so a job without --time runs UNLIMITED, "
+                   f"and Slurm (AccountingStorageEnforce=safe) never starts an unlimited job of a team with a "
+                   f"GPU-hour budget: it waits with AssocGrpGRESMinutes for ever",
+                   "give the partitions a max_time (a job without --time gets it as its limit), or have every "
+                   "job ask --time")
+
+
 @rule("accounting-cloud", "error", "accounting on AWS: the program makes the database (no `host`), in a VPC "
       "with private subnets in two Availability Zones")
 def accounting_cloud(bp: Blueprint, report: Reporter) -> None:

@@ -60,6 +60,8 @@ CONTROLLER: tuple[Call, ...] = (
     Call("keeper", "ec2:DescribeInstances"),
     Call("keeper", "ec2:TerminateInstances", "instance"),  # compute instances that never got a name
     Call("keeper", "ec2:DescribeCapacityReservations"),  # is the fleet's Capacity Block active yet
+    # with accounting: the database's RDS-managed secret, which RDS rotates (bootstrap refresh_storage)
+    Call("keeper", "secretsmanager:GetSecretValue"),
     Call("topology", "ec2:DescribeInstanceTopology"),  # topology.conf from EC2's network topology
     # node names in the fleet's Route 53 private zone (templates/slurm/bin/fleetform_dns.py)
     Call("resume", "route53:ChangeResourceRecordSets", "hostedzone"),  # UPSERT <node>.<zone> A
