@@ -28,7 +28,7 @@ from .slurm import PROGRAM_DIR, RENDERED_DIR
 FLOOR_FRACTION = 0.8
 """The floor is 80 % of the published mean bus bandwidth. nccl-tests' own check (NCCL_TESTS_MIN_BW,
 src/common.cu and src/util.cu) fails a run below 0.9 x the value given; fleetform leaves a wider margin
-because the published runs are of 2 nodes and a ring's bus bandwidth falls a little as nodes are added,
+because the published runs are of 2 nodes and a ring's bus bandwidth falls a little as nodes are added (so larger fleets are tested as pairs),
 and because nccl-tests results vary from run to run by several percent."""
 
 DEFAULT_MIN_BYTES = 536870912  # 512 MiB
