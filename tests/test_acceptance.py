@@ -41,6 +41,9 @@ nodes = int(next(a.split("=", 1)[1] for a in options if a.startswith("--nodes=")
 if "--ntasks-per-node=1" in options and os.environ.get("FAKE_SRUN_SAYS"):
     print(os.environ["FAKE_SRUN_SAYS"], file=sys.stderr)
     sys.exit(1)
+nodelist = next((a.split("=", 1)[1] for a in options if a.startswith("--nodelist=")), None)
+if nodelist:  # a pair's step: the tools answer per node list (all_reduce_perf@train-001,train-002)
+    sys.exit(subprocess.run(command, env=dict(os.environ, SLURMD_NODENAME=nodelist)).returncode)
 if "--ntasks-per-node=1" in options:
     reporting = int(os.environ.get("FAKE_NODES_REPORTING", nodes))
     rc = 0
@@ -49,6 +52,13 @@ if "--ntasks-per-node=1" in options:
         rc = max(rc, subprocess.run(command, env=env).returncode)
     sys.exit(rc)
 sys.exit(subprocess.run(command).returncode)
+'''
+
+FAKE_SCONTROL = r'''#!/usr/bin/env python3
+import os, sys
+# scontrol show hostnames LIST: one node name a line; the fake allocation is train-001..N
+assert sys.argv[1:3] == ["show", "hostnames"], sys.argv
+print("\n".join(f"train-{i:03d}" for i in range(1, int(os.environ["SLURM_JOB_NUM_NODES"]) + 1)))
 '''
 
 FAKE_TOOL = r'''#!/usr/bin/env python3
@@ -84,7 +94,8 @@ class Job:
         self.fakes.mkdir()
         (self.fakes / "srun").write_text(FAKE_SRUN)
         (self.fakes / "tool").write_text(FAKE_TOOL)
-        for name in ("srun", "tool"):
+        (self.fakes / "scontrol").write_text(FAKE_SCONTROL)
+        for name in ("srun", "tool", "scontrol"):
             (self.fakes / name).chmod(0o755)
         for name in ("dcgmi", "all_reduce_perf"):
             (self.fakes / name).symlink_to("tool")
@@ -119,7 +130,8 @@ def test_the_p5_floor_is_the_stated_fraction_of_the_published_mean():
     assert run.mean_busbw_gbps == round((393.34 + 394.00 + 436.95 + 440.96 + 443.72 + 442.06) / 6, 2)
     a = check(REFERENCE).model.fleets[0].acceptance
     assert a.floor_gbps == round(run.mean_busbw_gbps * FLOOR_FRACTION, 1) == 340.1
-    assert (a.nodes, a.gpus_per_node, a.tasks, a.all_reduce) == (6, 8, 48, "multi-node")
+    assert (a.nodes, a.gpus_per_node, a.tasks, a.all_reduce) == (6, 8, 16, "pairs")
+    assert a.pair_floor_gbps == 340.1 and "2-node" in a.floor_source
     assert a.all_reduce_args == ("-b", "536870912", "-e", "2147483648", "-f", "2", "-g", "1")
     assert a.dcgm_level == 2 and run.url in a.floor_source
 
@@ -315,3 +327,84 @@ def test_tasks_that_each_ran_alone_fail(job):
     done = job.run()
     assert done.returncode == 1
     assert "FAIL all-reduce 2x8: 3 separate all_reduce_perf runs, not one across the tasks" in done.stdout
+
+
+# ---------------------------------------------------------------- pairs (issue 20): the 2-node floor on more nodes
+
+
+def _pair_calls(job) -> list[str]:
+    return [a.split("=", 1)[1] for c in job.calls() if c[0] == "srun" for a in c if a.startswith("--nodelist=")]
+
+
+def test_pairs_is_the_default_beyond_two_nodes_with_a_2_node_published_run(tmp_path):
+    """The published floors are of 2-node runs (providers/aws/nccl-allreduce.json 'nodes'); on more nodes the
+    fleet is tested as 2-node pairs. A run whose node count is unknown (p5en) gives no floor and the warning."""
+    a = check(str(_blueprint(tmp_path, "", nodes="4"))).model.fleets[0].acceptance
+    assert (a.all_reduce, a.floor_gbps, a.pair_floor_gbps) == ("pairs", 340.1, 340.1)
+    assert check(str(_blueprint(tmp_path, ""))).model.fleets[0].acceptance.all_reduce == "multi-node"
+    assert published_runs()["p5en.48xlarge"].nodes is None
+    result = check(str(_blueprint(tmp_path, "", instance="p5en.48xlarge", nodes="4")))
+    a = result.model.fleets[0].acceptance
+    assert (a.all_reduce, a.floor_gbps, a.pair_floor_gbps) == ("multi-node", None, None)
+    found = {f.rule: f.message for f in result.findings}
+    assert "does not state its nodes" in found["acceptance-floor"]
+
+
+def test_all_pairs_pass_and_run_as_disjoint_2_node_steps(job):
+    job.env["SLURM_JOB_NUM_NODES"] = "6"
+    done = job.run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    for pair in ("train-001,train-002", "train-003,train-004", "train-005,train-006"):
+        assert f"PASS all-reduce pair {pair}: avg bus bandwidth 425.172 GB/s >= floor 340.1 GB/s" in done.stdout
+    # the steps start at once: their order in the log is the order they reached srun
+    assert sorted(_pair_calls(job)) == ["train-001,train-002", "train-003,train-004", "train-005,train-006"]
+    assert ["srun", "--nodes=2", "--nodelist=train-003,train-004", "--ntasks-per-node=8", "--mpi=pmix",
+            "all_reduce_perf", "-b", "536870912", "-e", "2147483648", "-f", "2", "-g", "1"] in job.calls()
+    assert not [c for c in job.calls() if c[0] == "srun" and "--nodes=6" in c and "all_reduce_perf" in c]
+    assert "fleetform acceptance: PASSED (9 of 9 checks passed)" in done.stdout
+
+
+def test_one_slow_pair_is_named(job):
+    job.env["SLURM_JOB_NUM_NODES"] = "6"
+    job.answers["all_reduce_perf@train-003,train-004"] = [(DATA / "all_reduce_p5_2n_slow.log").read_text(), 0]
+    done = job.run()
+    assert done.returncode == 1
+    assert "FAIL all-reduce pair train-003,train-004: avg bus bandwidth 96.9183 GB/s is below the floor of 340.1 GB/s" \
+        in done.stdout
+    assert "PASS all-reduce pair train-001,train-002" in done.stdout and "PASS all-reduce pair train-005,train-006" in done.stdout
+    assert "fleetform acceptance: FAILED (8 of 9 checks passed)" in done.stdout
+
+
+def test_an_odd_node_out_pairs_with_a_tested_node_after_the_others(job):
+    job.env["SLURM_JOB_NUM_NODES"] = "5"
+    job.answers["all_reduce_perf@train-005,train-001"] = [(DATA / "all_reduce_p5_2n_slow.log").read_text(), 0]
+    done = job.run()
+    assert done.returncode == 1
+    calls = _pair_calls(job)
+    assert sorted(calls[:2]) == ["train-001,train-002", "train-003,train-004"] and calls[2] == "train-005,train-001"
+    assert "FAIL all-reduce pair train-005,train-001: avg bus bandwidth 96.9183 GB/s" in done.stdout
+    program = _program()
+    assert program.pairs_of(["a", "b", "c"]) == ([["a", "b"]], ["c", "a"])
+    assert program.pairs_of(["a", "b", "c", "d"]) == ([["a", "b"], ["c", "d"]], None)
+
+
+def test_multi_node_beyond_two_nodes_runs_the_pairs_then_the_fleet_as_information(tmp_path):
+    result = check(str(_blueprint(tmp_path, "    acceptance:\n      all_reduce: multi-node\n", nodes="4")))
+    a = result.model.fleets[0].acceptance
+    assert (a.all_reduce, a.floor_gbps, a.pair_floor_gbps) == ("multi-node", None, 340.1)
+    assert "acceptance-floor" not in {f.rule for f in result.findings}
+    out = tmp_path / "bin"
+    out.mkdir()
+    for name, data in render(result.model).items():
+        if name.startswith("train/slurm/bin/acceptance"):
+            (out / Path(name).name).write_bytes(data)
+    (out / "acceptance").chmod(0o755)
+    job = Job(tmp_path, out)
+    job.env["SLURM_JOB_NUM_NODES"] = "4"
+    job.answers["all_reduce_perf"] = [(DATA / "all_reduce_p5_2n_slow.log").read_text(), 0]
+    job.answers["all_reduce_perf@train-001,train-002"] = [(DATA / "all_reduce_p5_2n_pass.log").read_text(), 0]
+    job.answers["all_reduce_perf@train-003,train-004"] = [(DATA / "all_reduce_p5_2n_pass.log").read_text(), 0]
+    done = job.run()
+    assert done.returncode == 0, done.stdout
+    assert "PASS all-reduce 4x8: avg bus bandwidth 96.9183 GB/s (no floor known: not judged)" in done.stdout
+    assert "PASS all-reduce pair train-003,train-004" in done.stdout

@@ -22,10 +22,10 @@ def acceptance_scope(bp: Blueprint, report: Reporter) -> None:
 def acceptance_multi_node(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
         a = fleet.acceptance
-        if a is None or a.all_reduce != "multi-node" or a.nodes > 1:
+        if a is None or a.all_reduce not in ("multi-node", "pairs") or a.nodes > 1:
             continue
         report(a.path + ("all_reduce",),
-               f"all_reduce: multi-node on a fleet of {a.nodes} node: the all-reduce would run within one node, "
+               f"all_reduce: {a.all_reduce} on a fleet of {a.nodes} node: the all-reduce would run within one node, "
                "over NVLink, and say nothing about the network between nodes",
                "all_reduce: single-node, or more nodes")
 
@@ -37,10 +37,14 @@ def acceptance_floor(bp: Blueprint, report: Reporter) -> None:
         a = fleet.acceptance
         # on-prem fleets have no instance type to look a published run up by: their floor is the site's
         # (nccl_min_busbw_gbps), and the job reports the bandwidth without one
-        if a is None or a.all_reduce != "multi-node" or a.nodes < 2 or a.floor_gbps is not None \
-                or not fleet.instance_type or bp.cloud != "aws":
+        if a is None or a.all_reduce not in ("multi-node", "pairs") or a.nodes < 2 or a.floor_gbps is not None \
+                or a.pair_floor_gbps is not None or not fleet.instance_type or bp.cloud != "aws":
             continue
         what = f"instance type {fleet.instance_type}"
+        run = published_runs().get(fleet.instance_type)
+        if run is not None and run.nodes != 2:
+            # a figure of an unstated node count judges no 2-node pair and no fleet (providers/aws/nccl-allreduce.json)
+            what += f" of a known node count (the published {run.instance_type} figure does not state its nodes)"
         where = ("all_reduce",) if "all_reduce" in a.declared else () if a.declared else ("instance_type",)
         report(a.path + where,
                f"no published nccl-tests all-reduce result for {what} (fleetform knows {known}): the acceptance "
