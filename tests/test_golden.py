@@ -18,7 +18,7 @@ from fleetform.render import render
 from fleetform.render.output import compare, write
 from fleetform.render.k8s import ACCEPTANCE_PROGRAMS
 from fleetform.render.k8s import _program as _k8s_program
-from fleetform.render.slurm import ACCEPTANCE_FILES, HEALTH_FILES, POOL_PROGRAMS, PROGRAMS, _program
+from fleetform.render.slurm import ACCEPTANCE_FILES, HEALTH_FILES, MONITORING_PROGRAMS, POOL_PROGRAMS, PROGRAMS, _program
 from variants import VARIANTS
 
 GOLDEN = ROOT / "tests/golden"
@@ -39,8 +39,10 @@ def test_render_matches_golden(source, tmp_path):
     assert result.model is not None, [f.to_text() for f in result.findings]
     files = render(result.model)
     # the programs in <fleet>/slurm/bin/ are templates/slurm/bin/ as they are (their render-time
-    # values are in bin/fleet.json, bin/health.json and bin/acceptance.json, which are golden): compared there, not kept twice
-    for path in [p for p in files if p.split("/")[-2:-1] == ["bin"] and p.rsplit("/", 1)[1] in PROGRAMS + HEALTH_FILES + ACCEPTANCE_FILES + POOL_PROGRAMS]:
+    # values are in bin/fleet.json, bin/health.json, bin/acceptance.json, bin/pool.json and bin/monitoring.json, which
+    # are golden): compared there, not kept twice
+    for path in [p for p in files if p.split("/")[-2:-1] == ["bin"] and p.rsplit("/", 1)[1] in PROGRAMS + HEALTH_FILES + ACCEPTANCE_FILES + POOL_PROGRAMS
+                 + MONITORING_PROGRAMS]:
         assert files.pop(path) == _program(path.rsplit("/", 1)[1]), path
     for path in [p for p in files if p.split("/")[-2:-1] == ["acceptance"] and p.rsplit("/", 1)[1] in ACCEPTANCE_PROGRAMS]:
         assert files.pop(path) == _k8s_program(path.rsplit("/", 1)[1]), path
