@@ -267,6 +267,33 @@ def test_real_slurmctld_takes_overlapping_lends_of_different_node_sets(tmp_path)
                          r".*\n.*Nodes=train-\[005-007\]", shown), shown
 
 
+def _with_fake_scontrol(tmp_path, lends: list[dict], answers: str):
+    """pool.json with these lends, and a fake scontrol first on PATH that records its arguments in `calls` and
+    prints what the `case` branches of answers say. Returns (the fake, the calls file, a run(now) -> its calls)."""
+    _, config = _rendered()
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps({**config, "lends": lends}))
+    log = tmp_path / "calls"
+    fake = tmp_path / "bin/scontrol"
+    fake.parent.mkdir()
+    fake.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+{answers}esac
+exit 0
+""")
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+
+    def run(now: str) -> list[str]:
+        log.unlink(missing_ok=True)
+        result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now],
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return log.read_text().splitlines() if log.exists() else []
+    return fake, run
+
+
 def test_a_lend_under_way_powers_down_only_nodes_not_yet_powered_down(tmp_path):
     """The keeper runs pool-edge every minute of a lend. Slurm's update_node (node_mgr.c, 22.05) does not treat
     POWER_DOWN_ASAP on a node already POWERED_DOWN as a no-op: it logs "power down request repeating", clears
@@ -274,40 +301,20 @@ def test_a_lend_under_way_powers_down_only_nodes_not_yet_powered_down(tmp_path):
     unavailable for SuspendTimeout. So each round asks for the nodes' state and powers down only the others.
     A fake scontrol on PATH stands in for slurmctld: it records its arguments and shows train-003 and train-004
     powered down (or powering down), train-005 idle."""
-    _, config = _rendered()
-    config = {**config, "lends": [{"days": [0], "start": 8, "hours": 12, "nodes": "train-[003-005]"}]}
-    path = tmp_path / "pool.json"
-    path.write_text(json.dumps(config))
-    log = tmp_path / "calls"
-    fake = tmp_path / "bin/scontrol"
-    fake.parent.mkdir()
-    fake.write_text(f"""#!/bin/sh
-echo "$*" >> {log}
-case "$*" in
+    fake, run = _with_fake_scontrol(tmp_path, [{"days": [0], "start": 8, "hours": 12, "nodes": "train-[003-005]"}], """\
   "-o show node "*)
     echo "NodeName=train-003 Arch=x86_64 CoresPerSocket=48 State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore=2"
     echo "NodeName=train-004 Arch=x86_64 CoresPerSocket=48 State=IDLE+DRAIN+CLOUD+POWERING_DOWN ThreadsPerCore=2"
     echo "NodeName=train-005 Arch=x86_64 CoresPerSocket=48 State=IDLE+CLOUD ThreadsPerCore=2"
     exit 0;;
   "show reservation "*) exit 0;;
-esac
-exit 0
 """)
-    fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
     # Monday 5 January 2026, 10:00 CET: the lend is two hours under way
-    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-05T09:00:00Z"],
-                            env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    updates = [c for c in log.read_text().splitlines() if c.startswith("update ")]
+    updates = [c for c in run("2026-01-05T09:00:00Z") if c.startswith("update ")]
     assert updates == ["update NodeName=train-005 State=POWER_DOWN_ASAP Reason=pool-p5-block"], updates
     # all powered down: the round changes nothing
     fake.write_text(fake.read_text().replace("State=IDLE+CLOUD ThreadsPerCore", "State=IDLE+CLOUD+POWERED_DOWN ThreadsPerCore"))
-    log.unlink()
-    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-05T09:00:00Z"],
-                            env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert not [c for c in log.read_text().splitlines() if c.startswith("update ")]
+    assert not [c for c in run("2026-01-05T09:00:00Z") if c.startswith("update ")]
 
 
 def test_a_schedule_change_deletes_the_reservations_made_under_the_old_one(tmp_path):
@@ -316,30 +323,14 @@ def test_a_schedule_change_deletes_the_reservations_made_under_the_old_one(tmp_p
     reservation over the same nodes at an overlapping time is refused (ESLURM_RESERVATION_OVERLAP) every round.
     A fake scontrol shows one reservation as this round wants it, one of the old schedule and one of another
     pool; only the old one is deleted, and only the missing one is created."""
-    _, config = _rendered()
-    config = {**config, "lends": [{"days": [0], "start": 9, "hours": 10, "nodes": "train-[004-007]"}]}
-    path = tmp_path / "pool.json"
-    path.write_text(json.dumps(config))
-    log = tmp_path / "calls"
-    fake = tmp_path / "bin/scontrol"
-    fake.parent.mkdir()
-    fake.write_text(f"""#!/bin/sh
-echo "$*" >> {log}
-case "$*" in
+    fake, run = _with_fake_scontrol(tmp_path, [{"days": [0], "start": 9, "hours": 10, "nodes": "train-[004-007]"}], """\
   "-o show reservation")
     echo "ReservationName=pool-p5-block-20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 Duration=12:00:00 Nodes=train-[003-007] NodeCnt=5 Users=root"
     echo "ReservationName=pool-other-20260105T0700Z StartTime=2026-01-05T07:00:00 EndTime=2026-01-05T19:00:00 Duration=12:00:00 Nodes=train-[001-002] NodeCnt=2 Users=root"
     exit 0;;
-esac
-exit 0
 """)
-    fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
     # Sunday 4 January 2026, 22:00 CET: Monday's 09:00 lend is within the lead
-    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-04T21:00:00Z"],
-                            env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    calls = log.read_text().splitlines()
+    calls = run("2026-01-04T21:00:00Z")
     assert [c for c in calls if c.startswith(("delete", "create"))] == [
         "delete ReservationName=pool-p5-block-20260105T0700Z",
         "create reservation ReservationName=pool-p5-block-20260105T0800Z StartTime=2026-01-05T08:00:00 Duration=600 "
@@ -349,8 +340,4 @@ exit 0
                                              "Duration=12:00:00 Nodes=train-[003-007]",
                                              "20260105T0800Z StartTime=2026-01-05T08:00:00 EndTime=2026-01-05T18:00:00 "
                                              "Duration=10:00:00 Nodes=train-[004-007]"))
-    log.unlink()
-    result = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-01-04T21:00:00Z"],
-                            env=env, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert not [c for c in log.read_text().splitlines() if c.startswith(("delete", "create"))]
+    assert not [c for c in run("2026-01-04T21:00:00Z") if c.startswith(("delete", "create"))]
