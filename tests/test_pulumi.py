@@ -453,12 +453,12 @@ def test_plan_cli_is_deterministic_and_reports_policies(tmp_path):
     assert first.returncode == 0 and first.stdout == second.stdout and "Traceback" not in first.stderr
     data = json.loads(first.stdout)
     assert [f["rule"] for f in data["findings"]] == ["capacity-duration", "eks-version-support", "hf-revision-unpinned",
-                                                      "hf-revision-unpinned"] and len(data["resources"]) == 114
+                                                      "hf-revision-unpinned"] and len(data["resources"]) == 115  # 114 + the node monitoring agent add-on
     assert {"type", "name", "parent", "inputs"} <= set(data["resources"][0])
     assert set().union(*data["resources"]) <= {"type", "name", "parent", "inputs", "deps", "options", "aliases",
                                                "depends_on"}
     text = run_cli("plan", "blueprints/reference.yaml")
-    assert "Cloud resources: 105" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
+    assert "Cloud resources: 106" in text.stdout.splitlines()  # AWS resources and the Kubernetes objects on EKS
     onprem = run_cli("plan", "blueprints/onprem-ib.yaml")
     assert "Cloud resources: none (on-prem blueprint)" in onprem.stdout.splitlines()
 
