@@ -52,6 +52,32 @@ ALL_REDUCE_PERF = "all_reduce_perf"
 """The nccl-tests program on the nodes' PATH; the ALL_REDUCE_PERF environment variable names another
 (the Deep Learning AMI keeps it under /usr/local/cuda-*/efa/test-cuda-*/)."""
 
+NCCL_ENV_FILE = "/etc/fleetform/nccl.env"
+"""Where a node keeps its fleet's NCCL environment: bin/bootstrap (AWS, compute()) and bin/update copy the
+rendered <fleet>/nccl.env there; on-prem the site installs it at the same path."""
+
+JOB_NCCL_ENV_DIR = "/run/fleetform/jobs"
+"""bin/prolog pins a job's nccl.env at JOB_NCCL_ENV_DIR/<job id>/nccl.env (bin/update pin_job): one artifact
+version for the whole job. The batch script sources it when present, else NCCL_ENV_FILE."""
+
+EFA_LIBRARY_PATH = ("/opt/amazon/efa/lib", "/opt/amazon/openmpi/lib", "/opt/amazon/ofi-nccl/lib")
+"""Prepended to LD_LIBRARY_PATH on EFA fleets (those of them that exist on the node): libfabric with its EFA
+provider, Open MPI (nccl-tests built with MPI=1 links it), and the aws-ofi-nccl plugin NCCL loads as its net
+plugin, as the DLAMI's nccl-tests run in aws-samples/awsome-distributed-training micro-benchmarks/nccl-tests
+sets them (`-x LD_LIBRARY_PATH=/opt/nccl/build/lib:/usr/local/cuda/lib64:/opt/amazon/efa/lib:/opt/amazon/openmpi/lib:
+/opt/amazon/ofi-nccl/lib:$LD_LIBRARY_PATH`)."""
+
+EFA_NETWORKS = ("Libfabric", "AWS Libfabric", "OFI")
+"""What NCCL's `Using network %s` line (NCCL src/init.cc, INFO at NCCL_INIT) names when aws-ofi-nccl carries the
+all-reduce: its plugin is "Libfabric" since 1.12, "AWS Libfabric" in 1.11.0 and before or with
+NCCL_NET="AWS Libfabric", "OFI" with NCCL_NET=OFI (aws-ofi-nccl src/nccl_ofi_interface_nvidia.cpp,
+nvidia_plugin_name_fixup). Anything else (NCCL's built-in "Socket" or "IB") is not EFA."""
+
+NET_DEBUG_ENV = (("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET"))
+"""What the all-reduce steps of an EFA fleet run with, so NCCL prints its `Using network` line: INFO level,
+only the INIT and NET subsystems (the line is INFO(NCCL_INIT, ...); NET adds the plugin's own lines) to keep
+the log small. bin/task-prolog exports nccl.env's variables only where the task has none, so these win."""
+
 
 @frozen
 class Published:
@@ -83,6 +109,13 @@ class AcceptanceConfig:
     all_reduce_timeout_s: int
     time_limit_min: int  # sbatch --time
     program: str  # bin/acceptance on the nodes
+    efa: bool  # the fleet's fabric is EFA: the all-reduce must go through aws-ofi-nccl
+    fi_provider: str | None  # FI_PROVIDER of the batch script (EFA fleets: efa)
+    library_path: tuple[str, ...]  # prepended to LD_LIBRARY_PATH where the directory exists
+    networks: tuple[str, ...]  # what NCCL's `Using network` line must name (empty: not checked)
+    net_debug_env: tuple[tuple[str, str], ...]  # the all-reduce steps' NCCL_DEBUG settings (EFA fleets)
+    nccl_env_file: str
+    job_nccl_env_dir: str
     path: tuple  # where the blueprint sets it (the fleet's `acceptance`, or the fleet when defaulted)
     declared: frozenset  # the keys the blueprint wrote in `acceptance`
 
@@ -157,6 +190,7 @@ def build(fleet, data: dict | None, health, cloud: str) -> AcceptanceConfig | No
     aws = cloud == "aws"
     program_dir = f"{RENDERED_DIR}/{fleet.name}/slurm/bin" if aws else PROGRAM_DIR
     reduce_s = ALL_REDUCE_TIMEOUT_S if all_reduce != "off" else 0
+    efa = fleet.interconnect is not None and fleet.interconnect.fabric == "efa"
     return AcceptanceConfig(
         fleet=fleet.name, nodes=nodes, gpus_per_node=fleet.shape.gpu_count, all_reduce=all_reduce,
         min_bytes=min_bytes, max_bytes=max_bytes, step_factor=STEP_FACTOR, floor_gbps=floor,
@@ -164,6 +198,9 @@ def build(fleet, data: dict | None, health, cloud: str) -> AcceptanceConfig | No
         floor_source=source, published=published if pair_floor is not None and "nccl_min_busbw_gbps" not in data
         else None, dcgm_level=level, dcgm_timeout_s=DCGM_TIMEOUT_S[level], all_reduce_timeout_s=reduce_s,
         time_limit_min=(DCGM_TIMEOUT_S[level] + reduce_s) // 60 + 5, program=f"{program_dir}/acceptance",
+        efa=efa, fi_provider="efa" if efa else None, library_path=EFA_LIBRARY_PATH if efa else (),
+        networks=EFA_NETWORKS if efa else (), net_debug_env=NET_DEBUG_ENV if efa else (),
+        nccl_env_file=NCCL_ENV_FILE, job_nccl_env_dir=JOB_NCCL_ENV_DIR,
         path=fleet.path + ("acceptance",) if data else fleet.path, declared=frozenset(data),
     )
 

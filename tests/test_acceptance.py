@@ -68,6 +68,8 @@ fakes = Path(__file__).resolve().parent
 name = Path(sys.argv[0]).name
 with open(fakes / "calls.log", "a") as log:
     log.write(json.dumps([name] + sys.argv[1:]) + "\n")
+with open(fakes / "env.log", "a") as log:  # what NCCL would read (the all-reduce's NCCL_DEBUG)
+    log.write(json.dumps([name, os.environ.get("NCCL_DEBUG"), os.environ.get("NCCL_DEBUG_SUBSYS")]) + "\n")
 answers = json.loads((fakes / "answers.json").read_text())
 key = name + "@" + os.environ.get("SLURMD_NODENAME", "")
 text, rc = answers.get(key, answers.get(name, ["", 0]))
@@ -109,6 +111,9 @@ class Job:
         env.pop("ALL_REDUCE_PERF", None)
         return subprocess.run([sys.executable, str(self.rendered / "acceptance"), str(self.rendered / "acceptance.json")],
                               capture_output=True, text=True, env=env, timeout=60)
+
+    def envs(self) -> list[list[str]]:
+        return [json.loads(line) for line in (self.fakes / "env.log").read_text().splitlines()]
 
     def calls(self) -> list[list[str]]:
         return [json.loads(line) for line in (self.fakes / "calls.log").read_text().splitlines()]
@@ -408,3 +413,113 @@ def test_multi_node_beyond_two_nodes_runs_the_pairs_then_the_fleet_as_informatio
     assert done.returncode == 0, done.stdout
     assert "PASS all-reduce 4x8: avg bus bandwidth 96.9183 GB/s (no floor known: not judged)" in done.stdout
     assert "PASS all-reduce pair train-003,train-004" in done.stdout
+
+
+# ---------------------------------------------------------------- the EFA environment and the net plugin (issue 20)
+
+
+def _render_bin(tmp_path: Path, blueprint: Path) -> Path:
+    out = tmp_path / "bin"
+    out.mkdir()
+    for name, data in render(check(str(blueprint)).model).items():
+        if name.startswith("train/slurm/bin/acceptance"):
+            (out / Path(name).name).write_bytes(data)
+    (out / "acceptance").chmod(0o755)
+    return out
+
+
+def _without_network_lines(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if "NCCL INFO Using network" not in line)
+
+
+def test_the_efa_all_reduce_runs_with_nccl_debug_info_over_nccl_env_s_level(job):
+    """nccl.env (sourced by the batch script) sets NCCL_DEBUG=WARN; bin/task-prolog exports a variable only where
+    the task has none, so the step's own NCCL_DEBUG=INFO (subsystems INIT,NET) is what NCCL reads."""
+    job.env["NCCL_DEBUG"] = "WARN"
+    done = job.run()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ["all_reduce_perf", "INFO", "INIT,NET"] in job.envs()
+    assert ["dcgmi", "WARN", None] in job.envs()  # the DCGM step keeps the job's environment
+    assert "PASS all-reduce 2x8: avg bus bandwidth 425.172 GB/s >= floor 340.1 GB/s" in done.stdout
+
+
+def test_an_efa_fleet_s_all_reduce_over_sockets_fails_even_without_a_floor(job, tmp_path):
+    """NCCL falls back to its Socket transport when aws-ofi-nccl or libfabric is not found: correct results,
+    slower. On p4d.24xlarge (no published run, no floor) such a run passed; it fails now with the reason."""
+    job.answers["all_reduce_perf"] = [(DATA / "all_reduce_p5_2n_socket.log").read_text(), 0]
+    done = job.run()
+    assert done.returncode == 1
+    assert ("FAIL all-reduce 2x8: NCCL used network Socket, not EFA's aws-ofi-nccl plugin (Libfabric or AWS "
+            "Libfabric or OFI)") in done.stdout
+    (tmp_path / "p4d").mkdir()
+    p4d = Job(tmp_path / "p4d", _render_bin(tmp_path, _blueprint(tmp_path, "", instance="p4d.24xlarge")))
+    p4d.answers["all_reduce_perf"] = [(DATA / "all_reduce_p5_2n_socket.log").read_text(), 0]
+    done = p4d.run()
+    assert done.returncode == 1 and "FAIL all-reduce 2x8: NCCL used network Socket" in done.stdout
+
+
+def test_an_efa_fleet_s_all_reduce_without_the_network_line_fails(job):
+    job.env["SLURM_JOB_NUM_NODES"] = "6"
+    job.answers["all_reduce_perf@train-003,train-004"] = [
+        _without_network_lines((DATA / "all_reduce_p5_2n_pass.log").read_text()), 0]
+    done = job.run()
+    assert done.returncode == 1
+    assert "FAIL all-reduce pair train-003,train-004: NCCL printed no 'Using network' line" in done.stdout
+    assert "PASS all-reduce pair train-001,train-002" in done.stdout
+
+
+def test_the_older_plugin_name_passes_and_other_networks_do_not():
+    """aws-ofi-nccl 1.11.0 and before named itself "AWS Libfabric", later "Libfabric" ("OFI" with NCCL_NET=OFI):
+    src/nccl_ofi_interface_nvidia.cpp nvidia_plugin_name_fixup. The prefix is NCCL's (src/debug.cc)."""
+    program = _program()
+    log = (DATA / "all_reduce_p5_2n_pass.log").read_text()
+    wanted = ["Libfabric", "AWS Libfabric", "OFI"]
+    for name, ok in (("AWS Libfabric", True), ("OFI", True), ("IB", False), ("Socket", False)):
+        result = program.parse_nccl(log.replace("Using network Libfabric", f"Using network {name}"))
+        assert result["networks"] == [name]
+        assert program.nccl_verdict(result, 340.1, wanted)[0] is ok, name
+    assert program.nccl_verdict(program.parse_nccl(_without_network_lines(log)), 340.1, [])[0] is True
+
+
+def test_a_tcp_fleet_needs_no_net_plugin_line_and_gets_no_efa_environment(tmp_path):
+    bp = _blueprint(tmp_path, "    interconnect:\n      fabric: tcp\n", instance="p4d.24xlarge")
+    a = check(str(bp)).model.fleets[0].acceptance
+    assert (a.efa, a.fi_provider, a.library_path, a.networks, a.net_debug_env) == (False, None, (), (), ())
+    out = _render_bin(tmp_path, bp)
+    script = (out / "acceptance.sbatch").read_text()
+    assert "FI_PROVIDER" not in script and "LD_LIBRARY_PATH" not in script and "/etc/fleetform/nccl.env" in script
+    job = Job(tmp_path, out)
+    job.env["NCCL_DEBUG"] = "WARN"
+    job.answers["all_reduce_perf"] = [_without_network_lines((DATA / "all_reduce_p5_2n_pass.log").read_text()), 0]
+    done = job.run()
+    assert done.returncode == 0, done.stdout
+    assert "PASS all-reduce 2x8: avg bus bandwidth 425.172 GB/s (no floor known: not judged)" in done.stdout
+    assert ["all_reduce_perf", "WARN", None] in job.envs()
+
+
+def test_the_batch_script_sources_nccl_env_and_sets_the_efa_environment(tmp_path, rendered):
+    """The rendered acceptance.sbatch run by sh with the node's paths moved under tmp_path and a python3 that
+    prints its environment: nccl.env's variables are exported, FI_PROVIDER=efa, and LD_LIBRARY_PATH starts with
+    the EFA directories that exist, in the order of the DLAMI's nccl-tests recipe."""
+    script = (rendered / "acceptance.sbatch").read_text()
+    node = tmp_path / "node"
+    for d in ("opt/amazon/efa/lib", "opt/amazon/ofi-nccl/lib", "etc/fleetform", "run/fleetform/jobs/7"):
+        (node / d).mkdir(parents=True)  # no /opt/amazon/openmpi/lib on this node
+    (node / "etc/fleetform/nccl.env").write_text("# the node's\nNCCL_DEBUG=WARN\n")
+    for path in ("/opt/amazon/", "/etc/fleetform/", "/run/fleetform/"):
+        script = script.replace(" " + path, f" {node}{path}").replace("=" + path, f"={node}{path}")
+    (tmp_path / "acceptance.sbatch").write_text(script)
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\nenv\n")
+    (fake / "python3").chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_ID": "7", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64"}
+    done = subprocess.run(["sh", str(tmp_path / "acceptance.sbatch")], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    got = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert got["NCCL_DEBUG"] == "WARN" and got["FI_PROVIDER"] == "efa"
+    assert got["LD_LIBRARY_PATH"] == f"{node}/opt/amazon/efa/lib:{node}/opt/amazon/ofi-nccl/lib:/usr/local/cuda/lib64"
+    # the job's pinned nccl.env (bin/prolog) wins over the node's
+    (node / "run/fleetform/jobs/7/nccl.env").write_text("NCCL_DEBUG=VERSION\n")
+    done = subprocess.run(["sh", str(tmp_path / "acceptance.sbatch")], capture_output=True, text=True, env=env)
+    assert "NCCL_DEBUG=VERSION" in done.stdout.splitlines()
