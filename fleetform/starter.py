@@ -179,7 +179,22 @@ def blueprint_text(s: Starter) -> str:
         if s.training is not None:
             lines.append("")
         lines += _inference(s, s.inference)
+    lines += _floor_waiver(s.training)
     return "\n".join(lines) + "\n"
+
+
+def _floor_waiver(i: InstanceType | None) -> list[str]:
+    """A starter whose training type has no published 2-node nccl-tests run (providers/aws/nccl-allreduce.json)
+    would warn acceptance-floor on its first validate; it waives it, saying how to earn a floor instead."""
+    from .acceptance import FLOOR_FRACTION, published_runs
+
+    run = published_runs().get(i.name) if i is not None else None
+    if i is None or training_nodes(i) < 2 or (run is not None and run.nodes == 2):
+        return []
+    return ["", "waivers:", "  - rule: acceptance-floor",
+            f"    reason: No published nccl-tests all-reduce result for {i.name}, so the acceptance job (bin/acceptance.sbatch)",
+            "      reports the bus bandwidth without failing a slow network. After its first run on healthy nodes, set",
+            f"      acceptance.nccl_min_busbw_gbps to {FLOOR_FRACTION:g} x its '# Avg bus bandwidth' and remove this waiver."]
 
 
 def instance_types(s: Starter) -> list[str]:
