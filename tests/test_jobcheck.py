@@ -117,3 +117,16 @@ def test_every_job_check_reason_fits_sinfos_60_columns(node):
     run(node, "epilog")
     (reason,) = drains(node)
     assert len(reason) - len("reason=") <= 60
+
+
+def test_prolog_set_on_an_on_prem_fleet_is_refused_as_having_no_effect(tmp_path):
+    from conftest import ROOT
+    from test_health import _findings
+
+    text = (ROOT / "blueprints/onprem-ib.yaml").read_text()
+    marker = "    scheduler:\n"
+    path = tmp_path / "onprem.yaml"
+    path.write_text(text.replace(marker, "    health: {prolog: true}\n" + marker, 1))
+    assert "health-scope" in _findings(path)
+    path.write_text(text.replace(marker, "    health: {suite: light}\n" + marker, 1))
+    assert "health-scope" not in _findings(path)
