@@ -37,6 +37,19 @@ each call to slurmctld (`show node`, then the drain and what on_failure adds). A
 dcgmi-diag reference, https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html);
 levels 2 (about two minutes) and 3 (about 15 minutes) cannot run inside slurmd's 60 s."""
 
+JOB_TIMEOUT_S: dict[str, int] = {"gpus": 4, "xid": 2, "apps": 3, "scontrol": 2}
+"""bin/prolog's and bin/epilog's budgets (fleetform_jobcheck.py), tighter than bin/health's: the Prolog
+holds the job's start, and slurm.conf(5) of 22.05 (Prolog) expects it to "complete execution quickly
+(in less time than MessageTimeout)", 10 s by default. gpus 4 + xid 2 + the drain's scontrol 2 = 8 s."""
+PROLOG_CHECKS = ("gpus", "xid")
+EPILOG_CHECKS = ("apps", "xid")
+"""The light checks at a job's edges: before it every GPU present and clean and no new fatal Xid; after
+it no compute process left on a GPU (a process that outlives its job holds GPU memory the next job
+needs) and no new fatal Xid."""
+EPILOG_SETTLE_S = 5
+"""How long bin/epilog waits for the job's GPU processes to go before it counts one as left over."""
+DEFAULT_PROLOG = True
+
 SCONTROL_CALLS: dict[str, int] = {"drain": 2, "reboot": 3, "replace": 4}
 """The scontrol calls bin/health makes on a failure, `show node` included: drain (show, drain),
 reboot (and `scontrol reboot`), replace (and state=down, state=undrain). Each counts in the 60 s."""
@@ -106,6 +119,24 @@ class HealthConfig:
     aws: bool
     path: tuple  # where the blueprint sets it (the fleet's `health`, or the fleet when defaulted)
     declared: bool  # written in the blueprint, not defaulted
+    prolog: bool = DEFAULT_PROLOG  # bin/prolog and bin/epilog run their job checks (fleetform_jobcheck.py);
+    # AWS fleets only: slurm.conf names a Prolog and Epilog only where the nodes run fleetform's bin/
+
+    @property
+    def prolog_checks(self) -> tuple[str, ...]:
+        return PROLOG_CHECKS
+
+    @property
+    def epilog_checks(self) -> tuple[str, ...]:
+        return EPILOG_CHECKS
+
+    @property
+    def job_timeouts(self) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted(JOB_TIMEOUT_S.items()))
+
+    @property
+    def epilog_settle_s(self) -> int:
+        return EPILOG_SETTLE_S
 
     @property
     def reboot_program(self) -> str | None:
@@ -186,7 +217,7 @@ def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
         gpus=fleet.shape.gpu_count, efa=efa, nvswitch=nvswitch, mounts=mounts,
         worst_case_s=worst, spread_s=spread(fleet.nodes.max if fleet.nodes is not None else 0, worst), aws=aws,
         path=fleet.path + ("health",) if data else fleet.path,
-        declared=bool(data),
+        declared=bool(data), prolog=aws and data.get("prolog", DEFAULT_PROLOG),
     )
 
 

@@ -25,13 +25,14 @@ REF = ROOT / "blueprints/reference.yaml"
 def test_render_writes_the_layout_of_the_design(tmp_path):
     result = run_cli("render", str(REF), cwd=tmp_path)
     assert result.returncode == 0 and result.stdout.endswith("[hf-revision-unpinned]\n1 blueprint checked, valid: 0 errors, 4 warnings\n"
-                                                     "rendered 58 files to rendered/llm-70b/\n")
+                                                     "rendered 59 files to rendered/llm-70b/\n")
     files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
                    for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
     assert [f for f in files if not f.startswith(("serve/", "small-models/"))] == [
         "manifest.json", "train/nccl.env", "train/slurm/bin/acceptance", "train/slurm/bin/acceptance.json",
         "train/slurm/bin/acceptance.sbatch", "train/slurm/bin/bootstrap", "train/slurm/bin/epilog",
-        "train/slurm/bin/fleet.json", "train/slurm/bin/fleetform_dns.py", "train/slurm/bin/fleetform_monitoring.py",
+        "train/slurm/bin/fleet.json", "train/slurm/bin/fleetform_dns.py", "train/slurm/bin/fleetform_jobcheck.py",
+        "train/slurm/bin/fleetform_monitoring.py",
         "train/slurm/bin/fleetform_node.py", "train/slurm/bin/health", "train/slurm/bin/health.json",
         "train/slurm/bin/imds-access", "train/slurm/bin/keeper", "train/slurm/bin/monitoring-targets",
         "train/slurm/bin/monitoring.json", "train/slurm/bin/prolog", "train/slurm/bin/resume",
@@ -57,7 +58,7 @@ def test_manifest_records_blueprint_tool_and_every_file(tmp_path):
     assert manifest["tool"]["name"] == "fleetform" and manifest["bases"] == []
     for path, digest in manifest["files"].items():
         assert hashlib.sha256((out / path).read_bytes()).hexdigest() == digest
-    assert len(manifest["files"]) == 57
+    assert len(manifest["files"]) == 58
 
 
 def test_output_is_byte_identical_whatever_the_cwd_locale_and_time_zone(tmp_path):
@@ -91,7 +92,7 @@ def test_check_lists_stale_missing_and_extra_and_writes_nothing(tmp_path):
 
 def test_check_of_a_folder_that_does_not_exist(tmp_path):
     result = run_cli("render", str(REF), "-o", str(tmp_path / "none"), "--check")
-    assert result.returncode == 1 and result.stdout.count("missing: ") == 58
+    assert result.returncode == 1 and result.stdout.count("missing: ") == 59
     assert not (tmp_path / "none").exists()
 
 

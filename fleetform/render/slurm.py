@@ -11,7 +11,7 @@ from ..model import Blueprint, Fleet
 from .jinja import render
 
 PROGRAMS = ("fleetform_node.py", "fleetform_dns.py", "bootstrap", "resume", "suspend", "resume-fail", "keeper",
-            "topology", "task-prolog", "imds-access", "update", "prolog", "epilog")
+            "topology", "task-prolog", "imds-access", "update", "prolog", "epilog", "fleetform_jobcheck.py")
 """templates/slurm/bin/: Python 3 programs with no render-time values in them (those are in
 bin/fleet.json), copied as they are."""
 ACCEPTANCE_MPI = "pmix"
