@@ -21,8 +21,9 @@ Test-only overrides, applied to the rendered folder before anything runs (one ma
   4. SlurmdParameters=config_overrides: this host has 2 CPUs, not a p5.48xlarge's 192.
   5. gres.conf File= names links to /dev/null in the temp dir instead of /dev/nvidia[0-7].
   6. power_save_min_interval=0 instead of 30, so a resume starts within a second.
-  7. No HealthCheckProgram: this host has no GPUs, so bin/health would drain every node
-     (tests/test_health_cluster.py runs it with fakes).
+  7. No HealthCheckProgram and no GPU check in the Prolog (bin/health.json "prolog": false): this host has
+     no GPUs, so bin/health and the Prolog would drain every node (tests/test_health_cluster.py and
+     tests/test_prolog_cluster.py run them with fakes).
   8. SuspendTimeout=20 instead of 300: a node powered down may be resumed once it has passed, and the
      rendered SuspendProgram has terminated its instance in moto within a second or two
      (tests/test_pool_cluster.py powers a lent node down and brings it back).
@@ -118,9 +119,12 @@ def _override(slurm: Path, tmp: Path, ports: dict[str, int]) -> None:
             (devices / f"nvidia{i}").symlink_to("/dev/null")
     gres = slurm / "gres.conf"
     gres.write_text(re.sub(r"File=/dev/nvidia", f"File={devices}/nvidia", gres.read_text()))
+    health = slurm / "bin" / "health.json"  # 7: nor the Prolog's GPU check (bin/prolog, fleetform_jobcheck.py)
+    if health.exists():
+        health.write_text(json.dumps({**json.loads(health.read_text()), "prolog": False}, indent=2) + "\n")
     rendered = slurm.parents[1]
     manifest = json.loads((rendered / "manifest.json").read_text())
-    for name in ("slurm.conf", "gres.conf"):
+    for name in ("slurm.conf", "gres.conf", "bin/health.json"):
         relative = str((slurm / name).relative_to(rendered))
         manifest["files"][relative] = hashlib.sha256((slurm / name).read_bytes()).hexdigest()
     (rendered / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

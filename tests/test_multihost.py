@@ -30,8 +30,9 @@ Test hooks (everything else runs as on an instance):
      rendered folder is put at its path in the host's file system before it boots.
   2. slurm.conf: ProctrackType=proctrack/linuxproc and TaskPlugin=task/none (no cgroup delegation
      in a namespace), SlurmdParameters=config_overrides (this host is not a p5.48xlarge),
-     power_save_min_interval=0 (the resume starts at once), and no HealthCheckProgram: these hosts have
-     no GPUs, so bin/health would drain every node (tests/test_health_cluster.py runs it with fakes).
+     power_save_min_interval=0 (the resume starts at once), and no HealthCheckProgram and no GPU check in
+     the Prolog (bin/health.json "prolog": false): these hosts have no GPUs, so bin/health and the Prolog
+     would drain every node (tests/test_health_cluster.py and tests/test_prolog_cluster.py run them with fakes).
   3. The hosts run no systemd: the bootstrap starts the daemons itself (its path for a machine whose
      init is not systemd, sd_booted(3)), with `slurmd -b` (a namespace does not boot).
   4. /dev/nvidia0..7 are character devices 1:3 (/dev/null) standing in for the GPUs gres.conf names.
@@ -45,6 +46,7 @@ image is cached in FLEETFORM_MULTIHOST_CACHE (default ~/.cache/fleetform/multiho
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -107,6 +109,8 @@ def _override(slurm: Path) -> None:
             continue
         out.append(line)
     conf.write_text("\n".join(out + ["SlurmdParameters=config_overrides"]) + "\n")
+    health = slurm / "bin" / "health.json"  # nor the Prolog's GPU check (bin/prolog, fleetform_jobcheck.py)
+    health.write_text(json.dumps({**json.loads(health.read_text()), "prolog": False}, indent=2) + "\n")
 
 
 class Imds(BaseHTTPRequestHandler):
