@@ -257,7 +257,7 @@ def cluster():
             s3 = awslocal.client("s3", url)
             s3.create_bucket(Bucket=BUCKET)
             s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-            awslocal.publish(s3, BUCKET, tmp / "rendered", (slurm / "slurm.conf",))
+            awslocal.publish(s3, BUCKET, tmp / "rendered", (slurm / "slurm.conf", slurm / "bin" / "health.json"))
             zone = f"train.{CLUSTER}.fleetform.internal"  # providers/aws/training.py dns_zone_name
             zone_id = route53.create_hosted_zone(
                 Name=zone, CallerReference="multihost", HostedZoneConfig={"PrivateZone": True},
