@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -65,7 +64,20 @@ def _start(tmp: Path, procs: list) -> dict:
             target.write_bytes(data)
     health = etc / "bin/health"
     health.chmod(0o755)
-    for folder in ("state", "spool", "root", "fakes", "dev"):
+    fakes = fake_gpu_host(tmp)
+    conf = etc / "slurm.conf"
+    check_program = wrapper(tmp / "health-check", health, tmp / "health.log", fakes, conf)
+    localize(conf, tmp, ("HealthCheckProgram", "HealthCheckInterval"),
+             [f"HealthCheckProgram={check_program}", f"HealthCheckInterval={INTERVAL_S}"])
+    assert "HealthCheckNodeState=ANY" in conf.read_text()  # the rendered value, kept
+    return start_one_node(tmp, procs, conf, fakes)
+
+
+def fake_gpu_host(tmp: Path) -> Path:
+    """The test's folders, and a host with 8 GPUs as far as Slurm and the checks can see: /dev/nvidia[0-7]
+    (links to /dev/null, which gres.conf is pointed at) and fakes of nvidia-smi and journalctl, first in
+    the PATH the wrappers give, that print what answer() last chose. Returns the fakes' folder."""
+    for folder in ("state", "spool", "root", "fakes", "dev", "out"):
         (tmp / folder).mkdir()
     fakes = tmp / "fakes"
     (fakes / "fake").write_text(FAKE)
@@ -74,29 +86,36 @@ def _start(tmp: Path, procs: list) -> dict:
         (fakes / program).symlink_to("fake")
     for i in range(8):
         (tmp / "dev" / f"nvidia{i}").symlink_to("/dev/null")
-    conf = etc / "slurm.conf"
-    wrapper = tmp / "health-check"
-    sbin = ":".join(p for p in ("/usr/sbin", "/usr/bin", "/sbin", "/bin"))
-    wrapper.write_text(f"#!/bin/sh\nexport PATH={fakes}:{sbin} SLURM_CONF={conf} FLEETFORM_ROOT={tmp / 'root'}\n"
-                       f"exec {health} >>{tmp / 'health.log'} 2>&1\n")
-    wrapper.chmod(0o755)
-    text = slurmctld._localize(conf.read_text(), tmp)
-    lines = []
-    for line in text.splitlines():
-        key = line.split("=", 1)[0]
-        if key in ("ProctrackType", "TaskPlugin", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
-                   "DisableRootJobs", "SlurmUser"):
-            continue
-        lines.append(line)
-    lines += ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", f"HealthCheckProgram={wrapper}",
-              f"HealthCheckInterval={INTERVAL_S}", f"SlurmUser={getpass.getuser()}", "DisableRootJobs=NO",
-              f"SlurmdPort={slurmctld._free_port()}", "SlurmdParameters=config_overrides",
-              f"SlurmdLogFile={tmp}/slurmd.log"]
-    conf.write_text("\n".join(lines) + "\n")
-    gres = etc / "gres.conf"
-    gres.write_text(gres.read_text().replace("File=/dev/nvidia", f"File={tmp}/dev/nvidia"))
-    assert "HealthCheckNodeState=ANY" in conf.read_text()  # the rendered value, kept
+    return fakes
 
+
+def wrapper(path: Path, program: Path, log: Path, fakes: Path, conf: Path) -> Path:
+    """A script slurmd runs instead of a rendered program: it sets PATH (the fakes first), SLURM_CONF and
+    FLEETFORM_ROOT, then runs the program with its output appended to `log`."""
+    path.write_text(f"#!/bin/sh\nexport PATH={fakes}:/usr/sbin:/usr/bin:/sbin:/bin SLURM_CONF={conf} "
+                    f"FLEETFORM_ROOT={path.parent / 'root'}\nexec {program} >>{log} 2>&1\n")
+    path.chmod(0o755)
+    return path
+
+
+def localize(conf: Path, tmp: Path, replaced: tuple[str, ...], lines: list[str]) -> None:
+    """The module docstring's test-only overrides of the rendered slurm.conf, the keys in `replaced` dropped
+    and `lines` added; gres.conf's devices pointed at the fake ones."""
+    text = slurmctld._localize(conf.read_text(), tmp)
+    dropped = ("ProctrackType", "TaskPlugin", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
+               "DisableRootJobs", "SlurmUser", *replaced)
+    kept = [line for line in text.splitlines() if line.split("=", 1)[0] not in dropped]
+    kept += ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", *lines, f"SlurmUser={getpass.getuser()}",
+             "DisableRootJobs=NO", f"SlurmdPort={slurmctld._free_port()}", "SlurmdParameters=config_overrides",
+             f"SlurmdLogFile={tmp}/slurmd.log"]
+    conf.write_text("\n".join(kept) + "\n")
+    gres = conf.parent / "gres.conf"
+    gres.write_text(gres.read_text().replace("File=/dev/nvidia", f"File={tmp}/dev/nvidia"))
+
+
+def start_one_node(tmp: Path, procs: list, conf: Path, fakes: Path) -> dict:
+    """slurmctld, once it answers a ping, then one slurmd as NODE, both on `conf`; the GPUs answer 7 of 8
+    until a test says otherwise. Returns the cluster the tests use."""
     env = {**os.environ, "SLURM_CONF": str(conf)}
     cluster = {"tmp": tmp, "conf": conf, "env": env, "fakes": fakes}
     answer(cluster, "nvidia-smi-7-of-8.csv")

@@ -12,10 +12,6 @@ nvidia-smi and journalctl faked and its bin/update replaced by a recorder.
 
 from __future__ import annotations
 
-import getpass
-import json
-import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -26,8 +22,7 @@ import slurmctld
 from conftest import ROOT
 from fleetform.pipeline import check
 from fleetform.render import render
-from test_health import DATA, FAKE
-from test_health_cluster import NODE, _log, _missing, state
+from test_health_cluster import NODE, _missing, answer, fake_gpu_host, localize, start_one_node, state, wrapper
 
 pytestmark = pytest.mark.cluster
 
@@ -52,50 +47,11 @@ def _start(tmp: Path, procs: list) -> dict:
     (bin_dir / "update").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp}/update.log\n")
     for program in ("update", "prolog", "health"):
         (bin_dir / program).chmod(0o755)
-    for folder in ("state", "spool", "root", "fakes", "dev", "out"):
-        (tmp / folder).mkdir()
-    fakes = tmp / "fakes"
-    (fakes / "fake").write_text(FAKE)
-    (fakes / "fake").chmod(0o755)
-    for program in ("nvidia-smi", "journalctl"):
-        (fakes / program).symlink_to("fake")
-    for i in range(8):
-        (tmp / "dev" / f"nvidia{i}").symlink_to("/dev/null")
+    fakes = fake_gpu_host(tmp)
     conf = etc / "slurm.conf"
-    prolog = tmp / "prolog"
-    sbin = "/usr/sbin:/usr/bin:/sbin:/bin"
-    prolog.write_text(f"#!/bin/sh\nexport PATH={fakes}:{sbin} SLURM_CONF={conf} FLEETFORM_ROOT={tmp / 'root'}\n"
-                      f"exec {bin_dir}/prolog >>{tmp / 'prolog.log'} 2>&1\n")
-    prolog.chmod(0o755)
-    text = slurmctld._localize(conf.read_text(), tmp)
-    lines = [line for line in text.splitlines() if line.split("=", 1)[0] not in (
-        "ProctrackType", "TaskPlugin", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
-        "HealthCheckNodeState", "DisableRootJobs", "SlurmUser", "Prolog", "Epilog")]
-    lines += ["ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "PrologFlags=Alloc", f"Prolog={prolog}",
-              f"SlurmUser={getpass.getuser()}", "DisableRootJobs=NO", f"SlurmdPort={slurmctld._free_port()}",
-              "SlurmdParameters=config_overrides", f"SlurmdLogFile={tmp}/slurmd.log"]
-    conf.write_text("\n".join(lines) + "\n")
-    gres = etc / "gres.conf"
-    gres.write_text(gres.read_text().replace("File=/dev/nvidia", f"File={tmp}/dev/nvidia"))
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    cluster = {"tmp": tmp, "conf": conf, "env": env, "fakes": fakes}
-    answer(cluster, "nvidia-smi-7-of-8.csv")
-    procs.append(subprocess.Popen([slurmctld.SLURMCTLD, "-D", "-i", "-f", str(conf)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True, env=env))
-    deadline = time.monotonic() + 60
-    while b"is UP" not in subprocess.run(["scontrol", "ping"], capture_output=True, env=env, timeout=30).stdout:
-        assert procs[0].poll() is None and time.monotonic() < deadline, _log(tmp / "slurmctld.log")
-        time.sleep(0.3)
-    slurmd = shutil.which("slurmd") or "/usr/sbin/slurmd"
-    procs.append(subprocess.Popen([slurmd, "-D", "-N", NODE, "-f", str(conf)], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True, env=env))
-    cluster["slurmd"] = procs[-1]
-    return cluster
-
-
-def answer(cluster: dict, gpus: str) -> None:
-    (cluster["fakes"] / "answers.json").write_text(json.dumps({
-        "nvidia-smi": [(DATA / gpus).read_text(), 0], "journalctl": [(DATA / "journal-quiet.txt").read_text(), 0]}))
+    prolog = wrapper(tmp / "prolog", bin_dir / "prolog", tmp / "prolog.log", fakes, conf)
+    localize(conf, tmp, ("HealthCheckNodeState", "Prolog", "Epilog"), ["PrologFlags=Alloc", f"Prolog={prolog}"])
+    return start_one_node(tmp, procs, conf, fakes)
 
 
 def scontrol(cluster: dict, *args: str) -> str:
