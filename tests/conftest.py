@@ -44,6 +44,25 @@ def require(program: str, package: str) -> str:
     return path
 
 
+def check_text(text: str, tmp_path: Path):
+    """The pipeline's check of a blueprint text, written to tmp_path/bp.yaml (findings carry that path)."""
+    from fleetform.pipeline import check
+
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    return check(path)
+
+
+def rule_messages(rule: str, model) -> list[str]:
+    """The messages of one registered rule run alone on a model (its negative controls need no whole check)."""
+    from fleetform.rules import REGISTRY, Reporter
+
+    reporter = Reporter()
+    reporter.current = REGISTRY[rule]
+    REGISTRY[rule].check(model, reporter)
+    return [i.message for i in reporter.issues]
+
+
 @pytest.fixture
 def write(tmp_path):
     """Write a blueprint text to a file and return its path."""

@@ -9,24 +9,16 @@ from dataclasses import replace
 
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, check_text as _check, rule_messages as _run
 from fleetform.cluster import addons_data, cpu_reserved_m
-from fleetform.pipeline import check
 from fleetform.plan import record
 from fleetform.render import render
-from fleetform.rules import REGISTRY, Reporter
 from variants import INFERENCE_VARIANTS
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 RELEASE = "kubernetes:helm.sh/v3:Release"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 REFERENCE = (ROOT / "blueprints/reference.yaml").read_text()
-
-
-def _check(text: str, tmp_path):
-    path = tmp_path / "bp.yaml"
-    path.write_text(text)
-    return check(path)
 
 
 def _plan(text: str, tmp_path):
@@ -41,13 +33,6 @@ def _named(resources, type_):
 
 def _findings(text: str, tmp_path, rule: str) -> list[str]:
     return [f.message for f in _check(text, tmp_path).findings if f.rule == rule]
-
-
-def _run(rule: str, bp) -> list[str]:
-    reporter = Reporter()
-    reporter.current = REGISTRY[rule]
-    REGISTRY[rule].check(bp, reporter)
-    return [i.message for i in reporter.issues]
 
 
 # --- the recorded plan ---------------------------------------------------------------------------

@@ -18,23 +18,16 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import ROOT, require
+from conftest import ROOT, check_text as _check, require, rule_messages as _run
 from fleetform.cluster import addons_data
 from fleetform.pipeline import check
 from fleetform.plan import record
 from fleetform.render import render
-from fleetform.rules import REGISTRY, Reporter
 
 EXAMPLE = ROOT / "blueprints/ray-train.yaml"
 TEXT = EXAMPLE.read_text()
 CRDS = {kind: json.loads((ROOT / f"tests/crd/ray.io_v1_{kind}.json").read_text()) for kind in ("RayCluster", "RayJob")}
 RELEASE = "kubernetes:helm.sh/v3:Release"
-
-
-def _check(text: str, tmp_path):
-    path = tmp_path / "bp.yaml"
-    path.write_text(text)
-    return check(path)
 
 
 def _model(text: str, tmp_path):
@@ -45,13 +38,6 @@ def _model(text: str, tmp_path):
 
 def _rules(text: str, tmp_path, rule: str) -> list[str]:
     return [f.message for f in _check(text, tmp_path).findings if f.rule == rule]
-
-
-def _run(rule: str, bp) -> list[str]:
-    reporter = Reporter()
-    reporter.current = REGISTRY[rule]
-    REGISTRY[rule].check(bp, reporter)
-    return [i.message for i in reporter.issues]
 
 
 def _crd_errors(doc: dict) -> list[str]:
