@@ -455,6 +455,16 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
                           "running nodes keep the old instance until their jobs end; each is then drained and "
                           "replaced (terminated, launched again from the new launch template under the same "
                           "name); needs no spare capacity: a node is replaced only after it is idle")
+    if kind == "Namespace" and (change.action == DELETE or any(
+            i.forces_replacement and not i.via and i.path != "(region)" for i in change.inputs)):
+        # deleting a namespace deletes every object in it (Kubernetes docs, "Namespaces": "Deleting a namespace
+        # ... deletes everything under the namespace"), also what users made there and fleetform never saw; one
+        # replaced because its cluster is (a region move, an input computed from a replaced resource) is that
+        # cluster's loss, which the cluster's own change says
+        return Disruption("data loss", what, f"{'replaced' if change.action == REPLACE else 'deleted'}: Kubernetes "
+                          "deletes every object in it, also those fleetform does not manage (jobs users submitted "
+                          "there, JobSets, RayJobs, Secrets they made) and their pods; move what must stay first",
+                          part)
     if kind == "Cluster" and gone:
         return Disruption("replace with state", what, "a new EKS cluster: every object in the old one (also those "
                                                       "fleetform does not manage) is gone; all pods start again")

@@ -397,3 +397,22 @@ def test_the_training_rules_apply_whatever_the_orchestrator(tmp_path):
     assert results["slurm"][0] == results["k8s"][0]
     assert any(rule == "training-memory" for rule, _, _ in results["k8s"][0])
     assert results["slurm"][1] == results["k8s"][1]  # sizing steps and notes, cost rows
+
+
+def test_diff_calls_dropping_a_queue_namespace_data_loss(tmp_path):
+    """A namespace left out of `queue_namespaces` is deleted by `pulumi up`, and Kubernetes deletes every object in
+    it, the JobSets users submitted there included: diff names it data loss; adding one is nothing."""
+    from conftest import run_cli
+
+    text = (ROOT / "blueprints/train-eks.yaml").read_text()
+    old = tmp_path / "old.yaml"
+    old.write_text(text)
+    fewer = tmp_path / "fewer.yaml"
+    fewer.write_text(text.replace("queue_namespaces: [training, research]", "queue_namespaces: [training]"))
+    more = tmp_path / "more.yaml"
+    more.write_text(text.replace("queue_namespaces: [training, research]", "queue_namespaces: [training, research, eval]"))
+    out = run_cli("diff", str(old), str(fewer)).stdout
+    assert "most disruptive: data loss" in out, out
+    assert "[data loss] Namespace" in out and "research" in out and "JobSets" in out, out
+    out = run_cli("diff", str(old), str(more)).stdout
+    assert "data loss" not in out, out
