@@ -26,6 +26,8 @@ Choices, and where they come from:
 
 from __future__ import annotations
 
+import re
+
 import pulumi
 import pulumi_aws as aws
 
@@ -46,11 +48,15 @@ PARAMETERS = {"innodb_lock_wait_timeout": "900"}
 """The parameter group's settings (slurm accounting.html, "MySQL Configuration")."""
 
 
-def final_snapshot_name(cluster: str, fleet: str) -> str:
+def final_snapshot_name(cluster: str, fleet: str, subnet_group: str = "") -> str:
     """The snapshot RDS takes when `pulumi destroy` deletes the database: a letter first, letters,
-    digits and single hyphens, no final hyphen (pulumi-aws rds.Instance final_snapshot_identifier)."""
-    raw = f"{cluster}-{fleet}-slurmdbd-final".lower()
-    name = "".join(c if c.isalnum() else "-" for c in raw)
+    digits and single hyphens, no final hyphen (pulumi-aws rds.Instance final_snapshot_identifier).
+    It ends with the random suffix Pulumi gave the stack's DB subnet group (auto-naming: 7 hex digits),
+    so a stack made again after a destroy takes its final snapshot under a new name: RDS refuses a
+    snapshot name that exists (DBSnapshotAlreadyExists), and the first destroy's snapshot stays."""
+    suffix = re.search(r"-([0-9a-f]{7})$", subnet_group)
+    raw = f"{cluster}-{fleet}-slurmdbd-final" + (f"-{suffix.group(1)}" if suffix else "")
+    name = "".join(c if c.isalnum() else "-" for c in raw.lower())
     while "--" in name:
         name = name.replace("--", "-")
     name = name.strip("-")
@@ -91,7 +97,8 @@ class AccountingDatabase(pulumi.ComponentResource):
             db_subnet_group_name=subnets.name, vpc_security_group_ids=[group.id],
             parameter_group_name=parameters.name, backup_retention_period=BACKUP_DAYS, copy_tags_to_snapshot=True,
             # `pulumi destroy` keeps the job records: RDS snapshots the database before deleting it
-            skip_final_snapshot=False, final_snapshot_identifier=final_snapshot_name(cluster, fleet.cloud_name),
+            skip_final_snapshot=False, final_snapshot_identifier=subnets.name.apply(
+                lambda n: final_snapshot_name(cluster, fleet.cloud_name, n)),
             tags={**tags, "Name": f"{bp.name}-{fleet.name}-slurmdbd"}, opts=_opts(self))
         self.clients_group_id = clients.id
         self.secret_arn = self.instance.master_user_secrets.apply(lambda s: s[0].secret_arn if s else "")
