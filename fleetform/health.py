@@ -119,8 +119,17 @@ class HealthConfig:
     aws: bool
     path: tuple  # where the blueprint sets it (the fleet's `health`, or the fleet when defaulted)
     declared: bool  # written in the blueprint, not defaulted
-    prolog: bool = DEFAULT_PROLOG  # bin/prolog and bin/epilog run their job checks (fleetform_jobcheck.py);
-    # AWS fleets only: slurm.conf names a Prolog and Epilog only where the nodes run fleetform's bin/
+    prolog: bool = DEFAULT_PROLOG  # bin/prolog and bin/epilog run their job checks (fleetform_jobcheck.py)
+
+    @property
+    def job_programs(self) -> tuple[str, str] | None:
+        """An on-prem fleet's Prolog= and Epilog= (bin/prolog and bin/epilog beside bin/health, where the site
+        installs the fleet's bin/), when they check the node; an AWS fleet's slurm.conf names its own pair,
+        which also pin the job's nccl.env (SlurmConfig.ec2)."""
+        if self.aws or not self.prolog:
+            return None
+        folder = self.program.rsplit("/", 1)[0]
+        return f"{folder}/prolog", f"{folder}/epilog"
 
     @property
     def prolog_checks(self) -> tuple[str, ...]:
@@ -217,7 +226,7 @@ def build(fleet, data: dict | None, storage, cloud: str) -> HealthConfig | None:
         gpus=fleet.shape.gpu_count, efa=efa, nvswitch=nvswitch, mounts=mounts,
         worst_case_s=worst, spread_s=spread(fleet.nodes.max if fleet.nodes is not None else 0, worst), aws=aws,
         path=fleet.path + ("health",) if data else fleet.path,
-        declared=bool(data), prolog=aws and data.get("prolog", DEFAULT_PROLOG),
+        declared=bool(data), prolog=data.get("prolog", DEFAULT_PROLOG),
     )
 
 

@@ -20,7 +20,7 @@ AccountingStoragePort a free port; as tests/test_health_cluster.py: SlurmUser an
 for the user running the test, one free SlurmdPort, config_overrides (this host has not 224 CPUs),
 proctrack/linuxproc, task/none and jobacct_gather/linux instead of the cgroup plugins (no cgroup
 delegation in a test container), gres.conf's /dev/nvidia[0-7] as links to /dev/null, no
-HealthCheckProgram (no GPUs here). In slurmdbd.conf: AuthType=auth/none, DbdHost=localhost and DbdPort
+HealthCheckProgram, Prolog or Epilog (their GPU checks: no GPUs here). In slurmdbd.conf: AuthType=auth/none, DbdHost=localhost and DbdPort
 the same free port, SlurmUser, LogFile and PidFile into the temp dir, and the Include'd storage file
 in the temp dir with the test's MariaDB (StorageHost 127.0.0.1, StoragePort a free port, StorageUser,
 StoragePass), written by the AWS controller's bootstrap code (storage_lines, as from an RDS secret)
@@ -181,7 +181,7 @@ def _slurm_conf(rendered: str, tmp: Path, dbd_port: int) -> str:
         key = line.split("=", 1)[0]
         if key in ("ProctrackType", "TaskPlugin", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
                    "HealthCheckNodeState", "DisableRootJobs", "SlurmUser", "AccountingStorageType",
-                   "AccountingStorageHost", "AccountingStoragePort", "JobAcctGatherType"):
+                   "AccountingStorageHost", "AccountingStoragePort", "JobAcctGatherType", "Prolog", "Epilog"):
             continue
         out.append(line)
     # slurmctld._localize drops the accounting lines (it has no slurmdbd): the rendered TRES and

@@ -13,7 +13,7 @@ tests/slurmctld.py's (localhost controller, auth/none, state and logs in a temp 
 SlurmUser and DisableRootJobs for the user running the test, one free SlurmdPort, config_overrides
 (this host has not 224 CPUs), proctrack/linuxproc and task/none without PrologFlags=Contain (no
 cgroup delegation in a test container), gres.conf's /dev/nvidia[0-7] as links to /dev/null,
-HealthCheckInterval=2 instead of 300, and HealthCheckProgram a wrapper that sets PATH (the fakes
+HealthCheckInterval=2 instead of 300, no Prolog or Epilog, and HealthCheckProgram a wrapper that sets PATH (the fakes
 first), SLURM_CONF and FLEETFORM_ROOT and runs the rendered bin/health. Every daemon is stopped at
 the end; every wait has a timeout. In CI (CI set) a missing slurmctld or slurmd fails the test.
 """
@@ -67,7 +67,7 @@ def _start(tmp: Path, procs: list) -> dict:
     fakes = fake_gpu_host(tmp)
     conf = etc / "slurm.conf"
     check_program = wrapper(tmp / "health-check", health, tmp / "health.log", fakes, conf)
-    localize(conf, tmp, ("HealthCheckProgram", "HealthCheckInterval"),
+    localize(conf, tmp, ("Prolog", "Epilog"),  # the Prolog's check is tests/test_prolog_cluster.py's
              [f"HealthCheckProgram={check_program}", f"HealthCheckInterval={INTERVAL_S}"])
     assert "HealthCheckNodeState=ANY" in conf.read_text()  # the rendered value, kept
     return start_one_node(tmp, procs, conf, fakes)

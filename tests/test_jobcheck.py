@@ -119,14 +119,58 @@ def test_every_job_check_reason_fits_sinfos_60_columns(node):
     assert len(reason) - len("reason=") <= 60
 
 
-def test_prolog_set_on_an_on_prem_fleet_is_refused_as_having_no_effect(tmp_path):
+def _onprem(tmp_path, health: str) -> dict[str, bytes]:
     from conftest import ROOT
+    from fleetform.pipeline import check
+    from fleetform.render import render
     from test_health import _findings
 
-    text = (ROOT / "blueprints/onprem-ib.yaml").read_text()
     marker = "    scheduler:\n"
     path = tmp_path / "onprem.yaml"
-    path.write_text(text.replace(marker, "    health: {prolog: true}\n" + marker, 1))
-    assert "health-scope" in _findings(path)
-    path.write_text(text.replace(marker, "    health: {suite: light}\n" + marker, 1))
+    path.write_text((ROOT / "blueprints/onprem-ib.yaml").read_text().replace(marker, health + marker, 1))
     assert "health-scope" not in _findings(path)
+    return render(check(path).model)
+
+
+def test_an_on_prem_fleet_names_the_checking_prolog_and_epilog_beside_its_health_check(tmp_path):
+    files = _onprem(tmp_path, "")
+    conf = files["train/slurm/slurm.conf"].decode()
+    assert "\nProlog=/opt/fleetform/slurm/bin/prolog\nEpilog=/opt/fleetform/slurm/bin/epilog\n" in conf
+    assert "HealthCheckProgram=/opt/fleetform/slurm/bin/health\n" in conf and "TaskProlog" not in conf
+    assert {"train/slurm/bin/prolog", "train/slurm/bin/epilog", "train/slurm/bin/fleetform_jobcheck.py"} <= set(files)
+    assert "train/slurm/bin/update" not in files and "train/slurm/bin/fleet.json" not in files
+    # `prolog: false` leaves slurm.conf without them, as it leaves an AWS fleet's Prolog without the check
+    off = _onprem(tmp_path, "    health: {prolog: false}\n")
+    assert "Prolog=" not in off["train/slurm/slurm.conf"].decode().replace("TaskProlog=", "")
+    assert "Epilog=" not in off["train/slurm/slurm.conf"].decode()
+    assert "train/slurm/bin/prolog" not in off and "train/slurm/bin/health" in off
+
+
+@pytest.fixture
+def onprem_node(tmp_path):
+    """An on-prem node's bin/ as the site installs it: no bin/update, no bin/fleet.json."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, data in _onprem(tmp_path, "").items():
+        if name.startswith("train/slurm/bin/"):
+            (bin_dir / Path(name).name).write_bytes(data)
+    n = Node(tmp_path, bin_dir)
+    n.answers[APPS] = ["", 0]
+    return n
+
+
+def test_an_on_prem_prolog_checks_the_node_and_pins_nothing(onprem_node):
+    done = run(onprem_node, "prolog")
+    assert done.returncode == 0 and drains(onprem_node) == [], done.stderr
+    onprem_node.answer("nvidia-smi", "nvidia-smi-7-of-8.csv")
+    done = run(onprem_node, "prolog")
+    assert done.returncode == 1 and drains(onprem_node) == ["reason=fleetform-prolog: 7 of 8 GPUs"]
+
+
+def test_an_on_prem_epilog_checks_the_node_without_an_aws_fleets_files(onprem_node):
+    done = run(onprem_node, "epilog")
+    assert done.returncode == 0 and drains(onprem_node) == [], done.stderr
+    onprem_node.answer(APPS, "nvidia-smi-compute-apps-1-left.csv")
+    run(onprem_node, "epilog")
+    (reason,) = drains(onprem_node)
+    assert reason.startswith("reason=fleetform-epilog: "), reason

@@ -26,6 +26,9 @@ its values are in bin/pool.json."""
 MONITORING_PROGRAMS = ("monitoring-targets", "fleetform_monitoring.py")
 """templates/slurm/bin/: what the bootstrap installs for monitoring and the controller's file_sd writer
 (fleetform/monitoring.py); their values are in bin/monitoring.json, Prometheus' in monitoring/prometheus.yml."""
+JOB_CHECK_PROGRAMS = ("prolog", "epilog", "fleetform_jobcheck.py")
+"""An on-prem fleet's Prolog and Epilog when they check the node (health.json `prolog`): the same programs as an
+AWS fleet's, which leave out pinning the job's files where there is no bin/update and no bin/fleet.json."""
 HEALTH_FILES = ("health", "xid.json")
 """Every Slurm training fleet's node health check (fleetform/health.py), on-prem too: the program
 and NVIDIA's Xid table it reads, copied as they are; its values are in bin/health.json."""
@@ -55,6 +58,8 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if fleet.health is not None:
         out[f"{base}/bin/health.json"] = render("slurm/health.json.j2", **common)
         out.update({f"{base}/bin/{name}": _program(name) for name in HEALTH_FILES})
+        if fleet.health.job_programs:  # on-prem: AWS fleets get them with PROGRAMS
+            out.update({f"{base}/bin/{name}": _program(name) for name in JOB_CHECK_PROGRAMS})
     if fleet.acceptance is not None:
         accept = dict(common, a=fleet.acceptance, all_reduce_perf=ALL_REDUCE_PERF, mpi=ACCEPTANCE_MPI)
         out.update({f"{base}/bin/{name}": _program(name) for name in ACCEPTANCE_FILES})

@@ -19,11 +19,6 @@ def health_scope(bp: Blueprint, report: Reporter) -> None:
                 report(here + (key,), f"`health.{key}` is EKS node auto repair of an inference fleet's GPU node "
                        "group; a Slurm fleet's nodes are repaired by bin/health's on_failure",
                        "remove it (on_failure: drain | reboot | replace says what a failed check does)")
-            if "prolog" in fleet.health_keys and bp.cloud != "aws":
-                # slurm.conf names fleetform's Prolog and Epilog only on AWS fleets (their bin/ is the artifact)
-                report(here + ("prolog",), "`health.prolog` turns on the checks of fleetform's Prolog and Epilog, "
-                       "which only AWS fleets run; an on-prem fleet's slurm.conf names no fleetform Prolog",
-                       "remove it")
             continue
         if fleet.training:
             report(here, "`health` has no effect on a training fleet not scheduled by Slurm: only Slurm training "
