@@ -207,3 +207,8 @@ def all_rules() -> Iterator[Rule]:
 
     check_needs()
     yield from REGISTRY.values()
+
+
+# Every rule module registers in checks' order whichever module is imported first: a rule registered before
+# the rules it needs would run before them (run() goes in registration order), on a model they refuse.
+from . import checks  # noqa: E402,F401
