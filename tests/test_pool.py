@@ -217,7 +217,8 @@ def test_training_max_time_longer_than_the_night(write):
     result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
     (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
     assert finding.severity.value == "warning"
-    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 12 h" in finding.message
+    # 12 h less the 13-minute warm-up lead: the next morning's lend starts at 07:47
+    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 47 min" in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")
     assert "pool-training-fit" not in _rules(ok)
@@ -272,8 +273,9 @@ def test_keda_cron_triggers_follow_the_windows(tmp_path):
     (doc,) = yaml.safe_load_all(files["serve/k8s/qwen-7b-scaledobject.yaml"])
     prometheus, cron = doc["spec"]["triggers"]
     assert prometheus["type"] == "prometheus"
+    # the trigger starts the warm-up lead (13 min: the startup probe's 760 s, rounded up) before 08:00
     assert cron == {"type": "cron", "metricType": "AverageValue", "metadata": {
-        "timezone": "Europe/Berlin", "start": "0 8 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
+        "timezone": "Europe/Berlin", "start": "47 7 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
     schema = jsonschema.Draft202012Validator(CRD_SCHEMAS["keda.sh_v1alpha1_ScaledObject"])
     # negative controls: KEDA 2.17+ refuses a fallback whose triggers are all cpu or memory (CheckFallbackValid in
     # apis/keda/v1alpha1/scaledobject_types.go), and cron has five fields

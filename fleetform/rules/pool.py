@@ -19,7 +19,9 @@ def _local(moment, tz) -> str:
 
 
 def _hours(span: timedelta) -> str:
-    return f"{span.total_seconds() / 3600:g} h"
+    """`12 h`, or with the minutes the warm-up lead leaves: `11 h 47 min`."""
+    hours, minutes = divmod(round(span.total_seconds() / 60), 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
 @rule(POOL_TIME_ZONE, "error", "a pool's time zone is an IANA time zone name and its ledger week a real date")
@@ -124,7 +126,7 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
             if not stretches:
                 continue
             start, end = min(stretches, key=lambda s: s[1] - s[0])
-            shortest = end - start
+            shortest = end - start - timedelta(minutes=pool.lead_min)  # the next lend starts the warm-up lead early
             if share.on_window == "requeue":
                 every = fleet.checkpoint.every_minutes if fleet.checkpoint else None
                 if every is None or timedelta(minutes=every) >= shortest:
