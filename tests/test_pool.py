@@ -242,7 +242,7 @@ def test_an_inference_window_shorter_than_startup():
 def test_rules_are_listed():
     out = run_cli("rules").stdout
     for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup",
-                    "pool-inference-bounds"):
+                    "pool-inference-bounds", "pool-inference-autoscaler"):
         assert rule_id in out
 
 
@@ -359,3 +359,14 @@ def test_inference_bounds_fit_the_pool_at_every_hour(write):
     serve = next(f for f in check(HYBRID).model.fleets if f.name == "serve")
     assert pools.window_replicas(serve, 6, 8) == {"qwen-7b": 48}
     assert pools.window_replicas(serve, 0, 8) == {"qwen-7b": 2}
+
+
+def test_an_hpa_fleet_in_a_pool_is_told_to_use_keda(write):
+    """rule pool-inference-autoscaler: an HPA has one minReplicas for all hours and gets no cron trigger, so its
+    replicas would not follow the window; the example (KEDA) is clean, the same fleet with `autoscaler: hpa` warns
+    at the autoscaler, with the hint to use keda."""
+    assert "pool-inference-autoscaler" not in _rules(check(HYBRID))
+    result = _variant(write, "autoscaler: keda", "autoscaler: hpa")
+    (finding,) = [f for f in result.findings if f.rule == "pool-inference-autoscaler"]
+    assert finding.severity.value == "warning" and finding.path == "fleets[0].scheduler.autoscaler"
+    assert "do not follow the windows of pool 'p5-block'" in finding.message and "autoscaler: keda" in finding.hint

@@ -209,3 +209,25 @@ def pool_inference_bounds(bp: Blueprint, report: Reporter) -> None:
                            f"'{pool.name}' gives it {held} nodes ({held * per_node} GPUs) then: the pods above "
                            f"stay pending", "lower replicas.min, or raise the fleet's floor")
                     break
+
+
+@rule("pool-inference-autoscaler", "warning", "an inference fleet with windows in a pool is scaled by KEDA, whose "
+      "cron triggers raise its replicas with the windows; an HPA (or none) keeps the same minimum at every hour",
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_inference_autoscaler(bp: Blueprint, report: Reporter) -> None:
+    """The node group follows the windows either way (its scheduled actions), but only a KEDA ScaledObject gets a
+    cron trigger per window (fleetform/pool.py cron_windows). A Kubernetes HorizontalPodAutoscaler has no schedule:
+    its minReplicas is one number (autoscaling/v2 HorizontalPodAutoscalerSpec), so a window's nodes would wait empty
+    until load raised the replicas, and no warm-up lead could run. Giving the HPA the same behaviour would take a
+    program patching minReplicas at each edge, a second owner of the object beside `pulumi up`: KEDA is the way."""
+    fleets = {f.name: f for f in bp.fleets}
+    for pool, _ in _checked(bp):
+        for share in pool.shares:
+            fleet = fleets[share.fleet]
+            scheduler = fleet.scheduler
+            if fleet.training or fleet.kube is None or not share.windows or getattr(scheduler, "autoscaler", "keda") == "keda":
+                continue
+            report(scheduler.path + ("autoscaler",), f"fleet '{fleet.name}' scales with autoscaler: "
+                   f"{scheduler.autoscaler}, so its replicas do not follow the windows of pool '{pool.name}': at every hour it "
+                   f"keeps its replicas.min, and a window's nodes wait for load to fill them",
+                   "autoscaler: keda (each window becomes a cron trigger that raises the minimum, a warm-up lead early)")
