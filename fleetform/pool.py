@@ -640,3 +640,26 @@ def scaling_actions(pool: Pool, fleet: str) -> tuple[ScalingAction, ...]:
         out.append(ScalingAction(name, _cron(minute, tuple(sorted(days))), pool.time_zone, nodes, rise, lead,
                                  tuple(sorted(days)), hour))
     return tuple(out)
+
+
+def lead_misses(pool: Pool, action: ScalingAction, year: int) -> list[date]:
+    """The days of `year` (local days of the share's change) on which a rising action, a cron line in local wall
+    clock, does not fire `lead_min` real minutes before the change: its local time is skipped or repeated by a
+    clock change between the two (a lead of 15 min before a 03:00 window in Berlin is 02:45, which the last Sunday
+    of March does not have). Read as Python reads a local time (fold=0); bin/pool-edge counts real minutes and
+    never misses. Pure."""
+    tz = zone(pool.time_zone)
+    if tz is None or not action.rise or not action.lead_min:
+        return []
+    shift, at = divmod(action.hour * 60 - action.lead_min, 1440)
+    out = []
+    day = date(year, 1, 1)
+    while day.year == year:
+        if day.weekday() in action.days:
+            wanted = _local(day, action.hour, tz) - timedelta(minutes=action.lead_min)
+            fire_day = day + timedelta(days=shift)
+            fired = datetime(fire_day.year, fire_day.month, fire_day.day, at // 60, at % 60, tzinfo=tz).astimezone(UTC)
+            if fired != wanted:
+                out.append(day)
+        day += timedelta(days=1)
+    return out

@@ -214,3 +214,20 @@ def test_the_plan_lists_the_actions_and_the_lead():
     markdown = "\n".join(text_lines(data, True))
     assert "| serve | Mon-Fri 08:00 | 47 7 * * 1,2,3,4,5 | Europe/Berlin | 6/6/6 | 13 min |" in markdown
     assert "warm-up lead: 13 min" in markdown
+
+
+def test_a_lead_across_a_clock_change_is_a_finding(write):
+    """pool-inference-warmup also names the day a rising action misses its lead (lead_misses): a Sunday window at
+    03:00 in Berlin rises at 02:45, which 29 March 2026 skips and 25 October repeats (read as its first, summer
+    time, occurrence: an hour and 15 minutes early). The example's 08:00 windows never miss."""
+    pool = _pool([_share("serve", 0, [((6,), 3, 9, 2)]), _share("train", 0, remainder=True)], lead=15)
+    (rise,) = [a for a in pools.scaling_actions(pool, "serve") if a.rise]
+    assert pools.lead_misses(pool, rise, 2026) == [date(2026, 3, 29), date(2026, 10, 25)]
+    model = check(HYBRID).model
+    serve = next(f for f in model.fleets if f.name == "serve")
+    assert all(pools.lead_misses(model.pools[0], a, 2026) == [] for a in serve.pool_scaling)
+    text = HYBRID.read_text().replace('{days: [mon, tue, wed, thu, fri], start: "08:00", end: "20:00", nodes: 6}',
+                                      '{days: [sun], start: "03:00", end: "20:00", nodes: 6}')
+    result = check(write(text))
+    (finding,) = [f for f in result.findings if f.rule == "pool-inference-warmup"]
+    assert "rises at '47 2 * * 0' (Europe/Berlin), 13 min before its window; on Sun 2026-03-29" in finding.message

@@ -149,7 +149,8 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("pool-inference-warmup", "warning", "an inference fleet's window in a pool lasts longer than its replicas "
-      "take to start", needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+      "take to start, and its node group rises its warm-up lead early on every day of the year",
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
 def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
     fleets = {f.name: f for f in bp.fleets}
     for pool, tz in _checked(bp):
@@ -168,6 +169,14 @@ def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
                            f"start ({max(budgets) // 60} min, the startup probe's budget)",
                            "a longer window, or a model that loads faster")
                     break
+            for action in fleet.pool_scaling:  # the node group's rises: cron lines in local wall clock
+                missed = pools.lead_misses(pool, action, pool.week.year)
+                if missed:
+                    report(share.path + ("windows",), f"the node group of fleet '{fleet.name}' rises at "
+                           f"{action.recurrence!r} ({pool.time_zone}), {action.lead_min} min before its window; on "
+                           f"{missed[0].strftime('%a %Y-%m-%d')} a clock change falls between the two, and the nodes "
+                           "rise without their warm-up lead (bin/pool-edge's lend is on time)",
+                           "open the window at an hour further from the clock change (in Europe 01:00-03:00 local)")
 
 
 @rule("pool-inference-bounds", "error", "an inference fleet's autoscaler bounds never ask for more GPUs than the "
