@@ -410,7 +410,7 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
         lines += ["", f"- {text}"] if markdown else [f"  {text}"]
         if p.get("warmup_lead_minutes"):
             lead = (f"warm-up lead: {p['warmup_lead_minutes']} min (the longest startup probe budget of the pool's "
-                    "inference fleets, rounded up): nodes, KEDA cron minimums and training's lends rise that much "
+                    "inference fleets, rounded up): nodes and KEDA cron minimums rise and training's lends start that much "
                     "before a window opens; the ledger counts whole hours")
             lines += [f"- {lead}"] if markdown else [f"  {lead}"]
         if p.get("scaling_actions"):
