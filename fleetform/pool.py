@@ -663,3 +663,26 @@ def lead_misses(pool: Pool, action: ScalingAction, year: int) -> list[date]:
                 out.append(day)
         day += timedelta(days=1)
     return out
+
+
+def lead_overlaps(pool: Pool, lenders: set[str], early: set[str]) -> list[tuple[datetime, datetime, dict]]:
+    """The moments of a week without a clock change (UTC) at which the warm-up lead makes the fleets hold more nodes
+    than the pool has: (the lead's start, the share change, nodes per fleet in between). During the lead a rising
+    fleet of `early` (inference fleets on Kubernetes: scheduled actions and cron triggers) already holds its new
+    share, a rising training fleet not yet (a lend ends at the hour), and a lender (a Slurm training fleet: bin/pool-edge lends a lead early) already
+    gave its nodes up, while a falling inference fleet keeps its nodes until the change itself, as its scheduled
+    action and KEDA's cron end say: one inference fleet's window opening as another's closes. Pure."""
+    tz = zone(pool.time_zone)
+    if tz is None or not pool.lead_min or pool.week is None:
+        return []
+    runs = ledger(pool, 1, _plain_week(pool, tz)).runs()
+    out = []
+    for index, (first, _, now) in enumerate(runs):
+        before = runs[index - 1][2]
+        if not any(now[f] > before[f] for f in now if f in early):
+            continue
+        held = {f: now[f] if (f in early and now[f] > before[f]) or (f in lenders and now[f] < before[f]) else before[f]
+                for f in now}
+        if sum(held.values()) > pool.nodes >= sum(now.values()):  # the lead's own (pool-overcommit has the rest)
+            out.append((first.start - timedelta(minutes=pool.lead_min), first.start, held))
+    return out

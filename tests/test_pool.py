@@ -242,7 +242,7 @@ def test_an_inference_window_shorter_than_startup():
 def test_rules_are_listed():
     out = run_cli("rules").stdout
     for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup",
-                    "pool-inference-bounds", "pool-inference-autoscaler"):
+                    "pool-inference-bounds", "pool-inference-autoscaler", "pool-warmup-overlap"):
         assert rule_id in out
 
 

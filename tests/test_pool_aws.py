@@ -231,3 +231,22 @@ def test_a_lead_across_a_clock_change_is_a_finding(write):
     result = check(write(text))
     (finding,) = [f for f in result.findings if f.rule == "pool-inference-warmup"]
     assert "rises at '47 2 * * 0' (Europe/Berlin), 13 min before its window; on Sun 2026-03-29" in finding.message
+
+
+def test_a_lead_over_another_inference_window_is_an_overlap():
+    """lead_overlaps: a training fleet lends a lead early, so the example's 08:00 handover stays within the pool;
+    two inference fleets handing over at 14:00 both hold their nodes from 13:47 (12 of 8 nodes); a training
+    fleet taking nodes back at 20:00 rises at the hour itself (its lend ends then), never a lead early."""
+    shares = [_share("serve", 1, [(WEEKDAYS, 8, 14, 5)]), _share("chat", 1, [(WEEKDAYS, 14, 20, 5)]),
+              _share("train", 2, remainder=True)]
+    pool = _pool(shares, lead=13)
+    ((begin, change, held),) = {(b, c, tuple(h.items())) for b, c, h in pools.lead_overlaps(pool, {"train"}, {"serve", "chat"})
+                                if b.astimezone(ZoneInfo("Europe/Berlin")).weekday() == 0}
+    assert dict(held) == {"serve": 5, "chat": 5, "train": 2} and change - begin == timedelta(minutes=13)
+    assert change.astimezone(ZoneInfo("Europe/Berlin")).hour == 14
+    assert len(pools.lead_overlaps(pool, {"train"}, {"serve", "chat"})) == 5  # one a weekday
+    assert pools.lead_overlaps(_pool(shares, lead=0), {"train"}, {"serve", "chat"}) == []
+    hybrid = _pool([_share("serve", 1, [(WEEKDAYS, 8, 20, 6)]), _share("train", 2, remainder=True)], lead=13)
+    assert pools.lead_overlaps(hybrid, {"train"}, {"serve"}) == []
+    # a training fleet that did not lend early (no bin/pool-edge) would overlap at 08:00
+    assert len(pools.lead_overlaps(hybrid, set(), {"serve"})) == 5

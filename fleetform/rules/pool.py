@@ -240,3 +240,23 @@ def pool_inference_autoscaler(bp: Blueprint, report: Reporter) -> None:
                    f"{scheduler.autoscaler}, so its replicas do not follow the windows of pool '{pool.name}': at every hour it "
                    f"keeps its replicas.min, and a window's nodes wait for load to fill them",
                    "autoscaler: keda (each window becomes a cron trigger that raises the minimum, a warm-up lead early)")
+
+
+@rule("pool-warmup-overlap", "warning", "the warm-up lead of a window does not make a pool's fleets hold more nodes "
+      "than the pool has while another fleet's window is still open", needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_warmup_overlap(bp: Blueprint, report: Reporter) -> None:
+    """A training fleet lends its nodes a lead early, but an inference fleet keeps its nodes to the end of its
+    window: where one inference window opens as another closes, the opening fleet's nodes rise while the closing
+    fleet still holds its own (pools.lead_overlaps). In a Capacity Block or a reservation the extra launches fail
+    for the lead's minutes; in an on-demand pool they are bought."""
+    lenders = {f.name for f in bp.fleets if f.pool_edge is not None}
+    early = {f.name for f in bp.fleets if not f.training and f.kube is not None}
+    for pool, tz in _checked(bp):
+        for begin, change, held in pools.lead_overlaps(pool, lenders, early)[:1]:
+            parts = ", ".join(f"{fleet} {n}" for fleet, n in held.items())
+            report(pool.path + ("fleets",), f"from {begin.astimezone(tz).strftime('%a %H:%M')} to "
+                   f"{change.astimezone(tz).strftime('%H:%M')} ({pool.time_zone}) the fleets of pool '{pool.name}' hold "
+                   f"{sum(held.values())} nodes ({parts}), more than its {pool.nodes}: a window's {pool.lead_min}-minute "
+                   "warm-up lead starts while another inference fleet's window is still open",
+                   f"leave {pool.lead_min} minutes between the two windows (end the first an hour earlier), or lower "
+                   "a window's nodes")
