@@ -416,6 +416,7 @@ class Fleet:
     acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
     model_checks: tuple = ()  # inference fleets on Kubernetes: each model's acceptance request (fleetform/acceptance.py)
     pool_edge: PoolEdge | None = None  # AWS Slurm training fleets that lend nodes to a pool (fleetform/pool.py)
+    pool_scaling: tuple = ()  # inference fleets on EKS in a pool: their node group's scheduled actions (pool.ScalingAction)
     gateway: GatewaySpec | None = None  # inference on Kubernetes: the blueprint's `gateway:` block
     inference_gateway: InferenceGateway | None = None  # its objects, when the fleet has kube and a gateway
     accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)

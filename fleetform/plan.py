@@ -73,6 +73,8 @@ def computed(type_: str, name: str, bp: Blueprint) -> dict[str, Any]:
         return {"address": f"{name}.abcdefghijkl.{bp.region}.rds.amazonaws.com",
                 "masterUserSecrets": [{"secretArn": f"arn:aws:secretsmanager:{bp.region}:123456789012:secret:"
                                                     f"rds!db-{name}-id-AbCdEf", "secretStatus": "active"}]}
+    if type_ == "aws:eks/nodeGroup:NodeGroup":  # the Auto Scaling group EKS makes: a pool's scheduled actions name it
+        return {"resources": [{"autoscalingGroups": [{"name": f"eks-{name}-asg"}], "remoteAccessSecurityGroupId": ""}]}
     if type_ == "aws:fsx/lustreFileSystem:LustreFileSystem":
         return {"dnsName": f"{name}-id.fsx.{bp.region}.amazonaws.com", "mountName": "abcdefgh"}
     return {}

@@ -10,6 +10,7 @@ hours, as a reservation paid by the hour does), and the ledger is the hour-by-ho
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from typing import Literal
@@ -71,6 +72,7 @@ class Pool:
     week: date  # the Monday whose week the plan's ledger shows
     shares: tuple[Share, ...]
     path: Path
+    lead_min: int = 0  # warm-up lead: a fleet's nodes rise this many minutes before its window opens (warmup_minutes)
 
     def share(self, fleet: str) -> Share | None:
         return next((s for s in self.shares if s.fleet == fleet), None)
@@ -362,8 +364,22 @@ def plan_dict(bp) -> list[dict]:
                       "hours": count, "nodes": dict(nodes), "idle": pool.nodes - sum(nodes.values())}
                      for first, count, nodes in led.runs()],
             "chart": gantt(led),
+            "warmup_lead_minutes": pool.lead_min,
+            "scaling_actions": [
+                {"fleet": f.name, "name": a.name, "recurrence": a.recurrence, "time_zone": a.time_zone,
+                 "min_size": a.nodes, "desired_capacity": a.nodes, "max_size": a.nodes, "lead_minutes": a.lead_min,
+                 "change": f"{_days_text(a.days)} {a.hour:02d}:00"}
+                for f in bp.fleets if pool.share(f.name) is not None for a in f.pool_scaling],
         })
     return out
+
+
+def _days_text(days: tuple[int, ...]) -> str:
+    """Days of the week as the plan writes them: `Mon-Fri`, `Sat,Sun`, `Mon,Wed`."""
+    names = [DAYS[d].capitalize() for d in days]
+    if len(days) > 2 and list(days) == list(range(days[0], days[-1] + 1)):
+        return f"{names[0]}-{names[-1]}"
+    return ",".join(names)
 
 
 def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
@@ -392,6 +408,18 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
         else:
             text = f"the pool: {p['nodes']} nodes, separate fleets each sized for its peak: {p['separate_nodes']} nodes; not priced"
         lines += ["", f"- {text}"] if markdown else [f"  {text}"]
+        if p.get("warmup_lead_minutes"):
+            lead = (f"warm-up lead: {p['warmup_lead_minutes']} min (the longest startup probe budget of the pool's "
+                    "inference fleets, rounded up): nodes and KEDA cron minimums rise and training's lends start that much "
+                    "before a window opens; the ledger counts whole hours")
+            lines += [f"- {lead}"] if markdown else [f"  {lead}"]
+        if p.get("scaling_actions"):
+            lines += ["", "Scheduled actions on the node groups' Auto Scaling groups:", ""] if markdown else \
+                ["  scheduled actions on the node groups' Auto Scaling groups:"]
+            lines += table(("fleet", "share changes", "recurrence (cron)", "time zone", "min/desired/max", "lead"), [
+                (a["fleet"], a["change"], a["recurrence"], a["time_zone"],
+                 f"{a['min_size']}/{a['desired_capacity']}/{a['max_size']}", f"{a['lead_minutes']} min")
+                for a in p["scaling_actions"]], markdown)
     return lines
 
 
@@ -415,6 +443,7 @@ class PoolEdge:
     lead_minutes: int  # reservations are made this far ahead: the longest partition max_time + one keeper round
     lends: tuple[Lend, ...]
     on_window: str  # finish | requeue: what happens to a job still running on lent nodes when a lend starts
+    warmup_minutes: int = 0  # each lend starts this much earlier than its hour: the pool's warm-up lead (Pool.lead_min)
 
 
 KEEPER_ROUND_MIN = 60
@@ -457,16 +486,16 @@ def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
                   for (hour, count, lent), days in sorted(groups.items(), key=lambda g: (min(g[1]), g[0])))
     if not lends:
         return None
-    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window)
+    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window, pool.lead_min)
 
 
 @frozen
 class CronWindow:
     """A KEDA cron trigger (keda.sh/docs/2.17/scalers/cron: metadata timezone, start, end, desiredReplicas; start
     and end are 5-field Linux cron, Minute Hour Dom Month Dow, Sunday 0): while it is active the model keeps at
-    least `replicas`. It starts when the window opens: the nodes are training's until then (bin/pool-edge lends
-    them at the window's start), so a warm-up lead would only leave pods pending; `lead_min` is kept for when the
-    lend itself starts earlier."""
+    least `replicas`. It starts the pool's warm-up lead (`lead_min`, Pool.lead_min) before the window opens, as do
+    the node group's scheduled scaling action and the training fleet's lend (bin/pool-edge), so the replicas are
+    ready when it opens; it ends when the window does."""
 
     timezone: str
     start: str
@@ -493,7 +522,7 @@ def cron_windows(pool: Pool, fleet) -> dict[str, tuple[CronWindow, ...]]:
     per_node = devices[0]
     out = {}
     for model in fleet.models:
-        lead = 0  # see CronWindow
+        lead = pool.lead_min  # see CronWindow
         triggers = []
         for window in share.windows:
             replicas = window_replicas(fleet, window.nodes, per_node)[model.name]
@@ -552,3 +581,108 @@ def schedule_text(item: dict, replaced: int | None) -> str:
             else f"{replaced} cloud resources replaced")
     return (f"pool {item['pool']}: schedule change, {what}; {item['hours_changed']} of {item['hours']} hours of the "
             f"week of {item['week']} ({item['time_zone']}) change hands; GPU-hours a week: " + ", ".join(parts))
+
+
+def warmup_minutes(pool: Pool, fleets) -> int:
+    """The pool's warm-up lead in whole minutes (rounded up): the longest startup probe budget (period x failure
+    threshold, fleetform/k8s.py: what a replica may take to load its weights and start) of the pool's inference
+    fleets on Kubernetes. The rise of an inference fleet's nodes (its node group's scheduled action, its KEDA cron
+    trigger) and the training fleet's lend that frees those nodes start this much before the window opens, so the
+    replicas are ready when it does; 0 when no fleet of the pool has a startup probe. One lead for the whole pool:
+    a lend frees nodes for whichever fleet's window opens. The ledger stays in whole hours."""
+    budgets = [p.period_s * p.failure_threshold for f in fleets if pool.share(f.name) is not None
+               and not f.training and f.kube is not None for s in f.kube.servers for p in s.probes if p.kind == "startup"]
+    return math.ceil(max(budgets, default=0) / 60)
+
+
+@frozen
+class ScalingAction:
+    """A recurring scheduled action on the Auto Scaling group of an inference fleet's EKS managed node group
+    (EC2 Auto Scaling PutScheduledUpdateGroupAction: Recurrence in Unix cron, 5 fields [Minute] [Hour]
+    [Day_of_Month] [Month_of_Year] [Day_of_Week], in TimeZone, an IANA name; "When you specify a time zone that
+    observes Daylight Saving Time (DST), the action automatically adjusts for DST", Amazon EC2 Auto Scaling User
+    Guide, Scheduled scaling). At each moment the fleet's share of the pool changes, the group's minimum, desired
+    capacity and maximum become the nodes the fleet then holds: the Cluster Autoscaler can neither take more of
+    the pool than the share nor give back nodes the window holds. A rise starts the pool's warm-up lead early."""
+
+    name: str  # the scheduled action's name, unique in the group
+    recurrence: str
+    time_zone: str
+    nodes: int  # min_size = desired_capacity = max_size
+    rise: bool  # the fleet's share grows here (the lead applies) or shrinks
+    lead_min: int  # minutes before the share changes (rises only)
+    days: tuple[int, ...]  # local days of the change itself (0 = Monday), for the plan
+    hour: int  # local hour of the change itself
+
+
+def scaling_actions(pool: Pool, fleet: str) -> tuple[ScalingAction, ...]:
+    """The scheduled actions of a fleet's node group: one per local time of day (and direction) at which its share
+    changes, over the days it changes then, from the ledger of a week without a clock change (the pattern in wall
+    clock hours; AWS applies the zone's daylight-saving rules to each occurrence). Pure; () when the time zone is
+    unknown or the fleet is not in the pool."""
+    tz = zone(pool.time_zone)
+    if tz is None or pool.share(fleet) is None or pool.week is None:
+        return ()
+    runs = ledger(pool, 1, _plain_week(pool, tz)).runs()
+    groups: dict[tuple[int, int, bool], list[int]] = {}
+    for index, (first, _, nodes) in enumerate(runs):
+        before = runs[index - 1][2][fleet]  # index 0: the week's last run, the schedule repeats
+        now = nodes[fleet]
+        if now != before:
+            groups.setdefault((first.local.hour, now, now > before), []).append(first.local.weekday())
+    out = []
+    for (hour, nodes, rise), days in sorted(groups.items(), key=lambda g: (min(g[1]), g[0])):
+        lead = pool.lead_min if rise else 0
+        minute = hour * 60 - lead
+        shift, at = divmod(minute, 1440)
+        name = (f"fleetform-{pool.name}-{fleet}-{'up' if rise else 'down'}-{nodes}-at-{at // 60:02d}{at % 60:02d}"
+                f"-{''.join(DAYS[(d + shift) % 7][:2] for d in sorted(days))}")
+        out.append(ScalingAction(name, _cron(minute, tuple(sorted(days))), pool.time_zone, nodes, rise, lead,
+                                 tuple(sorted(days)), hour))
+    return tuple(out)
+
+
+def lead_misses(pool: Pool, action: ScalingAction, year: int) -> list[date]:
+    """The days of `year` (local days of the share's change) on which a rising action, a cron line in local wall
+    clock, does not fire `lead_min` real minutes before the change: its local time is skipped or repeated by a
+    clock change between the two (a lead of 15 min before a 03:00 window in Berlin is 02:45, which the last Sunday
+    of March does not have). Read as Python reads a local time (fold=0); bin/pool-edge counts real minutes and
+    never misses. Pure."""
+    tz = zone(pool.time_zone)
+    if tz is None or not action.rise or not action.lead_min:
+        return []
+    shift, at = divmod(action.hour * 60 - action.lead_min, 1440)
+    out = []
+    day = date(year, 1, 1)
+    while day.year == year:
+        if day.weekday() in action.days:
+            wanted = _local(day, action.hour, tz) - timedelta(minutes=action.lead_min)
+            fire_day = day + timedelta(days=shift)
+            fired = datetime(fire_day.year, fire_day.month, fire_day.day, at // 60, at % 60, tzinfo=tz).astimezone(UTC)
+            if fired != wanted:
+                out.append(day)
+        day += timedelta(days=1)
+    return out
+
+
+def lead_overlaps(pool: Pool, lenders: set[str], early: set[str]) -> list[tuple[datetime, datetime, dict]]:
+    """The moments of a week without a clock change (UTC) at which the warm-up lead makes the fleets hold more nodes
+    than the pool has: (the lead's start, the share change, nodes per fleet in between). During the lead a rising
+    fleet of `early` (inference fleets on Kubernetes: scheduled actions and cron triggers) already holds its new
+    share, a rising training fleet not yet (a lend ends at the hour), and a lender (a Slurm training fleet: bin/pool-edge lends a lead early) already
+    gave its nodes up, while a falling inference fleet keeps its nodes until the change itself, as its scheduled
+    action and KEDA's cron end say: one inference fleet's window opening as another's closes. Pure."""
+    tz = zone(pool.time_zone)
+    if tz is None or not pool.lead_min or pool.week is None:
+        return []
+    runs = ledger(pool, 1, _plain_week(pool, tz)).runs()
+    out = []
+    for index, (first, _, now) in enumerate(runs):
+        before = runs[index - 1][2]
+        if not any(now[f] > before[f] for f in now if f in early):
+            continue
+        held = {f: now[f] if (f in early and now[f] > before[f]) or (f in lenders and now[f] < before[f]) else before[f]
+                for f in now}
+        if sum(held.values()) > pool.nodes >= sum(now.values()):  # the lead's own (pool-overcommit has the rest)
+            out.append((first.start - timedelta(minutes=pool.lead_min), first.start, held))
+    return out

@@ -278,6 +278,7 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         allow_replace=tuple(AllowReplace(a["part"], a["reason"], ("update_safety", "allow_replace", i))
                             for i, a in enumerate(data.get("update_safety", {}).get("allow_replace", ()))),
     )
+    bp = replace(bp, pools=tuple(replace(p, lead_min=pool.warmup_minutes(p, bp.fleets)) for p in bp.pools))
     bp = replace(bp, fleets=tuple(_pool_cron(_pool_edge(f, bp.pools), bp.pools) for f in bp.fleets))
     return replace(bp, cluster=cluster.build(bp, provider.get("eks")))
 
@@ -295,12 +296,14 @@ def _pool_edge(fleet: Fleet, pools: tuple) -> Fleet:
 
 
 def _pool_cron(fleet: Fleet, pools: tuple) -> Fleet:
-    """A KEDA-scaled inference fleet of a pool: each model's minimum follows the pool's windows (cron triggers)."""
+    """An inference fleet of a pool on Kubernetes: its node group follows the pool's schedule (scheduled actions on
+    its Auto Scaling group), and with KEDA each model's minimum follows the windows (cron triggers)."""
     if fleet.training or fleet.kube is None:
         return fleet
     owner = next((p for p in pools if p.share(fleet.name) is not None), None)
     if owner is None:
         return fleet
+    fleet = replace(fleet, pool_scaling=pool.scaling_actions(owner, fleet.name))
     crons = pool.cron_windows(owner, fleet)
     servers = tuple(replace(s, autoscaling=replace(s.autoscaling, cron=crons.get(s.name, ())))
                     if s.autoscaling is not None and s.autoscaling.kind == "keda" else s for s in fleet.kube.servers)

@@ -217,7 +217,8 @@ def test_training_max_time_longer_than_the_night(write):
     result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
     (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
     assert finding.severity.value == "warning"
-    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 12 h" in finding.message
+    # 12 h less the 13-minute warm-up lead: the next morning's lend starts at 07:47
+    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 47 min" in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")
     assert "pool-training-fit" not in _rules(ok)
@@ -241,7 +242,7 @@ def test_an_inference_window_shorter_than_startup():
 def test_rules_are_listed():
     out = run_cli("rules").stdout
     for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup",
-                    "pool-inference-bounds"):
+                    "pool-inference-bounds", "pool-inference-autoscaler", "pool-warmup-overlap"):
         assert rule_id in out
 
 
@@ -272,8 +273,9 @@ def test_keda_cron_triggers_follow_the_windows(tmp_path):
     (doc,) = yaml.safe_load_all(files["serve/k8s/qwen-7b-scaledobject.yaml"])
     prometheus, cron = doc["spec"]["triggers"]
     assert prometheus["type"] == "prometheus"
+    # the trigger starts the warm-up lead (13 min: the startup probe's 760 s, rounded up) before 08:00
     assert cron == {"type": "cron", "metricType": "AverageValue", "metadata": {
-        "timezone": "Europe/Berlin", "start": "0 8 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
+        "timezone": "Europe/Berlin", "start": "47 7 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
     schema = jsonschema.Draft202012Validator(CRD_SCHEMAS["keda.sh_v1alpha1_ScaledObject"])
     # negative controls: KEDA 2.17+ refuses a fallback whose triggers are all cpu or memory (CheckFallbackValid in
     # apis/keda/v1alpha1/scaledobject_types.go), and cron has five fields
@@ -357,3 +359,14 @@ def test_inference_bounds_fit_the_pool_at_every_hour(write):
     serve = next(f for f in check(HYBRID).model.fleets if f.name == "serve")
     assert pools.window_replicas(serve, 6, 8) == {"qwen-7b": 48}
     assert pools.window_replicas(serve, 0, 8) == {"qwen-7b": 2}
+
+
+def test_an_hpa_fleet_in_a_pool_is_told_to_use_keda(write):
+    """rule pool-inference-autoscaler: an HPA has one minReplicas for all hours and gets no cron trigger, so its
+    replicas would not follow the window; the example (KEDA) is clean, the same fleet with `autoscaler: hpa` warns
+    at the autoscaler, with the hint to use keda."""
+    assert "pool-inference-autoscaler" not in _rules(check(HYBRID))
+    result = _variant(write, "autoscaler: keda", "autoscaler: hpa")
+    (finding,) = [f for f in result.findings if f.rule == "pool-inference-autoscaler"]
+    assert finding.severity.value == "warning" and finding.path == "fleets[0].scheduler.autoscaler"
+    assert "do not follow the windows of pool 'p5-block'" in finding.message and "autoscaler: keda" in finding.hint

@@ -66,6 +66,12 @@ def test_the_program_lends_exactly_when_the_ledger_says():
                 merged.append((b, f))
         occurrences = sorted(o for lend in config["lends"] for o in edge.occurrences(lend, tz, start, end))
         assert occurrences == merged, week
+        # with the warm-up lead: each lend starts exactly 13 real minutes before the ledger's hour, in every week
+        # (a window opening at 08:00 never meets Berlin's change at 02:00/03:00), and ends with it
+        lead = timedelta(minutes=config["warmup_minutes"])
+        early = sorted(o for lend in config["lends"]
+                       for o in edge.occurrences(lend, tz, start, end + lead, config["warmup_minutes"]))
+        assert early == [(b - lead, f) for b, f in merged], week
         checked += 1
         week += timedelta(days=7)
     assert checked == 52
@@ -85,16 +91,20 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
-    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC) is within the 720-minute lead
+    assert config["warmup_minutes"] == 13  # the serve fleet's startup probe budget, 760 s, rounded up
+    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 13 min earlier for the warm-up) is within
+    # the 720-minute lead
     assert run("2026-03-26T19:30:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0700Z StartTime=2026-03-27T07:00:00 "
-        "Duration=720 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0647Z StartTime=2026-03-27T06:47:00 "
+        "Duration=733 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
     # Friday 20:30 CET: Friday's lend is over and nothing starts within 12 h (the next lend is Monday's)
     assert run("2026-03-27T19:30:00Z") == []
-    # the edge (Monday 30 March 06:00 UTC, CEST): the lend is under way, its nodes are powered down
-    assert run("2026-03-30T06:00:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260330T0600Z StartTime=2026-03-30T06:01:00 "
-        "Duration=719 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:46 UTC the lend is a minute away, at 05:47 it is
+    # under way and its nodes are powered down, 13 minutes before the window opens
+    assert not [c for c in run("2026-03-30T05:46:00Z") if "POWER_DOWN" in c]
+    assert run("2026-03-30T05:47:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260330T0547Z StartTime=2026-03-30T05:48:00 "
+        "Duration=732 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
     # a clock without an offset is refused, not read as local time
     bad = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-03-30T06:00:00", "--dry-run"],
@@ -137,7 +147,7 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
     config, now, begin_local = _real_slurmctld_lend(tmp_path)
     begin = begin_local.astimezone(UTC)
     until = int((begin - now).total_seconds() // 60)
-    config = {**config, "lead_minutes": until + 60,
+    config = {**config, "lead_minutes": until + 60, "warmup_minutes": 0,
               "lends": [{"days": [begin_local.weekday()], "start": begin_local.hour, "hours": 2,
                          "nodes": "train-[003-005]"}]}
     path = tmp_path / "pool.json"
@@ -247,7 +257,7 @@ def test_real_slurmctld_takes_overlapping_lends_of_different_node_sets(tmp_path)
     starts, Slurm 22.05 takes as they are: seen here; they are merged all the same, one stretch per node.)"""
     config, now, first = _real_slurmctld_lend(tmp_path)
     second = (first.astimezone(UTC) + timedelta(hours=1)).astimezone(first.tzinfo)
-    config = {**config, "lead_minutes": 240,
+    config = {**config, "lead_minutes": 240, "warmup_minutes": 0,
               "lends": [{"days": [first.weekday()], "start": first.hour, "hours": 2, "nodes": "train-[003-007]"},
                         {"days": [second.weekday()], "start": second.hour, "hours": 2, "nodes": "train-[005-007]"}]}
     path = tmp_path / "pool.json"
@@ -271,7 +281,7 @@ def _with_fake_scontrol(tmp_path, lends: list[dict], answers: str):
     prints what the `case` branches of answers say. Returns (the fake, the calls file, a run(now) -> its calls)."""
     _, config = _rendered()
     path = tmp_path / "pool.json"
-    path.write_text(json.dumps({**config, "lends": lends}))
+    path.write_text(json.dumps({**config, "lends": lends, "warmup_minutes": 0}))  # the lends' hours as written
     log = tmp_path / "calls"
     fake = tmp_path / "bin/scontrol"
     fake.parent.mkdir()

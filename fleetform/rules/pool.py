@@ -19,7 +19,9 @@ def _local(moment, tz) -> str:
 
 
 def _hours(span: timedelta) -> str:
-    return f"{span.total_seconds() / 3600:g} h"
+    """`12 h`, or with the minutes the warm-up lead leaves: `11 h 47 min`."""
+    hours, minutes = divmod(round(span.total_seconds() / 60), 60)
+    return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
 @rule(POOL_TIME_ZONE, "error", "a pool's time zone is an IANA time zone name and its ledger week a real date")
@@ -124,7 +126,7 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
             if not stretches:
                 continue
             start, end = min(stretches, key=lambda s: s[1] - s[0])
-            shortest = end - start
+            shortest = end - start - timedelta(minutes=pool.lead_min)  # the next lend starts the warm-up lead early
             if share.on_window == "requeue":
                 every = fleet.checkpoint.every_minutes if fleet.checkpoint else None
                 if every is None or timedelta(minutes=every) >= shortest:
@@ -147,7 +149,8 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("pool-inference-warmup", "warning", "an inference fleet's window in a pool lasts longer than its replicas "
-      "take to start", needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+      "take to start, and its node group rises its warm-up lead early on every day of the year",
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
 def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
     fleets = {f.name: f for f in bp.fleets}
     for pool, tz in _checked(bp):
@@ -166,6 +169,14 @@ def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
                            f"start ({max(budgets) // 60} min, the startup probe's budget)",
                            "a longer window, or a model that loads faster")
                     break
+            for action in fleet.pool_scaling:  # the node group's rises: cron lines in local wall clock
+                missed = pools.lead_misses(pool, action, pool.week.year)
+                if missed:
+                    report(share.path + ("windows",), f"the node group of fleet '{fleet.name}' rises at "
+                           f"{action.recurrence!r} ({pool.time_zone}), {action.lead_min} min before its window; on "
+                           f"{missed[0].strftime('%a %Y-%m-%d')} a clock change falls between the two, and the nodes "
+                           "rise without their warm-up lead (bin/pool-edge's lend is on time)",
+                           "open the window at an hour further from the clock change (in Europe 01:00-03:00 local)")
 
 
 @rule("pool-inference-bounds", "error", "an inference fleet's autoscaler bounds never ask for more GPUs than the "
@@ -207,3 +218,45 @@ def pool_inference_bounds(bp: Blueprint, report: Reporter) -> None:
                            f"'{pool.name}' gives it {held} nodes ({held * per_node} GPUs) then: the pods above "
                            f"stay pending", "lower replicas.min, or raise the fleet's floor")
                     break
+
+
+@rule("pool-inference-autoscaler", "warning", "an inference fleet with windows in a pool is scaled by KEDA, whose "
+      "cron triggers raise its replicas with the windows; an HPA (or none) keeps the same minimum at every hour",
+      needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_inference_autoscaler(bp: Blueprint, report: Reporter) -> None:
+    """The node group follows the windows either way (its scheduled actions), but only a KEDA ScaledObject gets a
+    cron trigger per window (fleetform/pool.py cron_windows). A Kubernetes HorizontalPodAutoscaler has no schedule:
+    its minReplicas is one number (autoscaling/v2 HorizontalPodAutoscalerSpec), so a window's nodes would wait empty
+    until load raised the replicas, and no warm-up lead could run. Giving the HPA the same behaviour would take a
+    program patching minReplicas at each edge, a second owner of the object beside `pulumi up`: KEDA is the way."""
+    fleets = {f.name: f for f in bp.fleets}
+    for pool, _ in _checked(bp):
+        for share in pool.shares:
+            fleet = fleets[share.fleet]
+            scheduler = fleet.scheduler
+            if fleet.training or fleet.kube is None or not share.windows or getattr(scheduler, "autoscaler", "keda") == "keda":
+                continue
+            report(scheduler.path + ("autoscaler",), f"fleet '{fleet.name}' scales with autoscaler: "
+                   f"{scheduler.autoscaler}, so its replicas do not follow the windows of pool '{pool.name}': at every hour it "
+                   f"keeps its replicas.min, and a window's nodes wait for load to fill them",
+                   "autoscaler: keda (each window becomes a cron trigger that raises the minimum, a warm-up lead early)")
+
+
+@rule("pool-warmup-overlap", "warning", "the warm-up lead of a window does not make a pool's fleets hold more nodes "
+      "than the pool has while another fleet's window is still open", needs=(UNIQUE_NAMES, POOL_TIME_ZONE, POOL_FLEETS))
+def pool_warmup_overlap(bp: Blueprint, report: Reporter) -> None:
+    """A training fleet lends its nodes a lead early, but an inference fleet keeps its nodes to the end of its
+    window: where one inference window opens as another closes, the opening fleet's nodes rise while the closing
+    fleet still holds its own (pools.lead_overlaps). In a Capacity Block or a reservation the extra launches fail
+    for the lead's minutes; in an on-demand pool they are bought."""
+    lenders = {f.name for f in bp.fleets if f.pool_edge is not None}
+    early = {f.name for f in bp.fleets if not f.training and f.kube is not None}
+    for pool, tz in _checked(bp):
+        for begin, change, held in pools.lead_overlaps(pool, lenders, early)[:1]:
+            parts = ", ".join(f"{fleet} {n}" for fleet, n in held.items())
+            report(pool.path + ("fleets",), f"from {begin.astimezone(tz).strftime('%a %H:%M')} to "
+                   f"{change.astimezone(tz).strftime('%H:%M')} ({pool.time_zone}) the fleets of pool '{pool.name}' hold "
+                   f"{sum(held.values())} nodes ({parts}), more than its {pool.nodes}: a window's {pool.lead_min}-minute "
+                   "warm-up lead starts while another inference fleet's window is still open",
+                   f"leave {pool.lead_min} minutes between the two windows (end the first an hour earlier), or lower "
+                   "a window's nodes")

@@ -9,6 +9,7 @@ from fleetform.model import Blueprint, Fleet
 
 from .common import _user_data
 from .kube import EARLY_KINDS, EksCluster, KubeObject, launch_template, node_group, objects_of
+from .pool import POOLED_SCALING_IGNORED, schedules
 
 LOCAL_NVME_NODECONFIG = """MIME-Version: 1.0
 Content-Type: multipart/mixed; boundary="FLEETFORM"
@@ -74,8 +75,10 @@ class InferenceFleet(pulumi.ComponentResource):
         tags = {**tags, "fleetform:fleet": fleet.cloud_name}  # a rename rolls no node
         group = next(g for g in eks.model.node_groups if g.fleet == fleet.name)
         template = self._launch_template(f"{name}-nodes", fleet, group, tags)
+        pooled = {"ignore_changes": POOLED_SCALING_IGNORED} if fleet.pool_scaling else {}
         self.node_group = node_group(f"{name}-gpu", eks, group, "AL2023_x86_64_NVIDIA", template, tags, self,
-                                     [eks.addons["vpc-cni"]])
+                                     [eks.addons["vpc-cni"]], **pooled)
+        self.schedules = schedules(name, fleet, self.node_group, self)  # a pool's windows (providers/aws/pool.py)
         objects = [o for o in objects_of(files, fleet.name) if eks.claim(o)] if f"{fleet.name}/k8s/kustomization.yaml" in files else []
         self._late = [o for o in objects if o["kind"] not in EARLY_KINDS]
         namespaces = [self._object(o, [eks.system]) for o in objects if o["kind"] == "Namespace"]

@@ -131,7 +131,8 @@ def launch_template(name: str, group: NodeGroup, user_data: str | None, tags: di
 
 
 def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str, template: aws.ec2.LaunchTemplate,
-               tags: dict, parent: pulumi.Resource, depends_on: list) -> aws.eks.NodeGroup:
+               tags: dict, parent: pulumi.Resource, depends_on: list,
+               ignore_changes: tuple = (DESIRED_SIZE_OWNED_BY_AUTOSCALER,)) -> aws.eks.NodeGroup:
     """A managed node group. EKS tags its Auto Scaling group k8s.io/cluster-autoscaler/enabled and
     k8s.io/cluster-autoscaler/<cluster> itself (EKS User Guide, managed node groups: "Amazon EKS
     tags managed node group resources so that they are configured to use the Kubernetes Cluster
@@ -140,7 +141,8 @@ def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str
     zero nodes tells the autoscaler its labels and taints through eks:DescribeNodegroup instead
     (cluster-autoscaler AWS README). The EKS name is Pulumi's auto-name of the resource: a fleet
     renamed with `renamed_from` keeps its node group through the alias (an explicit name would
-    force a replacement)."""
+    force a replacement). A pool's inference fleet leaves its whole scaling_config to its scheduled actions
+    (providers/aws/pool.py)."""
     return aws.eks.NodeGroup(
         name, cluster_name=cluster.cluster.name, node_role_arn=cluster.iam.eks_node_role.arn,
         subnet_ids=[cluster.net.subnet_id], ami_type=ami_type, instance_types=[group.instance_type],
@@ -150,7 +152,7 @@ def node_group(name: str, cluster: "EksCluster", group: NodeGroup, ami_type: str
         taints=[{"key": k, "value": v, "effect": TAINT_EFFECTS[e]} for k, v, e in group.taints],
         launch_template={"id": template.id, "version": template.latest_version.apply(str)}, tags=tags,
         **({"node_repair_config": node_repair_config(group.repair)} if group.repair is not None else {}),
-        opts=_opts(parent, depends_on=depends_on, ignore_changes=[DESIRED_SIZE_OWNED_BY_AUTOSCALER]))
+        opts=_opts(parent, depends_on=depends_on, ignore_changes=list(ignore_changes)))
 
 
 def node_repair_config(enabled: bool) -> dict:

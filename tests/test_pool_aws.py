@@ -1,0 +1,252 @@
+"""The EKS side of a pool shared by time: the inference fleet's node group follows the windows by scheduled actions
+on its Auto Scaling group (fleetform/pool.py scaling_actions, providers/aws/pool.py), with the pool's warm-up lead.
+
+What AWS requires of a scheduled action is checked on the recorded plan (`aws_problems`), each rule with its
+source: Amazon EC2 Auto Scaling API Reference, PutScheduledUpdateGroupAction: Recurrence "consists of five fields
+separated by white spaces: [Minute] [Hour] [Day_of_Month] [Month_of_Year] [Day_of_Week]" (Unix cron, crontab(5)
+ranges: minute 0-59, hour 0-23, day of week 0-7 with Sunday 0 or 7); TimeZone "Valid values are the canonical
+names of the IANA time zones"; ScheduledActionName 1-255 characters; the User Guide (Scheduled scaling, "Create a
+scheduled action"): "The desired capacity must be equal to or greater than the minimum group size, and equal to or
+less than the maximum group size". A real account would also prove that AWS runs the actions at those local
+times and that EKS keeps the sizes the actions set; neither can run here."""
+
+from __future__ import annotations
+
+import copy
+import re
+from datetime import date, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from conftest import ROOT
+from fleetform import pool as pools
+from fleetform.pipeline import check
+from fleetform.render import render
+
+HYBRID = ROOT / "blueprints/hybrid-pool.yaml"
+SCHEDULE = "aws:autoscaling/schedule:Schedule"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+UTC = timezone.utc
+WEEKDAYS = (0, 1, 2, 3, 4)
+
+CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+
+
+def _cron_field(text: str, low: int, high: int) -> set[int] | None:
+    """The values of one crontab(5) field (`*`, numbers, ranges, lists), or None when it is not one."""
+    if text == "*":
+        return set(range(low, high + 1))
+    out: set[int] = set()
+    for part in text.split(","):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not match:
+            return None
+        first, last = int(match[1]), int(match[2] or match[1])
+        if not low <= first <= last <= high:
+            return None
+        out |= set(range(first, last + 1))
+    return out
+
+
+def aws_problems(schedule: dict) -> list[str]:
+    """What PutScheduledUpdateGroupAction would refuse or misread in one recorded Schedule's inputs."""
+    inputs = schedule["inputs"]
+    problems = []
+    fields = inputs.get("recurrence", "").split()
+    if len(fields) != 5 or any(_cron_field(f, lo, hi) is None for f, (lo, hi) in zip(fields, CRON_RANGES)):
+        problems.append(f"recurrence {inputs.get('recurrence')!r} is not 5-field Unix cron")
+    if pools.zone(inputs.get("timeZone", "")) is None:
+        problems.append(f"time zone {inputs.get('timeZone')!r} is not an IANA name")
+    if not 1 <= len(inputs.get("scheduledActionName", "")) <= 255:
+        problems.append("scheduled action name not 1-255 characters")
+    if not inputs.get("minSize", 0) <= inputs.get("desiredCapacity", 0) <= inputs.get("maxSize", 0):
+        problems.append("desired capacity outside min..max")
+    if not inputs.get("autoscalingGroupName"):
+        problems.append("no Auto Scaling group")
+    return problems
+
+
+def fires(recurrence: str, tz: ZoneInfo, start: datetime, end: datetime) -> list[datetime]:
+    """The UTC instants in [start, end) at which a 5-field cron line fires in a time zone, local wall clock read
+    with fold=0 (a skipped local time maps past the jump). The minute and hour fields are single numbers here."""
+    minute, hour, _, _, dows = recurrence.split()
+    days = {d % 7 for d in _cron_field(dows, 0, 7)}
+    out = []
+    day = start.astimezone(tz).date() - timedelta(days=1)
+    while day <= end.astimezone(tz).date():
+        if (day.weekday() + 1) % 7 in days:
+            moment = datetime(day.year, day.month, day.day, int(hour), int(minute), tzinfo=tz).astimezone(UTC)
+            if start <= moment < end:
+                out.append(moment)
+        day += timedelta(days=1)
+    return out
+
+
+def _pool(shares, lead=0, tz="Europe/Berlin"):
+    return pools.Pool("p", "p5.48xlarge", 8, "capacity-block", "cr-0123456789abcdef0", tz, pools.DEFAULT_WEEK,
+                      tuple(shares), ("pools", 0), lead)
+
+
+def _share(fleet, floor=0, windows=(), remainder=False):
+    return pools.Share(fleet, floor, tuple(pools.Window(*w, ()) for w in windows), remainder, "finish", ())
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    from fleetform.plan import record
+
+    model = check(HYBRID).model
+    return model, record(model, render(model))
+
+
+def test_the_node_group_follows_the_windows_under_the_mocks(recorded):
+    """blueprints/hybrid-pool.yaml: two scheduled actions on the serve node group's Auto Scaling group (its name
+    read from the node group's resources output): 6/6/6 nodes from 07:47 on weekdays (08:00 less the 13-minute
+    lead), 1/1/1 from 20:00, in Europe/Berlin; each one passes what AWS requires."""
+    model, resources = recorded
+    schedules = sorted((r for r in resources if r["type"] == SCHEDULE), key=lambda r: r["inputs"]["recurrence"])
+    assert [(s["inputs"]["recurrence"], s["inputs"]["timeZone"], s["inputs"]["minSize"], s["inputs"]["desiredCapacity"],
+             s["inputs"]["maxSize"]) for s in schedules] == [
+        ("0 20 * * 1,2,3,4,5", "Europe/Berlin", 1, 1, 1), ("47 7 * * 1,2,3,4,5", "Europe/Berlin", 6, 6, 6)]
+    for s in schedules:
+        assert s["parent"] == "serve" and s["inputs"]["autoscalingGroupName"] == "eks-serve-gpu-asg"
+        assert s["deps"]["autoscalingGroupName"] == [f"{NODE_GROUP}::serve-gpu"]
+        assert aws_problems(s) == []
+    assert len({s["inputs"]["scheduledActionName"] for s in schedules}) == 2
+    # negative controls: a seconds field (six fields), a zone that is not IANA, a desired size above the maximum
+    for key, value in (("recurrence", "0 47 7 * * 1-5"), ("timeZone", "CET+1"), ("desiredCapacity", 7),
+                       ("recurrence", "47 24 * * 1")):
+        broken = copy.deepcopy(schedules[1])
+        broken["inputs"][key] = value
+        assert aws_problems(broken), (key, value)
+    # no other blueprint's node group gets an action, and the reference plan's groups keep their own sizes
+    assert model.pools[0].lead_min == 13
+
+
+def test_a_later_pulumi_up_leaves_the_pooled_group_sizes_to_the_schedule(recorded):
+    """EKS reports the Auto Scaling group's sizes as the node group's, and an update sends the whole scaling_config
+    (terraform-provider-aws node_group.go): the pooled group ignores minimum, maximum and desired size, the other
+    node groups only the desired size (the Cluster Autoscaler's)."""
+    _, resources = recorded
+    groups = {r["name"]: r for r in resources if r["type"] == NODE_GROUP}
+    assert groups["serve-gpu"]["options"]["ignoreChanges"] == [
+        "scalingConfig.desiredSize", "scalingConfig.maxSize", "scalingConfig.minSize"]
+    assert groups["serve-gpu"]["inputs"]["scalingConfig"] == {"desiredSize": 1, "maxSize": 6, "minSize": 1}
+    assert groups["eks-system"]["options"]["ignoreChanges"] == ["scalingConfig.desiredSize"]
+
+
+def test_actions_fire_a_lead_before_the_ledger_rises_in_every_week_of_a_year():
+    """Over all 52 weeks of 2026 in Berlin (both clock changes): each rise action fires exactly `lead` minutes
+    before the fleet's share rises in the ledger, each fall action when it falls, and at no other time."""
+    pool = _pool([_share("serve", 1, [(WEEKDAYS, 8, 20, 6)]), _share("train", 2, remainder=True)], lead=13)
+    actions = pools.scaling_actions(pool, "serve")
+    tz = ZoneInfo(pool.time_zone)
+    week, weeks = date(2026, 1, 5), 0
+    while week.year == 2026:
+        start, end = pools.week_bounds(week, tz)
+        led = pools.ledger(pool, 8, week)
+        rises, falls = [], []
+        for before, hour in zip(led.hours, led.hours[1:]):
+            if hour.nodes["serve"] != before.nodes["serve"]:
+                (rises if hour.nodes["serve"] > before.nodes["serve"] else falls).append(hour.start)
+        got_rises = sorted(m for a in actions if a.rise for m in fires(a.recurrence, tz, start - timedelta(hours=1), end))
+        got_falls = sorted(m for a in actions if not a.rise for m in fires(a.recurrence, tz, start, end))
+        assert got_rises == [r - timedelta(minutes=13) for r in rises], week
+        assert got_falls == falls, week
+        week += timedelta(days=7)
+        weeks += 1
+    assert weeks == 52
+
+
+def test_a_lead_before_midnight_moves_to_the_day_before():
+    """A window opening Monday 00:00 with a 30-minute lead: the action runs Sunday 23:30 (cron day 0, the week
+    before). A Sunday evening window running into Monday's: the rise at Sunday 17:30, the fall from 3 to 2 nodes at
+    Monday 00:00 (Sunday's 24:00, cron day 1) with no lead, the end at 06:00."""
+    pool = _pool([_share("serve", 0, [((0,), 0, 6, 2)]), _share("train", 0, remainder=True)], lead=30)
+    assert {(a.recurrence, a.nodes, a.rise) for a in pools.scaling_actions(pool, "serve")} == {
+        ("30 23 * * 0", 2, True), ("0 6 * * 1", 0, False)}
+    pool = _pool([_share("serve", 0, [((0,), 0, 6, 2), ((6,), 18, 24, 3)]), _share("train", 0, remainder=True)], lead=30)
+    assert {(a.recurrence, a.nodes, a.rise) for a in pools.scaling_actions(pool, "serve")} == {
+        ("30 17 * * 0", 3, True), ("0 0 * * 1", 2, False), ("0 6 * * 1", 0, False)}
+
+
+def test_a_lead_into_the_skipped_hour_of_spring():
+    """A window opening Sunday 03:00 in Berlin with a 15-minute lead: its action is 02:45 local, which does not exist
+    on the last Sunday of March (the clock jumps from 02:00 to 03:00). Read with fold=0 that instant is 03:45 CEST,
+    after the window opened: the one occurrence of the year that misses its lead. bin/pool-edge counts its lead in
+    real minutes and is not affected (README, Pools)."""
+    pool = _pool([_share("serve", 0, [((6,), 3, 9, 2)]), _share("train", 0, remainder=True)], lead=15)
+    (rise,) = [a for a in pools.scaling_actions(pool, "serve") if a.rise]
+    assert rise.recurrence == "45 2 * * 0"
+    tz = ZoneInfo("Europe/Berlin")
+    spring = fires(rise.recurrence, tz, datetime(2026, 3, 29, tzinfo=UTC), datetime(2026, 3, 30, tzinfo=UTC))
+    opens = datetime(2026, 3, 29, 3, tzinfo=tz).astimezone(UTC)
+    assert spring == [datetime(2026, 3, 29, 1, 45, tzinfo=UTC)] and spring[0] > opens
+    summer = fires(rise.recurrence, tz, datetime(2026, 4, 5, tzinfo=UTC), datetime(2026, 4, 6, tzinfo=UTC))
+    assert summer == [datetime(2026, 4, 5, 3, 0, tzinfo=tz).astimezone(UTC) - timedelta(minutes=15)]
+
+
+def test_the_lead_is_the_startup_budget_rounded_up():
+    """warmup_minutes: the longest startup probe budget of the pool's inference fleets, in whole minutes, rounded
+    up (760 s -> 13 min); a pool without inference fleets on Kubernetes has none."""
+    model = check(HYBRID).model
+    (pool,) = model.pools
+    serve = next(f for f in model.fleets if f.name == "serve")
+    (startup,) = [p for s in serve.kube.servers for p in s.probes if p.kind == "startup"]
+    assert startup.period_s * startup.failure_threshold == 760 and pools.warmup_minutes(pool, model.fleets) == 13
+    assert pools.warmup_minutes(pool, [f for f in model.fleets if f.training]) == 0
+
+
+def test_the_plan_lists_the_actions_and_the_lead():
+    from fleetform.commands.plan import build, text_lines
+
+    _, (data, _, _) = build(str(HYBRID), resources=False)
+    (pool,) = data["pools"]
+    assert pool["warmup_lead_minutes"] == 13
+    assert pool["scaling_actions"] == [
+        {"fleet": "serve", "name": "fleetform-p5-block-serve-up-6-at-0747-motuwethfr", "recurrence": "47 7 * * 1,2,3,4,5",
+         "time_zone": "Europe/Berlin", "min_size": 6, "desired_capacity": 6, "max_size": 6, "lead_minutes": 13,
+         "change": "Mon-Fri 08:00"},
+        {"fleet": "serve", "name": "fleetform-p5-block-serve-down-1-at-2000-motuwethfr", "recurrence": "0 20 * * 1,2,3,4,5",
+         "time_zone": "Europe/Berlin", "min_size": 1, "desired_capacity": 1, "max_size": 1, "lead_minutes": 0,
+         "change": "Mon-Fri 20:00"}]
+    markdown = "\n".join(text_lines(data, True))
+    assert "| serve | Mon-Fri 08:00 | 47 7 * * 1,2,3,4,5 | Europe/Berlin | 6/6/6 | 13 min |" in markdown
+    assert "warm-up lead: 13 min" in markdown
+
+
+def test_a_lead_across_a_clock_change_is_a_finding(write):
+    """pool-inference-warmup also names the day a rising action misses its lead (lead_misses): a Sunday window at
+    03:00 in Berlin rises at 02:45, which 29 March 2026 skips and 25 October repeats (read as its first, summer
+    time, occurrence: an hour and 15 minutes early). The example's 08:00 windows never miss."""
+    pool = _pool([_share("serve", 0, [((6,), 3, 9, 2)]), _share("train", 0, remainder=True)], lead=15)
+    (rise,) = [a for a in pools.scaling_actions(pool, "serve") if a.rise]
+    assert pools.lead_misses(pool, rise, 2026) == [date(2026, 3, 29), date(2026, 10, 25)]
+    model = check(HYBRID).model
+    serve = next(f for f in model.fleets if f.name == "serve")
+    assert all(pools.lead_misses(model.pools[0], a, 2026) == [] for a in serve.pool_scaling)
+    text = HYBRID.read_text().replace('{days: [mon, tue, wed, thu, fri], start: "08:00", end: "20:00", nodes: 6}',
+                                      '{days: [sun], start: "03:00", end: "20:00", nodes: 6}')
+    result = check(write(text))
+    (finding,) = [f for f in result.findings if f.rule == "pool-inference-warmup"]
+    assert "rises at '47 2 * * 0' (Europe/Berlin), 13 min before its window; on Sun 2026-03-29" in finding.message
+
+
+def test_a_lead_over_another_inference_window_is_an_overlap():
+    """lead_overlaps: a training fleet lends a lead early, so the example's 08:00 handover stays within the pool;
+    two inference fleets handing over at 14:00 both hold their nodes from 13:47 (12 of 8 nodes); a training
+    fleet taking nodes back at 20:00 rises at the hour itself (its lend ends then), never a lead early."""
+    shares = [_share("serve", 1, [(WEEKDAYS, 8, 14, 5)]), _share("chat", 1, [(WEEKDAYS, 14, 20, 5)]),
+              _share("train", 2, remainder=True)]
+    pool = _pool(shares, lead=13)
+    ((begin, change, held),) = {(b, c, tuple(h.items())) for b, c, h in pools.lead_overlaps(pool, {"train"}, {"serve", "chat"})
+                                if b.astimezone(ZoneInfo("Europe/Berlin")).weekday() == 0}
+    assert dict(held) == {"serve": 5, "chat": 5, "train": 2} and change - begin == timedelta(minutes=13)
+    assert change.astimezone(ZoneInfo("Europe/Berlin")).hour == 14
+    assert len(pools.lead_overlaps(pool, {"train"}, {"serve", "chat"})) == 5  # one a weekday
+    assert pools.lead_overlaps(_pool(shares, lead=0), {"train"}, {"serve", "chat"}) == []
+    hybrid = _pool([_share("serve", 1, [(WEEKDAYS, 8, 20, 6)]), _share("train", 2, remainder=True)], lead=13)
+    assert pools.lead_overlaps(hybrid, {"train"}, {"serve"}) == []
+    # a training fleet that did not lend early (no bin/pool-edge) would overlap at 08:00
+    assert len(pools.lead_overlaps(hybrid, set(), {"serve"})) == 5
