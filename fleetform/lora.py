@@ -53,7 +53,6 @@ class LoraArch:
     """The model catalog's LoRA facts of a model (providers/models.json `lora`)."""
 
     architecture: str
-    supported: bool  # the vLLM class implements SupportsLoRA
     hidden_size: int
     intermediate_size: int
     vocab_size: int

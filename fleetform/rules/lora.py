@@ -88,24 +88,13 @@ def lora_cpu_cache(bp: Blueprint, report: Reporter) -> None:
                    "from disk again", f"set max_cpu_loras: {len(lora.adapters)}, or leave it out")
 
 
-@rule("lora-supported", "error", "adapters are served only on a model whose vLLM class supports LoRA "
-      "(as the model catalog records it)")
-def lora_supported(bp: Blueprint, report: Reporter) -> None:
-    """vLLM refuses --enable-lora for a model class that does not implement SupportsLoRA ('... does not support
-    LoRA yet', vllm/v1/worker/lora_model_runner_mixin.py load_lora_model). A model the catalog has no LoRA facts
-    for is served with its adapters, but their GPU slots are not counted: lora-unsized says so."""
-    for _, model in _served(bp):
-        spec = model.spec
-        if spec is not None and spec.lora is not None and not spec.lora.supported:
-            report(model.path + ("adapters",),
-                   f"vLLM 0.11 serves no LoRA adapters on '{model.model}' ({spec.lora.architecture} does not "
-                   "implement SupportsLoRA): vLLM refuses to start with --enable-lora",
-                   "merge the adapter into the weights and serve the merged model, or serve a model vLLM's LoRA supports")
-
-
 @rule("lora-unsized", "warning", "the GPU memory of a model's adapter slots is known (the model catalog has its "
       "LoRA figures)")
 def lora_unsized(bp: Blueprint, report: Reporter) -> None:
+    """Every model the catalog lists is of a vLLM 0.11 class that implements SupportsLoRA (LlamaForCausalLM,
+    Qwen2ForCausalLM, Qwen3ForCausalLM, MixtralForCausalLM), so no rule refuses a catalog model's adapters; a
+    model outside the catalog may be of a class without it, which vLLM refuses at start ('... does not support
+    LoRA yet', vllm/v1/worker/lora_model_runner_mixin.py), and its slots are not counted: this warning says so."""
     for _, model in _served(bp):
         spec = model.spec
         if spec is None or spec.lora is None:
