@@ -620,8 +620,8 @@ S3_FETCH_SCRIPT = (
     'echo "$name: $src"; done'
 )
 """The S3 adapters' init container program (`sh -ec SCRIPT sh NAME=s3://... ...`): each adapter's folder is
-copied into ADAPTERS_DIR/NAME; a folder without adapter_config.json (PEFT's file, which vLLM reads) fails the
-pod's start instead of vLLM's first request for the adapter. tests/test_lora.py runs it with a fake `aws`."""
+copied into ADAPTERS_DIR/NAME; a folder without adapter_config.json (PEFT's file, which vLLM reads) fails in the
+init container, which names the folder, rather than in vLLM's start. tests/test_lora.py runs it with a fake `aws`."""
 
 
 def adapter_fetchers(model, region: str | None) -> tuple[InitContainer, ...]:

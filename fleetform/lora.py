@@ -2,7 +2,8 @@
 
 vLLM 0.11.0 (the pinned image line) serves adapters on a base model with --enable-lora; --lora-modules
 NAME=PATH names the adapters every replica has from its start, and a request whose `model` is NAME gets the
-base model with that adapter (vllm/entrypoints/openai/serving_models.py). Every figure below is read from the
+base model with that adapter (vllm/entrypoints/openai/serving_models.py, which loads every one at start:
+init_static_loras). Every figure below is read from the
 vLLM 0.11.0 wheel (https://pypi.org/project/vllm/0.11.0/):
 
 - vllm/config/lora.py LoRAConfig: max_lora_rank defaults to 16 and must be one of (8, 16, 32, 64, 128, 256,
@@ -135,15 +136,16 @@ def slot_elements(arch: LoraArch, spec, tensor_parallel: int, rank: int) -> int:
     return total
 
 
-def slots_gb(model) -> float:
-    """GPU memory, decimal GB over the replica's GPUs, of the model's max_loras slots of max_lora_rank (0 without
-    adapters or without the catalog's LoRA facts). lora_dtype auto is the model's dtype: 4 bytes for fp32,
-    else 2 (a quantized model computes in 16 bits)."""
+def slots_gb(model, tensor_parallel: int | None = None) -> float:
+    """GPU memory, decimal GB over the replica's GPUs (the model's tensor_parallel, or the one given), of the
+    model's max_loras slots of max_lora_rank (0 without adapters or without the catalog's LoRA facts).
+    lora_dtype auto is the model's dtype: 4 bytes for fp32, else 2 (a quantized model computes in 16 bits)."""
     lora, spec = model.lora, model.spec
     if lora is None or spec is None or spec.lora is None:
         return 0.0
     size = 4 if model.precision == "fp32" else 2
-    return lora.max_loras * slot_elements(spec.lora, spec, model.tensor_parallel, lora.max_lora_rank) * size / 1e9
+    tp = tensor_parallel or model.tensor_parallel
+    return lora.max_loras * slot_elements(spec.lora, spec, tp, lora.max_lora_rank) * size / 1e9
 
 
 FETCH_SCRIPT = (
@@ -160,4 +162,4 @@ FETCH_SCRIPT = (
 """The Hub adapters' init container program (`python3 -c`, in the model's own vLLM image, which has
 huggingface_hub as a dependency of vLLM): each argument NAME|REPO|REVISION is downloaded into
 ADAPTERS_DIR/NAME; a repository without adapter_config.json (PEFT's file, which vLLM's PEFTHelper reads) fails
-the pod's start rather than vLLM's first request for it."""
+in the init container, which names the repository, rather than in vLLM's start."""

@@ -100,7 +100,7 @@ def test_a_rank_16_slot_of_llama_3_1_8b_is_the_tensors_vllm_allocates():
 
 
 def test_the_memory_rules_count_the_slots(tmp_path):
-    """The slots are part of vLLM's overhead: the example's two rank-32 slots add 0.19 GB; 64 slots of rank 512
+    """The slots are part of vLLM's overhead: the example's two rank-32 slots add 0.38 GB; 64 slots of rank 512
     (3 GB each) leave one L40S no room for an 8,192-token sequence: kv-cache-fit (vLLM refuses to start) and
     kv-cache-room."""
     model = check(EXAMPLE).model.fleets[0].models[1]
@@ -111,6 +111,13 @@ def test_the_memory_rules_count_the_slots(tmp_path):
     assert sorted(r for r, _ in _rules(big, tmp_path, "kv-cache")) == ["kv-cache-fit", "kv-cache-room"]
     # control: the same L40S with the adapters at the default slots (two of rank 32) has room
     assert _rules(_blueprint(S3_AND_HUB), tmp_path, "kv-cache") == []
+    # the fit the plan and the hints search with counts them at each tensor parallel it tries
+    from fleetform.fit import fits
+
+    assert fits(model, 48, 1, 8192)
+    many = replace(model, lora=replace(model.lora, max_loras=64, max_lora_rank=512))
+    assert not fits(many, 48, 1, 8192) and fits(replace(many, lora=None), 48, 1, 8192)
+    assert lora.slots_gb(many, 2) > lora.slots_gb(many, 1)  # lora_a of column-parallel layers sits whole on each GPU
 
 
 def test_limits_are_derived_as_vllm_accepts_them():
@@ -314,7 +321,10 @@ def test_the_rules_and_their_controls(tmp_path):
     assert [r for r, _ in _rules(short, tmp_path)] == ["lora-cpu-loras"]
     evicting = _blueprint(S3_AND_HUB, "        max_loras: 1\n        max_cpu_loras: 1\n")
     assert [r for r, _ in _rules(evicting, tmp_path)] == ["lora-cpu-cache"]
+    # two adapters of one model with one name: unique-names; an adapter named like a model of the fleet: lora-names
     named = _blueprint(S3_AND_HUB.replace("name: law", "name: sql"))
+    assert [r for r, _ in _rules(named, tmp_path, "unique-names")] == ["unique-names"]
+    named = _blueprint(S3_AND_HUB.replace("name: law", "name: chat"))
     assert [r for r, _ in _rules(named, tmp_path)] == ["lora-names"]
     for source in ("s3://acme-adapters/sql", "s3://Acme/sql/", "acme/law/extra", "hf://acme/law", "law"):
         bad = _blueprint(S3_AND_HUB.replace('"s3://acme-adapters/sql/"', json.dumps(source)))

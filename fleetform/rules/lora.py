@@ -47,15 +47,16 @@ def lora_source(bp: Blueprint, report: Reporter) -> None:
 @rule("lora-rank", "error", "every adapter's rank is at most max_lora_rank")
 def lora_rank(bp: Blueprint, report: Reporter) -> None:
     """vLLM sizes every GPU slot for max_lora_rank and refuses a larger adapter when it loads it: 'LoRA rank 64
-    is greater than max_lora_rank 16.' (vllm/lora/peft_helper.py PEFTHelper.validate_legal). The adapters of
-    --lora-modules are loaded on their first request, so the server starts and that request fails."""
+    is greater than max_lora_rank 16.' (vllm/lora/peft_helper.py PEFTHelper.validate_legal). It loads every
+    adapter of --lora-modules at start and raises on the first that fails (vllm/entrypoints/openai/
+    serving_models.py init_static_loras, called by api_server.py init_app_state), so the server does not start."""
     for _, model in _served(bp):
         lora = model.lora
         for adapter in lora.adapters:
             if adapter.rank > lora.max_lora_rank:
                 report(adapter.path + ("rank",),
                        f"adapter '{adapter.name}' has rank {adapter.rank}, more than max_lora_rank {lora.max_lora_rank}: "
-                       f"vLLM refuses it on its first request ('LoRA rank {adapter.rank} is greater than max_lora_rank "
+                       f"vLLM loads it at start and refuses to start ('LoRA rank {adapter.rank} is greater than max_lora_rank "
                        f"{lora.max_lora_rank}.')",
                        "raise max_lora_rank (or leave it out: fleetform takes the smallest vLLM accepts), or use an "
                        "adapter trained with a smaller rank")
