@@ -21,7 +21,6 @@ from fleetform import lora
 from fleetform.k8s import AWS_CLI_IMAGE, OWNED_FLAGS, S3_FETCH_SCRIPT
 from fleetform.pipeline import check
 from fleetform.render import render
-from fleetform.rules.inference import argv_problems, vllm_flags
 
 EXAMPLE = ROOT / "blueprints/inference-gateway.yaml"
 LLAMA_REVISION = "0e9e39f249a16976918f6564b8830bc894c89659"
@@ -135,6 +134,8 @@ def test_limits_are_derived_as_vllm_accepts_them():
 
 def test_vllm_gets_the_lora_flags_of_the_pinned_parser(tmp_path):
     container = _deployment(_blueprint(S3_AND_HUB), tmp_path)["spec"]["template"]["spec"]["containers"][0]
+    from fleetform.rules.inference import argv_problems, vllm_flags  # after check() registered every rule in order
+
     args = container["args"]
     at = args.index("--enable-lora")
     assert args[at:] == ["--enable-lora", "--max-loras", "2", "--max-lora-rank", "32", "--lora-modules",
