@@ -179,8 +179,6 @@ def test_every_replica_downloads_the_adapters_before_vllm_starts(tmp_path):
 
 
 def test_the_s3_adapters_join_the_pod_identitys_read_only_grant(tmp_path):
-    from fleetform.cluster import build as build_cluster  # noqa: F401  (the model's cluster is built by resolve)
-
     result = _check(_blueprint(S3_AND_HUB), tmp_path)
     model = result.model
     identities = {i.name: i for i in model.cluster.pod_identities}
