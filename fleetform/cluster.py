@@ -363,13 +363,12 @@ def build(bp, eks: dict | None) -> Cluster | None:
             workloads += ray.workloads(fleet)
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
-    for fleet in fleets:  # models streaming their weights from S3 read them as their own service account
+    for fleet in fleets:  # models reading weights or adapters from S3 read them as their own service account
         for server in fleet.kube.servers:
             access = server.weights_access
             if access is not None:
                 identities.append(PodIdentity(f"{fleet.name}-{server.name}-weights", access.namespace,
-                                              access.service_account, "s3-weights", fleet.name,
-                                              (f"s3://{access.bucket}/{access.prefix}",)))
+                                              access.service_account, "s3-weights", fleet.name, access.uris))
     return Cluster(bp.name, first.scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,

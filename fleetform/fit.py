@@ -44,13 +44,16 @@ def fits(model, gpu_gb: float, tp: int, tokens: int | None) -> bool:
     (smallest_tensor_parallel's test), and, for a model of the catalog, one sequence of `tokens`."""
     if model.spec is not None and model.spec.attention_heads % tp:
         return False  # vLLM refuses a tensor_parallel that does not divide the heads (model-heads-tp)
+    from .lora import slots_gb
+
     usable = tp * gpu_gb * model.gpu_memory_utilization
-    if model.weights_gb + tp * GPU_OVERHEAD_GB > usable * (1 - KV_CACHE_SHARE) or model.load_gb > usable:
+    overhead = tp * GPU_OVERHEAD_GB + slots_gb(model, tp)  # LoRA adapter slots: fleetform/lora.py
+    if model.weights_gb + overhead > usable * (1 - KV_CACHE_SHARE) or model.load_gb > usable:
         return False
     if model.spec is None or tokens is None:
         return True
     kv_gb = model.spec.kv_bytes_per_token(tp, kv_dtype_bytes(model)) * kv_cache_tokens(tokens) / 1e9
-    return model.weights_gb + tp * GPU_OVERHEAD_GB + kv_gb <= usable
+    return model.weights_gb + overhead + kv_gb <= usable
 
 
 def instances_that_fit(model, instances, tokens: int | None) -> list[tuple[object, int]]:

@@ -88,6 +88,7 @@ class Picker:
     target_port: int
     labels: tuple[tuple[str, str], ...]  # on the EPP's objects and pods (not the fleet label the servers' policy selects)
     pod_selector: tuple[tuple[str, str], ...]
+    adapters: tuple[str, ...] = ()  # the model's LoRA adapters: a request naming one goes to this pool too
 
 
 @frozen
@@ -129,8 +130,14 @@ def build(fleet, kube) -> InferenceGateway | None:
     for server in kube.servers:
         name = f"{server.name}-epp"
         selector = (("app.kubernetes.io/name", name), ("app.kubernetes.io/instance", f"{fleet.cloud_name}-{name}"))
+        model = next(m for m in fleet.models if m.name == server.name)
+        # an adapter is served by its base model's replicas under its own name (vLLM --lora-modules NAME=PATH):
+        # the body-based router puts the request's `model` into MODEL_HEADER whatever it names, so the route
+        # matches each adapter's name as well and sends it to the base model's pool
+        adapters = tuple(a.name for a in model.lora.adapters) if model.lora is not None else ()
         pickers.append(Picker(name, server.name, server.name, server.selector, server.port,
-                              selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector))
+                              selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector,
+                              adapters))
     return InferenceGateway(kube.namespace, f"{fleet.cloud_name}-gateway", GATEWAY_CLASS, LISTENER_PORT,
                             spec.request_timeout_s,
                             (("app.kubernetes.io/component", "gateway"),) + common, tuple(pickers))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from . import lora
 from .records import frozen
 
 GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
@@ -89,6 +90,8 @@ OWNED_FLAGS = frozenset({
     "--model", "--served-model-name", "--tensor-parallel-size", "-tp", "--port", "--host", "--uds",
     "--gpu-memory-utilization", "--max-model-len", "--dtype", "--quantization", "-q", "--revision",
     "--tokenizer-revision", "--code-revision", "--load-format", "--download-dir", "--api-key", "--config",
+    # a model's adapters (fleetform/lora.py): the slots the memory rules count and the adapters every replica has
+    "--enable-lora", "--no-enable-lora", "--max-loras", "--max-lora-rank", "--max-cpu-loras", "--lora-modules",
 })
 """vLLM flags fleetform sets (or must not be overridden: --config would replace them): extra_args may
 not give them."""
@@ -165,12 +168,28 @@ class Volume:
 
 @frozen
 class WeightsAccess:
-    """What the EKS Pod Identity association of a model streaming its weights from S3 needs."""
+    """What the EKS Pod Identity association of a model reading from S3 needs: its weights streamed by the
+    Run:ai streamer, its adapters copied by an init container, or both."""
 
     namespace: str
     service_account: str
-    bucket: str
-    prefix: str
+    bucket: str | None  # the weights' (None: the weights are not on S3)
+    prefix: str | None
+    uris: tuple[str, ...] = ()  # every S3 folder the pods read: the weights' and the adapters', sorted
+
+
+@frozen
+class InitContainer:
+    """A container that runs to completion before vLLM starts: the adapters' download (fleetform/lora.py)."""
+
+    name: str
+    image: str
+    command: tuple[str, ...]
+    env: tuple[EnvVar, ...]
+    mounts: tuple[tuple[str, str, bool], ...]  # (volume, path, read-only)
+    cpu: str = "1"
+    memory: str = "2Gi"
+    comment: str = ""
 
 
 @frozen
@@ -229,6 +248,7 @@ class Server:
     weights_access: WeightsAccess | None = None
     command: tuple[str, ...] = SERVE_COMMAND
     progress_deadline_s: int = 600  # the Deployment's progressDeadlineSeconds (PROGRESS_MARGIN_S)
+    init_containers: tuple[InitContainer, ...] = ()  # the adapters' download, before vLLM starts
 
 
 @frozen
@@ -380,6 +400,8 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             args += ["--revision", weights.revision]  # the tokenizer follows (ModelConfig: tokenizer_revision = revision)
         if source == "s3":
             args += ["--load-format", "runai_streamer"]
+        if model.lora is not None:
+            args += model.lora.args()
         args += list(model.extra_args)
         checkpoint_gb = model.checkpoint_gb
         downloaded = source == "hub"
@@ -427,8 +449,19 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         if model.api_key_secret:
             secret_env.append(SecretEnv("VLLM_API_KEY", model.api_key_secret, "VLLM_API_KEY"))
         access = None
+        adapter_uris = tuple(a.source for a in model.lora.adapters if a.kind == "s3") if model.lora else ()
+        init = adapter_fetchers(model, region) if model.lora is not None else ()
+        if init:
+            volumes.append(Volume("adapters", lora.ADAPTERS_DIR, "emptyDir", read_only=True,
+                                  size_limit=f"{ADAPTERS_SIZE_GIB}Gi"))
+            if model.hf_token_secret and source != "hub" and any(a.kind == "hub" for a in model.lora.adapters):
+                volumes.append(Volume("hf-token", "/etc/huggingface", "secret", read_only=True,
+                                      source=model.hf_token_secret, items=(("HF_TOKEN", "token"),)))
+        if source == "s3" or adapter_uris:
+            uris = tuple(sorted({weights.uri, *adapter_uris} if source == "s3" else set(adapter_uris)))
+            access = WeightsAccess(namespace, f"{model.name}-weights", weights.bucket if source == "s3" else None,
+                                   weights.prefix if source == "s3" else None, uris)
         if source == "s3":
-            access = WeightsAccess(namespace, f"{model.name}-weights", weights.bucket, weights.prefix)
             if region:
                 # the Run:ai streamer sets AWS_EC2_METADATA_DISABLED=true unless given (runai-model-streamer
                 # s3_utils.py DEFAULT_AWS_EC2_METADATA_DISABLED), so no region comes from the instance
@@ -464,6 +497,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             automount_token=access is not None,
             weights_access=access,
             progress_deadline_s=PROBE_PERIOD_S * math.ceil(startup_s / PROBE_PERIOD_S) + PROGRESS_MARGIN_S,
+            init_containers=init,
         ))
     monitor = (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else ()
     minor = scheduler.version
@@ -523,7 +557,11 @@ def wake_triggers(fleet, model, namespace: str) -> tuple[Trigger, ...]:
     (fleet.gateway, replicas.min 0). No vLLM metric exists while no replica runs."""
     if fleet.gateway is None or model.replicas.min != 0:
         return ()
-    query = (f'sum(rate({{__name__=~"{EPP_REQUESTS}",namespace="{namespace}",model_name="{model.name}"}}'
+    # a request for one of the model's adapters is counted under the adapter's name (the request's `model`)
+    # and wakes the base model's replicas, which serve it
+    names = [model.name] + ([a.name for a in model.lora.adapters] if model.lora is not None else [])
+    match = f'model_name="{model.name}"' if len(names) == 1 else f'model_name=~"{"|".join(names)}"'
+    query = (f'sum(rate({{__name__=~"{EPP_REQUESTS}",namespace="{namespace}",{match}}}'
              f'[{WAKE_WINDOW}]))')
     return (Trigger("gateway-requests", "AverageValue", query, WAKE_THRESHOLD,
                     "requests the gateway's endpoint picker counted for it, served or refused while no replica ran "
@@ -566,3 +604,50 @@ def prometheus_namespace(url: str) -> str:
     if len(parts) >= 3 and parts[2] == "svc":
         return parts[1]
     return "monitoring"
+
+
+ADAPTERS_SIZE_GIB = 10
+"""The adapters' emptyDir: a rank-64 adapter of a 70B model is about 0.7 GB of safetensors, so ten GiB
+holds a dozen of the largest with room to spare; the kubelet evicts a pod whose emptyDir outgrows it."""
+AWS_CLI_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.27.49"
+"""The S3 adapters' init container: the AWS CLI v2, which reads EKS Pod Identity credentials from 2.15.0 on
+(EKS user guide, pod-id-minimum-sdk: 'AWS CLI - 2.15.0'); `aws s3 sync` lists the prefix (s3:ListBucket
+with s3:prefix, which the s3-weights role grants) and gets each key."""
+S3_FETCH_SCRIPT = (
+    'for item; do name="${item%%=*}"; src="${item#*=}"; dest="' + lora.ADAPTERS_DIR + '/$name/"; '
+    'aws s3 sync "$src" "$dest" --only-show-errors --no-progress; '
+    'if [ ! -f "${dest}adapter_config.json" ]; then echo "$src: no adapter_config.json" >&2; exit 1; fi; '
+    'echo "$name: $src"; done'
+)
+"""The S3 adapters' init container program (`sh -ec SCRIPT sh NAME=s3://... ...`): each adapter's folder is
+copied into ADAPTERS_DIR/NAME; a folder without adapter_config.json (PEFT's file, which vLLM reads) fails in the
+init container, which names the folder, rather than in vLLM's start. tests/test_lora.py runs it with a fake `aws`."""
+
+
+def adapter_fetchers(model, region: str | None) -> tuple[InitContainer, ...]:
+    """The init containers that put the model's adapters into the adapters volume before vLLM starts, so
+    every replica, a new one included, has every adapter of --lora-modules at its start: one for the Hub
+    adapters (the model's own vLLM image, whose huggingface_hub downloads them, with the Hub token where the
+    model has one) and one for the S3 adapters (the AWS CLI, with the pod's EKS Pod Identity)."""
+    out = []
+    hub = [a for a in model.lora.adapters if a.kind == "hub"]
+    s3 = [a for a in model.lora.adapters if a.kind == "s3"]
+    base = (EnvVar("HOME", "/tmp"), EnvVar("XDG_CACHE_HOME", "/tmp"))
+    mounts = (("adapters", lora.ADAPTERS_DIR, False), ("tmp", "/tmp", False))
+    if hub:
+        env = base + (EnvVar("HF_HOME", "/tmp/huggingface"), EnvVar("HF_HUB_DISABLE_TELEMETRY", "1"))
+        hub_mounts = mounts
+        if model.hf_token_secret:
+            env += (EnvVar("HF_TOKEN_PATH", "/etc/huggingface/token"),)
+            hub_mounts += (("hf-token", "/etc/huggingface", True),)
+        out.append(InitContainer(
+            "adapters-hub", model.image,
+            ("python3", "-c", lora.FETCH_SCRIPT) + tuple(f"{a.name}|{a.source}|{a.revision or ''}" for a in hub),
+            env, hub_mounts, comment="the Hub adapters, into " + lora.ADAPTERS_DIR))
+    if s3:
+        env = base + ((EnvVar("AWS_REGION", region),) if region else ())
+        out.append(InitContainer(
+            "adapters-s3", AWS_CLI_IMAGE,
+            ("sh", "-ec", S3_FETCH_SCRIPT, "sh") + tuple(f"{a.name}={a.source}" for a in s3),
+            env, mounts, comment="the S3 adapters, into " + lora.ADAPTERS_DIR))
+    return tuple(out)

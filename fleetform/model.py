@@ -15,6 +15,7 @@ from .cluster import Cluster
 from .gateway import InferenceGateway
 from .k8s import KubeFleet
 from .kueue import KueueFleet
+from .lora import Lora
 from .models import ModelSpec
 from .ray import RayConfig
 from .pool import Pool, PoolEdge
@@ -314,6 +315,7 @@ class Model:
     api_key_secret: str | None = None
     spec: ModelSpec | None = None  # the model catalog's entry for `model`, None for a model it does not list
     params_given: bool = True  # model_params_billion written in the blueprint (else the catalog's)
+    lora: Lora | None = None  # LoRA adapters and the limits vLLM serves them under (fleetform/lora.py)
 
     @property
     def context_tokens(self) -> int | None:
@@ -338,8 +340,11 @@ class Model:
 
     @property
     def overhead_gb(self) -> float:
-        """What vLLM reserves besides weights and KV cache on the model's GPUs (GPU_OVERHEAD_GB each)."""
-        return self.tensor_parallel * GPU_OVERHEAD_GB
+        """What vLLM reserves besides weights and KV cache on the model's GPUs: GPU_OVERHEAD_GB each, plus the
+        LoRA slots it preallocates for max_loras adapters of max_lora_rank (fleetform/lora.py slots_gb)."""
+        from .lora import slots_gb
+
+        return self.tensor_parallel * GPU_OVERHEAD_GB + slots_gb(self)
 
     @property
     def checkpoint_gb(self) -> float:

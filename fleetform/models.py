@@ -14,6 +14,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Mapping
 
+from .lora import LoraArch
 from .records import frozen
 
 GIB = 1024 ** 3
@@ -33,6 +34,7 @@ class ModelSpec:
     kv_heads: int
     head_dim: int
     sources: Mapping[str, str]
+    lora: LoraArch | None = None  # vLLM 0.11's LoRA facts of the model; None where the catalog has none
 
     def kv_heads_stored(self, tensor_parallel: int) -> int:
         """KV heads the replica's GPUs hold together: vLLM divides the KV heads among the tensor-parallel
@@ -116,5 +118,6 @@ def load_models() -> ModelCatalog:
     for m in data["models"]:
         models[m["id"]] = ModelSpec(m["id"], m["params_billion"], m.get("active_params_billion"), m["max_context"],
                                     m["gated"], m["layers"], m["attention_heads"], m["kv_heads"], m["head_dim"],
-                                    MappingProxyType(dict(m["sources"])))
+                                    MappingProxyType(dict(m["sources"])),
+                                    LoraArch(**m["lora"]) if "lora" in m else None)
     return ModelCatalog(MappingProxyType(models), data["about"])

@@ -11,7 +11,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import acceptance, accounting, cluster, gateway, health, k8s, kueue, login, monitoring, nccl, pool, ray, slurm
+from . import acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, monitoring, nccl, pool, ray, slurm
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -130,7 +130,18 @@ def _model(item: dict, path: tuple) -> Model:
         drain_s=item.get("drain_s", DEFAULT_DRAIN_S),
         api_key_secret=item.get("api_key_secret"),
         spec=spec, params_given=given,
+        lora=_lora(item, path),
     )
+
+
+def _lora(item: dict, path: tuple):
+    """A model's adapters with vLLM's limits, given or derived (fleetform/lora.py derive); None without adapters."""
+    adapters = item.get("adapters")
+    if not adapters:
+        return None
+    return lora.derive(tuple(lora.Adapter(a["name"], a["source"], a.get("revision"), a["rank"], path + ("adapters", i))
+                             for i, a in enumerate(adapters)),
+                       item.get("max_loras"), item.get("max_lora_rank"), item.get("max_cpu_loras"), path)
 
 
 def _shape(item: dict, catalog: Catalog, cloud: str) -> NodeShape | None:

@@ -244,6 +244,13 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
                     f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB "
                     f"x {model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
                     f"TP {tp} on {device}" if tp else f"does not fit one {device}")
+        if model.lora is not None and model.spec is not None and model.spec.lora is not None:
+            from .lora import slots_gb
+
+            out.add(f"{model.name}: LoRA adapter slots",
+                    f"{model.lora.max_loras} slots x rank {model.lora.max_lora_rank} on every LoRA layer of "
+                    f"{model.spec.id}, TP {model.tensor_parallel} (fleetform/lora.py, vLLM 0.11 create_lora_weights)",
+                    f"{slots_gb(model):.2f} GB of GPU memory")
         if model.slo is None:
             continue
         slo = model.slo

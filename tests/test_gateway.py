@@ -49,9 +49,13 @@ def test_every_route_reaches_a_pool_its_picker_and_the_models_replicas():
         pool = objs["InferencePool"][backend["name"]]
         # the route matches the name the model is served under, which the body-based router puts in the header
         container = servers[name]["spec"]["template"]["spec"]["containers"][0]
-        (match,) = rule["matches"]
+        # the model's own name first, then each LoRA adapter's name (vLLM --lora-modules NAME=PATH), all to this pool
+        match, *adapters = rule["matches"]
+        served = container["args"][container["args"].index("--lora-modules") + 1:] if adapters else []
+        assert [m["headers"][0]["value"] for m in adapters] == [s.split("=", 1)[0] for s in served]
         # only the paths vLLM's API key guards: /invocations, /pooling, /score... answer without it (vllm#58144)
         assert match["path"] == {"type": "PathPrefix", "value": "/v1"}
+        assert all(m["path"] == match["path"] for m in adapters)
         assert match["headers"] == [{"type": "Exact", "name": "X-Gateway-Model-Name",
                                      "value": _arg(container["args"], "--served-model-name")}]
         assert rule["timeouts"] == {"request": "300s"}

@@ -58,7 +58,7 @@ def _models_per_namespace(bp: Blueprint, report: Reporter) -> None:
             first.setdefault(key, fleet.name)
 
 
-@rule("unique-names", "error", "fleets, storage, pools, models, partitions, switches, teams and a fleet's users have unique names; "
+@rule("unique-names", "error", "fleets, storage, pools, models, a model's adapters, partitions, switches, teams and a fleet's users have unique names; "
       "a fleet's earlier names (renamed_from) are no other fleet's; one model name per Kubernetes namespace")
 def unique_names(bp: Blueprint, report: Reporter) -> None:
     _duplicates(report, bp.storage, "storage", "")
@@ -68,6 +68,9 @@ def unique_names(bp: Blueprint, report: Reporter) -> None:
     _models_per_namespace(bp, report)
     for fleet in bp.fleets:
         _duplicates(report, fleet.models, "model", f" in fleet '{fleet.name}'")
+        for model in fleet.models:  # LoRA adapters (fleetform/lora.py); across models and against them: lora-names
+            if model.lora is not None:
+                _duplicates(report, model.lora.adapters, "adapter", f" of model '{model.name}'")
         if fleet.login is not None:  # users (fleetform/login.py): one account per name on every machine
             _duplicates(report, fleet.login.users, "user", f" in fleet '{fleet.name}'")
         scheduler = fleet.scheduler
