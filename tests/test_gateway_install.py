@@ -162,6 +162,10 @@ def test_the_program_installs_the_crds_then_kgateway_then_the_gateway_objects(ex
     for chart in ("kgateway-crds", "kgateway"):
         assert re.search(rf"\n  {chart} +oci://cr\.kgateway\.dev/kgateway-dev/charts/{chart} v2\.1\.0 +kgateway-system +"
                          r"\(OCI reference\)", text), chart
+    # and the CRD bundles, by group and the version their CRDs are stamped with
+    assert re.search(r"\n  gateway\.networking\.k8s\.io +v1\.4\.0 +BackendTLSPolicy, GRPCRoute, Gateway, GatewayClass, "
+                     r"HTTPRoute, ReferenceGrant\n", text)
+    assert re.search(r"\n  inference\.networking\.k8s\.io +v1\.1\.0 +InferencePool\n", text)
 
 
 def test_a_version_bump_is_an_update_and_a_removed_gateway_leaves_its_crds(example, tmp_path):
