@@ -111,6 +111,10 @@ def test_every_kgateway_values_key_exists_in_the_pinned_chart(example):
     kgateway, crds = releases["kgateway"], releases["kgateway-crds"]
     chart = yaml.safe_load((CHARTS / f"kgateway-{kgateway.version}-values.yaml").read_text())
     assert kgateway.values["inferenceExtension"] == {"enabled": True}
+    # the version the rendered Gateway's class is written for (fleetform/gateway.py) is the one installed
+    from fleetform.gateway import KGATEWAY_VERSION
+
+    assert kgateway.version == crds.version == KGATEWAY_VERSION
     assert kgateway.values["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
     assert _missing(kgateway.values, chart) == []
     assert crds.values == {}

@@ -76,7 +76,8 @@ def gateway_auth(bp: Blueprint, report: Reporter) -> None:
     their NetworkPolicy; the request passes the gateway and its endpoint picker with its Authorization
     header, and vLLM checks it against VLLM_API_KEY from the model's Secret (vLLM 0.11 api_server.py, on
     /v1 paths). A model without api_key_secret would answer anyone the gateway lets in. The gateway's own
-    authentication (kgateway's policies) would need its CRDs, which this slice does not render."""
+    authentication cannot replace it: kgateway 2.1's TrafficPolicy has no API-key or JWT authentication, only extAuth
+    through an external service (docs/gateway.md, "Authentication")."""
     for fleet in bp.fleets:
         if fleet.gateway is None:
             continue
