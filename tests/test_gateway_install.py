@@ -193,3 +193,52 @@ def test_a_version_bump_is_an_update_and_a_removed_gateway_leaves_its_crds(examp
     changes = [c for c in compare(before, gone) if c.type == CRD_TYPE]
     assert len(changes) == 9 and all(c.action == DELETE for c in changes)
     assert all(any("in the cluster (retain_on_delete)" in e for e in c.effects) for c in changes)
+
+
+@pytest.mark.parametrize("mode, expected", [("", None), ("gateway-open", "without the API key was not refused"),
+                                            ("no-address", "is Programmed but has no address")])
+def test_the_end_to_end_check_asks_the_gateway_what_a_user_would(mode, expected, tmp_path, monkeypatch, capsys):
+    """stacks/check_inference.py after `pulumi up` (never run against AWS here): for a fleet with a gateway it
+    waits for the Gateway to be Programmed, then sends one completion per model through the Gateway's address with
+    the model's header and key, and the same without the key, which must end in an HTTP error. A fake kubectl
+    answers as a working cluster would, or with a gateway that lets a keyless request through, or no address."""
+    import runpy
+
+    from test_eks import FAKE_KUBECTL
+
+    fake = FAKE_KUBECTL.replace('if "get" in args and "pod" in args and any("exitCode" in a for a in args):', '''\
+if "get" in args and "gateway" in args:
+    print(json.dumps({"status": {"addresses": [] if mode == "no-address" else [
+        {"type": "Hostname", "value": "gw.elb.example"}]}}))
+elif "get" in args and "pod" in args and pod().endswith("-nokey"):
+    exit_code = any("exitCode" in a for a in args)
+    print((0 if mode == "gateway-open" else 22) if exit_code else ("Succeeded" if mode == "gateway-open" else "Failed"))
+elif "get" in args and "pod" in args and any("exitCode" in a for a in args):''', 1)
+    assert fake != FAKE_KUBECTL
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(fake)
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls"))
+    monkeypatch.setenv("FAKE_MODE", mode)
+    module = runpy.run_path(str(ROOT / "stacks/check_inference.py"))
+    code = module["main"]([str(EXAMPLE), "--kubectl", str(kubectl)])
+    out = capsys.readouterr()
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert json.dumps(["-n", "chat", "wait", "--for=condition=Programmed", "gateway/chat-gateway",
+                       "--timeout=10m"]) in calls
+    if expected is not None:
+        assert code == 1 and expected in out.err
+        return
+    assert code == 0 and "qwen-7b answers through the Gateway with the key, and refuses without it" in out.out
+    pods = {p["metadata"]["name"]: p for p in (json.loads(c[len("STDIN "):]) for c in calls
+                                               if c.startswith("STDIN ") and '"Pod"' in c)}
+    for model in ("qwen-7b", "llama-8b"):
+        keyed, keyless = pods[f"e2e-gw-{model}-completion"], pods[f"e2e-gw-{model}-nokey"]
+        args = keyed["spec"]["containers"][0]["args"]
+        assert args[:2] == ["-H", f"X-Gateway-Model-Name: {model}"]
+        assert args[-1] == "http://gw.elb.example:80/v1/completions"
+        assert "Authorization: Bearer $(VLLM_API_KEY)" in args
+        (env,) = keyed["spec"]["containers"][0]["env"]
+        assert env["valueFrom"]["secretKeyRef"] == {"name": "chat-api-key", "key": "VLLM_API_KEY"}
+        assert not any("Authorization" in a for a in keyless["spec"]["containers"][0]["args"])
+        assert "env" not in keyless["spec"]["containers"][0]
