@@ -225,6 +225,11 @@ def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> 
                            "running desired size, and EKS refuses a minimum above it; first run `aws eks "
                            f"update-nodegroup-config --scaling-config desiredSize={raised.new}` on that node group "
                            "if it runs fewer nodes")
+    if change.action == DELETE and (old or {}).get("options", {}).get("retainOnDelete"):
+        # pulumi up forgets it and leaves it in place (providers/aws/gateway.py: a CRD's deletion deletes every
+        # object of its kind in the cluster)
+        effects.append(f"leaves {kind} {change.name} in the cluster (retain_on_delete): `pulumi up` only stops "
+                       "managing it")
     if kind == "Instance":
         itype = res["inputs"].get("instanceType", "?")
         if change.action == REPLACE:

@@ -171,6 +171,17 @@ class Release:
 
 
 @frozen
+class CrdBundle:
+    """CustomResourceDefinitions the program applies from files vendored under providers/aws/crds/<name>/
+    (providers/aws/addons.yaml `crd_bundles`): a pinned upstream release, each file by its git blob id."""
+
+    name: str
+    version: str
+    source: str
+    files: tuple[tuple[str, str], ...]  # file name, git blob id
+
+
+@frozen
 class PodIdentity:
     """An EKS Pod Identity association: the IAM role a service account's pods get."""
 
@@ -195,6 +206,7 @@ class Cluster:
     fleets: tuple[str, ...]
     path: tuple
     subnet_ids: tuple[str, ...] = ()  # an existing network: the control plane's subnets (two zones or more)
+    crd_bundles: tuple[CrdBundle, ...] = ()  # applied before the releases (providers/aws/gateway.py)
 
     @property
     def system(self) -> NodeGroup:
@@ -325,6 +337,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
     wanted += ["keda"] if "keda" in autoscalers else []
     wanted += ["prometheus-adapter"] if "hpa" in autoscalers else []
     wanted += ["kuberay-operator"] if rays else []
+    gateways = any(f.gateway is not None for f in fleets)
+    # a fleet's gateway (fleetform/gateway.py): kgateway's CRDs, then kgateway, after the CRD bundles below
+    wanted += ["kgateway-crds", "kgateway"] if gateways else []
     wanted += ["cluster-autoscaler"]
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
     wanted += ["jobset", "kueue", "aws-efa-k8s-device-plugin"] if training else []
@@ -372,7 +387,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
     return Cluster(bp.name, first.scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
-                   tuple(f.name for f in fleets + training + rays), path, tuple(eks.get("subnet_ids", ())))
+                   tuple(f.name for f in fleets + training + rays), path, tuple(eks.get("subnet_ids", ())),
+                   tuple(CrdBundle(name, str(b["version"]), b["source"], tuple(b["files"].items()))
+                         for name, b in data["crd_bundles"].items() if b["when"] == "gateway" and gateways))
 
 
 def volume_weights(fleets) -> bool:

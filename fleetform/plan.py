@@ -143,7 +143,9 @@ def _record(bp: Blueprint, files: dict[str, bytes]) -> list[dict]:
                     entry["deps"] = deps
                 options = {"ignoreChanges": sorted(request.ignoreChanges),
                            "replaceOnChanges": sorted(request.replaceOnChanges),
-                           "deleteBeforeReplace": request.deleteBeforeReplace}
+                           "deleteBeforeReplace": request.deleteBeforeReplace,
+                           # a CRD `pulumi up` never deletes (providers/aws/gateway.py)
+                           "retainOnDelete": request.retainOnDelete}
                 options = {key: value for key, value in options.items() if value}
                 if options:
                     entry["options"] = options

@@ -13,7 +13,11 @@ For every model of every inference fleet, in order, and stops at the first failu
 3. the NetworkPolicy blocks the same request from a pod in another namespace (fleetform-e2e-outsider,
    made and deleted by the check);
 4. the HPA (the Prometheus adapter's, or the one KEDA makes, keda-hpa-<ScaledObject>) reads a current
-   value of the queue metric.
+   value of the queue metric;
+5. for a fleet with a gateway: the Gateway is Programmed (kgateway, installed by `pulumi up`, has made its
+   proxy), and from a pod in the fleet's namespace, through the Gateway's address (status.addresses, Gateway
+   API v1), one completion per model answers with the model's X-Gateway-Model-Name header and the API key,
+   and the same request without the key is refused with an HTTP error (curl --fail: exit code 22).
 
 The probe pods satisfy the namespaces' restricted Pod Security level (non-root, no privilege escalation,
 all capabilities dropped, the runtime's seccomp profile).
@@ -137,6 +141,39 @@ def check_model(kubectl: Kubectl, server, say) -> None:
         say(f"{ns}/{name}: the HPA {_hpa_name(server)} reads {json.dumps(current[0], sort_keys=True)}")
 
 
+HTTP_ERROR_EXIT_CODE = 22
+"""curl --fail's exit code for an HTTP status of 400 or more (curl(1), EXIT CODES: "HTTP page not retrieved")."""
+
+
+def check_gateway(kubectl: Kubectl, fleet, say) -> None:
+    """The fleet's Gateway answers for each of its models (fleetform/gateway.py: an HTTPRoute per model on the
+    model-name header, paths under /v1), and not without the key (vLLM checks it behind the gateway)."""
+    gateway = fleet.inference_gateway
+    ns, name = gateway.namespace, gateway.name
+    kubectl("-n", ns, "wait", "--for=condition=Programmed", f"gateway/{name}", "--timeout=10m")
+    status = json.loads(kubectl("-n", ns, "get", "gateway", name, "-o", "json").stdout).get("status") or {}
+    addresses = [a.get("value") for a in status.get("addresses") or [] if a.get("value")]
+    if not addresses:
+        raise CheckFailed(f"{ns}/{name}: the Gateway is Programmed but has no address")
+    say(f"{ns}/{name}: Programmed at {addresses[0]}")
+    keys = {s.name: next((e.secret for e in s.secret_env if e.name == "VLLM_API_KEY"), None) for s in fleet.kube.servers}
+    url = f"http://{addresses[0]}:{gateway.listener_port}/v1/completions"
+    for picker in gateway.pickers:
+        body = {"model": picker.model, "prompt": "The capital of France is", "max_tokens": 8}
+        header = ["-H", f"{gateway.model_header}: {picker.model}"]
+        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-{picker.pool}-completion", ns,
+                                            header + curl_args(url, body, api_key=True), keys[picker.pool]))
+        if not ok or not json.loads(log or "{}").get("choices"):
+            raise CheckFailed(f"{ns}/{name}: POST /v1/completions for {picker.model} through the Gateway did not "
+                              f"answer: {log[:300]}")
+        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-{picker.pool}-nokey", ns, header + curl_args(url, body)))
+        if ok or kubectl.last_exit_code != HTTP_ERROR_EXIT_CODE:
+            raise CheckFailed(f"{ns}/{name}: a request for {picker.model} without the API key was not refused "
+                              f"with an HTTP error (curl exit code {kubectl.last_exit_code}; {HTTP_ERROR_EXIT_CODE} "
+                              f"expected): {log[:300]}")
+        say(f"{ns}/{name}: {picker.model} answers through the Gateway with the key, and refuses without it")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("blueprint")
@@ -154,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         kubectl("apply", "-f", "-", stdin=json.dumps(outsider))
         for server in servers:
             check_model(kubectl, server, print)
+        for fleet in result.model.fleets:
+            if fleet.inference_gateway is not None:
+                check_gateway(kubectl, fleet, print)
     except CheckFailed as failure:
         print(f"FAILED: {failure}", file=sys.stderr)
         return 1

@@ -193,14 +193,16 @@ def test_the_wake_trigger_is_on_the_model_at_zero_only_and_its_counters_are_scra
     assert {n for n in objs["ServiceMonitor"] if n.endswith("-epp")} == {"qwen-7b-epp", "llama-8b-epp"}
 
 
-def test_the_example_warns_that_pulumi_does_not_install_the_gateways_controllers(tmp_path):
-    """The Pulumi program installs KEDA and the Prometheus stack but not the Gateway API and Inference Extension
-    CRDs or kgateway: `pulumi up` would create the nodes and fail on the Gateway. validate says so first."""
-    result = check(EXAMPLE)
-    (finding,) = [f for f in result.findings if f.rule == "gateway-install"]
+def test_gateway_install_warns_only_where_no_pulumi_program_installs_the_controllers(tmp_path):
+    """On AWS the Pulumi program installs the gateway's CRDs and kgateway (tests/test_gateway_install.py): the
+    example is not warned. An on-prem fleet's k8s/ folder goes to a cluster fleetform does not build, where
+    nothing installs them: `kubectl apply -k` would fail on the Gateway, and validate says so first."""
+    assert [f.rule for f in check(EXAMPLE).findings if f.rule == "gateway-install"] == []
+    onprem = ROOT / "tests/corpus/398-gateway-install.yaml"
+    (finding,) = [f for f in check(onprem).findings if f.rule == "gateway-install"]
     assert finding.severity == "warning" and "fleets[0].gateway" in finding.to_text()
-    assert "kgateway v2.1.0" in finding.message and "pulumi up" in finding.message
+    assert "kgateway v2.1.0" in finding.message and "gateway-api v1.4.0" in finding.message
+    # the same on-prem fleet without a gateway: nothing to install
     path = tmp_path / "bp.yaml"
-    path.write_text(re.sub(r"    gateway:\n      request_timeout_s: 300[^\n]*\n", "", EXAMPLE.read_text()).replace(
-        "replicas: {min: 0, max: 8}", "replicas: {min: 1, max: 8}"))
+    path.write_text(onprem.read_text().replace("    gateway: {}\n", ""))
     assert [f.rule for f in check(path).findings if f.rule == "gateway-install"] == []

@@ -201,7 +201,26 @@ def _cluster_lines(resources: list[dict], markdown: bool, h) -> list[str]:
              # an OCI chart is named by its full reference and has no repository (providers/aws/kube.py install)
              r["repositoryOpts"]["repo"] if "repositoryOpts" in r else "(OCI reference)") for r in releases],
             markdown)
+    crds = [r for r in resources if r["type"] == CRD_TYPE]
+    if crds:  # a gateway's vendored CRD bundles (providers/aws/gateway.py)
+        lines += h("Custom resource definitions (applied before the releases; kept when removed)")
+        lines += _table(("group", "bundle version", "kinds"), [
+            (group, version, ", ".join(sorted(kinds))) for (group, version), kinds in sorted(_crd_groups(crds).items())],
+            markdown)
     return lines
+
+
+CRD_TYPE = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+
+
+def _crd_groups(crds: list[dict]) -> dict[tuple[str, str], set[str]]:
+    """(API group, the bundle version its CRDs are stamped with) -> kinds, from the recorded CRDs."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for r in crds:
+        spec, annotations = r["inputs"]["spec"], r["inputs"]["metadata"].get("annotations") or {}
+        version = next((v for k, v in sorted(annotations.items()) if k.endswith("/bundle-version")), "?")
+        out.setdefault((spec["group"], version), set()).add(spec["names"]["kind"])
+    return out
 
 
 REPAIR_NOTE = ("auto repair on: EKS reboots or replaces a node of the group 10 minutes after the node monitoring "

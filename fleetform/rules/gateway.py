@@ -3,6 +3,7 @@ how long a replica takes to start from nothing (the cold-start budget of a model
 
 from __future__ import annotations
 
+from ..cluster import addons_data
 from ..gateway import cold_start
 from ..k8s import LOAD_GB_PER_S
 from ..model import Blueprint
@@ -75,7 +76,8 @@ def gateway_auth(bp: Blueprint, report: Reporter) -> None:
     their NetworkPolicy; the request passes the gateway and its endpoint picker with its Authorization
     header, and vLLM checks it against VLLM_API_KEY from the model's Secret (vLLM 0.11 api_server.py, on
     /v1 paths). A model without api_key_secret would answer anyone the gateway lets in. The gateway's own
-    authentication (kgateway's policies) would need its CRDs, which this slice does not render."""
+    authentication cannot replace it: kgateway 2.1's TrafficPolicy has no API-key or JWT authentication, only extAuth
+    through an external service (docs/gateway.md, "Authentication")."""
     for fleet in bp.fleets:
         if fleet.gateway is None:
             continue
@@ -111,21 +113,27 @@ def gateway_names(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("gateway-install", "warning",
-      "a gateway's CRDs and controller are installed before `pulumi up`: the program does not install them")
+      "a gateway's CRDs and controller are installed by hand where no Pulumi program builds the cluster")
 def gateway_install(bp: Blueprint, report: Reporter) -> None:
-    """The Pulumi program installs KEDA, the Prometheus stack and the GPU operator, but not the Gateway API
-    v1.4.0 CRDs, the Inference Extension v1.1.0 CRDs or kgateway v2.1.0 (docs/gateway.md, "Not built yet"):
-    on a cluster without them the API server has no Gateway, HTTPRoute or InferencePool kind and `pulumi up`
-    fails on the first of them, after the nodes and everything before it were created. validate, render and
-    plan pass, so without this warning nothing says so before the deploy."""
+    """On AWS the Pulumi program installs the gateway's CRDs and controller (providers/aws/gateway.py: the Gateway
+    API and Inference Extension CRD bundles, then kgateway's CRD chart and kgateway, before the fleet's objects).
+    An on-prem fleet's k8s/ folder goes to a cluster fleetform does not build: `kubectl apply -k` fails on the
+    Gateway, HTTPRoute and InferencePool there until the same versions are installed, and validate and render
+    pass, so without this warning nothing says so before the apply."""
+    if bp.cluster is not None:
+        return
+    data = addons_data()
+    bundles = ", ".join(f"{name} {b['version']}" for name, b in data["crd_bundles"].items() if b["when"] == "gateway")
+    kgateway = data["charts"]["kgateway"]["version"]
     for fleet in bp.fleets:
         if fleet.gateway is None or fleet.training or fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
             continue
         report(fleet.gateway.path,
-               f"fleet '{fleet.name}' has a gateway whose CRDs and controller this program does not install "
-               "(Gateway API v1.4.0, Inference Extension v1.1.0, kgateway v2.1.0): `pulumi up` fails on the "
-               "Gateway until they are",
-               "install them on the cluster before `pulumi up` (docs/gateway.md, 'Not built yet'), or remove gateway")
+               f"fleet '{fleet.name}' has a gateway on a cluster fleetform does not build: nothing installs its CRDs "
+               f"and controller ({bundles} CRDs, kgateway {kgateway}), and `kubectl apply -k` fails on the Gateway "
+               "until they are installed",
+               "install them on the cluster before applying the fleet's k8s/ folder (docs/gateway.md, 'On-prem "
+               "clusters'), or remove gateway")
 
 
 @rule("gateway-wake", "warning",

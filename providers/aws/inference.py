@@ -110,6 +110,6 @@ class InferenceFleet(pulumi.ComponentResource):
 
     def apply(self) -> None:
         """The objects that use the releases' CRDs and the fleet's node group: after both."""
-        after = [self.node_group, *self.early, *self.eks.releases.values()]
+        after = [self.node_group, *self.early, *self.eks.crds, *self.eks.releases.values()]
         for obj in self._late:
             self._object(obj, after)

@@ -8,9 +8,10 @@ Order of creation (each step depends on the one before, by `depends_on` or by it
    the namespaces of the Helm releases;
 3. per fleet (providers/aws/inference.py): its tainted GPU node group, and its rendered objects
    that need no custom resource definition (Namespace, PriorityClass, ConfigMap);
-4. the Helm releases, pinned in providers/aws/addons.yaml (GPU Operator with the fleets' rendered
-   values, kube-prometheus-stack, KEDA or the Prometheus adapter, Cluster Autoscaler with its IAM
-   role through EKS Pod Identity); their CRDs (ScaledObject, ServiceMonitor) exist once they are up;
+4. the vendored CRD bundles where a fleet has a gateway (providers/aws/gateway.py), then the Helm releases,
+   pinned in providers/aws/addons.yaml (GPU Operator with the fleets' rendered values, kube-prometheus-stack,
+   KEDA or the Prometheus adapter, Cluster Autoscaler with its IAM role through EKS Pod Identity, kgateway's
+   CRDs and kgateway after the bundles); their CRDs (ScaledObject, ServiceMonitor) exist once they are up;
 5. per fleet: the rest of its rendered objects (Deployments, Services, ScaledObjects, ...).
 
 Each rendered object is its own Pulumi resource, read from the rendered bytes: the plan lists it,
@@ -230,6 +231,7 @@ class EksCluster(pulumi.ComponentResource):
             self._claimed.add(("Namespace", None, ns))
         self.identities = self._pod_identities(name, tags)
         self.releases: dict[str, k8s.helm.v3.Release] = {}
+        self.crds: list[KubeObject] = []  # install() applies them
         self.register_outputs({"cluster": self.cluster.name})
 
     def _addon(self, addon: str, depends_on: list) -> aws.eks.Addon:
@@ -273,11 +275,20 @@ class EksCluster(pulumi.ComponentResource):
 
     def install(self, after: list) -> None:
         """The Helm releases, once the system nodes, CoreDNS and the fleets' early objects are up."""
+        from .gateway import install_crds  # it builds on this module
+
         base = [self.system, self.addons["coredns"], *self.namespaces.values(), *after]
+        # the vendored CRD bundles (a gateway's Gateway API and Inference Extension CRDs): before the releases
+        # that watch them and the objects of their kinds (providers/aws/gateway.py)
+        self.crds = install_crds(self)
         for release in self.model.releases:
             extra = self.identities if release.name == "cluster-autoscaler" else []
             if release.name == "kueue" and "jobset" in self.releases:
                 extra = [self.releases["jobset"]]  # Kueue's JobSet integration needs JobSet's CRD
+            if release.name in ("kgateway-crds", "kgateway"):
+                # kgateway watches Gateway API and InferencePool kinds; its controller needs its own CRDs
+                # (kgateway.dev TrafficPolicy, GatewayParameters, ...) from the kgateway-crds release first
+                extra = [*self.crds, *([self.releases["kgateway-crds"]] if release.name == "kgateway" else [])]
             # a chart in an OCI registry is named by its full reference and has no repository (Helm: `helm
             # install NAME oci://REGISTRY/PATH/CHART --version V`)
             chart = dict(chart=f"{release.repo}/{release.chart}") if release.repo.startswith("oci://") else dict(
