@@ -306,6 +306,21 @@ def _servers(fleet) -> list[Workload]:
     return out
 
 
+def _gateway(fleet) -> list[Workload]:
+    """The pods of a fleet's gateway (fleetform/gateway.py): each model's endpoint picker and the body-based
+    router. They tolerate no taint and select no node: they run on the system node group, and are checked as
+    its other pods are (fleet None: the system group's reasons and hint)."""
+    g = fleet.inference_gateway
+    if g is None:
+        return []
+    path = fleet.gateway.path
+    pods = [(p.name, 1, g.cpu, g.memory) for p in g.pickers]
+    pods.append((g.router.name, g.router.replicas, g.router.cpu, g.router.memory))
+    return [Workload(f"{fleet.name}/{name}", f"fleet {fleet.name}", "Deployment", replicas, replicas,
+                     round(quantity(cpu) * 1000), round(quantity(memory) / 2**20), 0, (), (), (), None, path)
+            for name, replicas, cpu, memory in pods]
+
+
 def deep_merge(base: dict, extra: dict) -> dict:
     """Helm's way of layering values: mappings merge key by key, anything else is replaced."""
     out = dict(base)
@@ -371,7 +386,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
     workloads += [_chart_workload(a, f"EKS add-on {a['name']}", path) for a in data["node_agents"]]
     for fleet in fleets:
         if any(g.fleet == fleet.name for g in groups):
-            workloads += _servers(fleet)
+            workloads += _servers(fleet) + _gateway(fleet)
     workloads += [kueue.cluster_workload(f, f.kueue) for f in training if f.kueue.job is not None]
     for fleet in rays:
         if any(g.fleet == fleet.name for g in groups):

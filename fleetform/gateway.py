@@ -62,7 +62,7 @@ EPP_GRACE_S = 130  # the chart's terminationGracePeriodSeconds
 EPP_RUN_AS = 65532  # the `nonroot` user of distroless images, which the EPP image is built on
 MODEL_HEADER = "X-Gateway-Model-Name"
 """The header a route matches to pick a model's pool (config/manifests/bbr-example/httproute_bbr.yaml at
-v1.1.0); the extension's body-based router copies the body's `model` into it."""
+v1.1.0); the extension's body-based router (BodyRouter) copies the body's `model` into it."""
 LISTENER_PORT = 80
 ROUTE_PATH_PREFIX = "/v1"
 """The paths a route sends on: vLLM's API key guards only paths under /v1 (vLLM 0.11 api_server.py, the
@@ -74,6 +74,52 @@ EPP_CPU = "2"
 EPP_MEMORY = "2Gi"
 """The EPP's request and limit: the chart sets none; a fixed share keeps it Guaranteed beside GPU pods. It
 holds per-replica metrics and the prefix-cache index of one pool (a choice, not a measured figure)."""
+
+
+BBR_IMAGE = "registry.k8s.io/gateway-api-inference-extension/bbr:v1.1.0"
+"""The body-based router of the pinned extension (config/charts/body-based-routing/values.yaml at v1.1.0:
+hub, name `bbr`, tag v1.1.0). It reads the OpenAI body's `model` and sets MODEL_HEADER to it, asking Envoy
+to clear its route cache so the new header picks the route (pkg/bbr/handlers/request.go, ClearRouteCache)."""
+BBR_GRPC_PORT = 9004  # ext-proc (cmd/bbr/main.go --grpc-port default; the chart's bbr.port)
+BBR_HEALTH_PORT = 9005  # the gRPC health service (--grpc-health-port; the chart's bbr.healthCheckPort)
+BBR_ARGS = ("--streaming",)
+"""As the chart runs it (templates/bbr.yaml): streaming, for Envoy's FULL_DUPLEX_STREAMED body mode."""
+BBR_REPLICAS = 2
+"""The chart's default is 1; every request passes the router and the extension fails closed (BBR_FAIL_OPEN), so
+one pod would make a node drain or a rollout an outage of the endpoint. It keeps no state between requests."""
+BBR_CPU = "500m"
+BBR_MEMORY = "256Mi"
+"""The chart sets no requests; a fixed share keeps it Guaranteed (a choice, not a measured figure)."""
+BBR_FAIL_OPEN = False
+"""kgateway's ExtProcProvider.failOpen defaults to true (kgateway.dev 2.1.x API reference): with the router
+down a request would pass without the header and meet every route's 404. The chart's Istio filter sets
+`failure_mode_allow: false` (templates/istio.yaml at v1.1.0); so does this."""
+BBR_PROCESSING = (("requestHeaderMode", "SEND"), ("responseHeaderMode", "SKIP"),
+                  ("requestBodyMode", "FULL_DUPLEX_STREAMED"), ("responseBodyMode", "NONE"),
+                  ("requestTrailerMode", "SEND"), ("responseTrailerMode", "SKIP"))
+"""The processing modes of the chart's Istio EnvoyFilter at v1.1.0 (templates/istio.yaml), in kgateway's
+ProcessingMode names and enums (kgateway.dev 2.1.x API reference): the router sees request headers and the
+streamed body (which is what `--streaming` expects), never the response."""
+
+
+@frozen
+class BodyRouter:
+    """The body-based router of a gateway: its Deployment, Service, ServiceAccount and NetworkPolicy (as the
+    body-based-routing chart makes them), and the kgateway GatewayExtension and TrafficPolicy that put it in
+    front of every route of the Gateway as an ext-proc filter (the chart wires Istio and GKE only)."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    pod_selector: tuple[tuple[str, str], ...]
+    image: str = BBR_IMAGE
+    args: tuple[str, ...] = BBR_ARGS
+    grpc_port: int = BBR_GRPC_PORT
+    health_port: int = BBR_HEALTH_PORT
+    replicas: int = BBR_REPLICAS
+    cpu: str = BBR_CPU
+    memory: str = BBR_MEMORY
+    fail_open: bool = BBR_FAIL_OPEN
+    processing: tuple[tuple[str, str], ...] = BBR_PROCESSING
 
 
 @frozen
@@ -100,6 +146,7 @@ class InferenceGateway:
     request_timeout_s: int
     labels: tuple[tuple[str, str], ...]
     pickers: tuple[Picker, ...]
+    router: BodyRouter
     epp_image: str = EPP_IMAGE
     grpc_port: int = EPP_GRPC_PORT
     health_port: int = EPP_HEALTH_PORT
@@ -117,6 +164,15 @@ class InferenceGateway:
     def request_timeout(self) -> str:
         """The HTTPRoute's timeouts.request, a Gateway API Duration."""
         return f"{self.request_timeout_s}s"
+
+
+def gateway_name(fleet) -> str:
+    return f"{fleet.cloud_name}-gateway"
+
+
+def router_name(fleet) -> str:
+    """The body-based router's Deployment, Service, ServiceAccount, NetworkPolicy and kgateway objects."""
+    return f"{gateway_name(fleet)}-bbr"
 
 
 def build(fleet, kube) -> InferenceGateway | None:
@@ -138,6 +194,10 @@ def build(fleet, kube) -> InferenceGateway | None:
         pickers.append(Picker(name, server.name, server.name, server.selector, server.port,
                               selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector,
                               adapters))
-    return InferenceGateway(kube.namespace, f"{fleet.cloud_name}-gateway", GATEWAY_CLASS, LISTENER_PORT,
+    name, router = gateway_name(fleet), router_name(fleet)
+    selector = (("app.kubernetes.io/name", router), ("app.kubernetes.io/instance", router))
+    return InferenceGateway(kube.namespace, name, GATEWAY_CLASS, LISTENER_PORT,
                             spec.request_timeout_s,
-                            (("app.kubernetes.io/component", "gateway"),) + common, tuple(pickers))
+                            (("app.kubernetes.io/component", "gateway"),) + common, tuple(pickers),
+                            BodyRouter(router, selector + (("app.kubernetes.io/component", "body-based-router"),) + common,
+                                       selector))

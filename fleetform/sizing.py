@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .model import BYTES_PER_PARAM, GPU_OVERHEAD_GB, Blueprint, Fleet
+from .route_cost import route_cost
 from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
                        training_state_gb, training_time)
 
@@ -265,6 +266,9 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
                 f"{burst} GPUs / TP {model.tensor_parallel}; {replicas} x {model.tensor_parallel} / {per_node} per node",
                 f"{replicas} replicas on {nodes} node{'s' if nodes != 1 else ''}")
         utilization = slo.peak_qps / (replicas * model.tensor_parallel * slo.qps_per_gpu)
+        route = route_cost(fleet, model, replicas)
+        if route is not None:
+            out.add(f"{model.name}: cost per 1,000 requests", route.formula, route.result)
         out.notes.append(f"{model.name}: {utilization:.0%} busy at peak; inference should run at 50-70% to keep "
                          "latency under bursts")
     if fleet.nodes is not None and fleet.nodes.elastic:

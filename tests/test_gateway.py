@@ -38,7 +38,7 @@ def test_every_route_reaches_a_pool_its_picker_and_the_models_replicas():
     _, files, objs = _objects()
     (gateway,) = objs["Gateway"].values()
     assert gateway["spec"]["gatewayClassName"] == "kgateway"
-    servers = {n: d for n, d in objs["Deployment"].items() if not n.endswith("-epp")}
+    servers = {n: d for n, d in objs["Deployment"].items() if not n.endswith(("-epp", "-bbr"))}
     assert set(objs["HTTPRoute"]) == set(objs["InferencePool"]) == set(servers) == {"qwen-7b", "llama-8b"}
     for name, route in objs["HTTPRoute"].items():
         (parent,) = route["spec"]["parentRefs"]
@@ -105,7 +105,7 @@ def test_the_picker_is_admitted_and_reachable():
     servers' NetworkPolicy does not select: that policy opens the model port only, and the gateway's proxy
     calls the picker on 9002."""
     _, _, objs = _objects()
-    (policy,) = [d for n, d in objs["NetworkPolicy"].items() if not n.endswith("-epp")]
+    (policy,) = [d for n, d in objs["NetworkPolicy"].items() if not n.endswith(("-epp", "-bbr"))]
     selected = policy["spec"]["podSelector"]["matchLabels"]
     pickers = [d for n, d in objs["Deployment"].items() if n.endswith("-epp")]
     assert len(pickers) == 2
@@ -120,7 +120,7 @@ def test_the_picker_is_admitted_and_reachable():
         assert own["ingress"][0] == {"from": [{"podSelector": {}}],
                                      "ports": [{"protocol": "TCP", "port": 9002}, {"protocol": "TCP", "port": 9003}]}
         assert picker["spec"]["strategy"] == {"type": "Recreate"} and picker["spec"]["replicas"] == 1
-    servers = [d for n, d in objs["Deployment"].items() if not n.endswith("-epp")]
+    servers = [d for n, d in objs["Deployment"].items() if not n.endswith(("-epp", "-bbr"))]
     assert all(selected.items() <= d["spec"]["template"]["metadata"]["labels"].items() for d in servers)
 
 

@@ -1,5 +1,6 @@
-"""<fleet>/k8s/ objects of an inference fleet's gateway (fleetform/gateway.py): the Gateway, and per model
-an HTTPRoute, an InferencePool and its endpoint picker, one file each, listed by the fleet's kustomization."""
+"""<fleet>/k8s/ objects of an inference fleet's gateway (fleetform/gateway.py): the Gateway, per model
+an HTTPRoute, an InferencePool and its endpoint picker, and the body-based router with the kgateway objects
+that put it in front of the routes, one file each, listed by the fleet's kustomization."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from .jinja import render
 
 EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", "deployment", "networkpolicy",
                "servicemonitor")
+BBR_OBJECTS = ("serviceaccount", "deployment", "service", "networkpolicy", "gatewayextension", "trafficpolicy",
+               "backendconfigpolicy")
 
 
 def objects(fleet: Fleet) -> dict[str, bytes]:
@@ -22,4 +25,7 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
         out[f"{p.pool}-inferencepool.yaml"] = render("gateway/inferencepool.yaml.j2", **one)
         for kind in EPP_OBJECTS:
             out[f"{p.name}-{kind}.yaml"] = render(f"gateway/epp-{kind}.yaml.j2", **one)
+    one = {"g": g, "r": g.router}
+    for kind in BBR_OBJECTS:
+        out[f"{g.router.name}-{kind}.yaml"] = render(f"gateway/bbr-{kind}.yaml.j2", **one)
     return out

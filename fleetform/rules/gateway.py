@@ -4,7 +4,7 @@ how long a replica takes to start from nothing (the cold-start budget of a model
 from __future__ import annotations
 
 from ..cluster import addons_data
-from ..gateway import cold_start
+from ..gateway import cold_start, router_name
 from ..k8s import LOAD_GB_PER_S
 from ..model import Blueprint
 from . import Reporter, rule
@@ -94,16 +94,23 @@ def gateway_auth(bp: Blueprint, report: Reporter) -> None:
                        "set api_key_secret to a Secret with key VLLM_API_KEY, or remove the fleet's gateway")
 
 
-@rule("gateway-names", "error", "no model behind a gateway is named like another model's endpoint picker")
+@rule("gateway-names", "error",
+      "no model behind a gateway is named like another model's endpoint picker or the gateway's body-based router")
 def gateway_names(bp: Blueprint, report: Reporter) -> None:
     """A model's endpoint picker is named <model>-epp (its Deployment, Service, ServiceMonitor and
-    NetworkPolicy, fleetform/gateway.py): a model of that name in the same fleet would have its own objects
-    of those kinds and names, and one would replace the other when applied."""
+    NetworkPolicy, fleetform/gateway.py), and the body-based router <fleet>-gateway-bbr: a model of that name in
+    the same fleet would have its own objects of those kinds and names, and one would replace the other when applied."""
     for fleet in bp.fleets:
         if fleet.gateway is None:
             continue
         names = {model.name for model in fleet.models}
+        router = router_name(fleet)
         for model in fleet.models:
+            if model.name == router:
+                report(model.path + ("name",),
+                       f"model '{model.name}' has the name of the gateway's body-based router: their Deployments, "
+                       "Services and NetworkPolicies would be one object",
+                       f"rename model '{model.name}'")
             if f"{model.name}-epp" in names:
                 other = next(m for m in fleet.models if m.name == f"{model.name}-epp")
                 report(other.path + ("name",),

@@ -1,0 +1,66 @@
+"""The cost of a request on each route of an inference fleet (issue 23): what 1,000 requests to one model
+cost on its fleet's GPUs, from the throughput the blueprint sized the model with (slo.qps_per_gpu) and the
+catalog's dated price of the fleet's instance.
+
+Assumptions, printed with the figure:
+- A replica serves slo.qps_per_gpu requests a second on each of its GPUs (as `GPUs for the peak` sizes it),
+  so one request holds 1 / (qps_per_gpu x 3,600) GPU-hours, whatever the tensor parallel: a TP 2 replica
+  serves twice the QPS on twice the GPUs.
+- A GPU costs the instance's hourly price over the devices a node offers to pods (fleet.devices(): whole
+  GPUs, MIG slices or time-sliced shares), the unit qps_per_gpu counts in.
+- "At full throughput" is the floor: every GPU busy. At the sized peak the replicas are only as busy as
+  peak_qps over their capacity, and the cost of a request is that floor over the busy share; below the peak
+  (and at min replicas, idle) it is higher still. Requests of different lengths cost different amounts:
+  qps_per_gpu is an average over the blueprint's request mix.
+"""
+
+from __future__ import annotations
+
+from .records import frozen
+
+SECONDS_PER_HOUR = 3600
+REQUESTS = 1000
+
+
+@frozen
+class RouteCost:
+    """What 1,000 requests to one model cost on its fleet."""
+
+    model: str
+    qps_per_gpu: float
+    usd_per_gpu_hour: float
+    devices_per_node: int
+    instance_usd_hour: float
+    busy_at_peak: float  # peak_qps over the sized replicas' capacity, 0-1
+
+    @property
+    def usd_per_1000(self) -> float:
+        """At full throughput: every GPU busy."""
+        return REQUESTS * self.usd_per_gpu_hour / (self.qps_per_gpu * SECONDS_PER_HOUR)
+
+    @property
+    def usd_per_1000_at_peak(self) -> float:
+        return self.usd_per_1000 / self.busy_at_peak
+
+    @property
+    def formula(self) -> str:
+        return (f"1,000 / ({self.qps_per_gpu:g} QPS per GPU x 3,600 s) x ${self.instance_usd_hour:g}/h / "
+                f"{self.devices_per_node} GPUs per instance; over {self.busy_at_peak:.0%} busy at the sized peak")
+
+    @property
+    def result(self) -> str:
+        return (f"${self.usd_per_1000:.4f} at full throughput, ${self.usd_per_1000_at_peak:.4f} at the sized peak")
+
+
+def route_cost(fleet, model, replicas: int) -> RouteCost | None:
+    """The cost of 1,000 requests to `model` served by `replicas` replicas (the sized count), or None where
+    the model has no measured throughput or the fleet no dated price (sizing says why elsewhere)."""
+    slo, devices = model.slo, fleet.devices()
+    price = fleet.instance.price_usd_hr if fleet.instance is not None else None
+    if slo is None or devices is None or price is None or fleet.capacity_type not in ("on-demand", "reservation"):
+        return None
+    per_node = devices[0]
+    capacity = replicas * model.tensor_parallel * slo.qps_per_gpu
+    busy = min(1.0, slo.peak_qps / capacity) if capacity > 0 else 1.0
+    return RouteCost(model.name, slo.qps_per_gpu, price / per_node, per_node, price, busy)
+

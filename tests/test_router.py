@@ -1,0 +1,181 @@
+"""Model routing by the request body (issue 23): the Inference Extension's body-based router (BBR v1.1.0) copies
+the OpenAI body's `model` into the header the gateway's routes match, wired into kgateway v2.1 as an ext-proc
+GatewayExtension that a TrafficPolicy attaches to the Gateway. tests/test_k8s.py validates every object strictly and
+against tests/crd/ (the kgateway kinds written from its 2.1.x API reference); this file checks what a schema cannot:
+that the objects name each other, that the router runs as the pinned chart runs it (tests/data/gateway/bbr/), that
+the header it sets is the one the routes match, that it is admitted and reachable, and the gateway-names rule.
+
+What only a cluster proves (not run here): that kgateway 2.1 builds the ext-proc filter from these objects ahead of
+route selection, speaks TLS to the router under the BackendConfigPolicy, and re-selects the route after the router
+sets the header (the router asks for it: ClearRouteCache in pkg/bbr/handlers/request.go; kgateway's
+routeCacheAction default FromResponse honours it). docs/gateway.md has the curl to run."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import jsonschema
+import yaml
+
+from conftest import ROOT
+from fleetform.pipeline import check
+from test_gateway import EXAMPLE, _objects
+from test_k8s import _restricted_violations
+
+BBR = ROOT / "tests/data/gateway/bbr"
+ROUTER = "chat-gateway-bbr"
+
+
+def test_the_router_is_wired_in_front_of_every_route():
+    _, files, objs = _objects()
+    gateway = objs["Gateway"]["chat-gateway"]
+    policy = objs["TrafficPolicy"][ROUTER]["spec"]
+    # attached to the Gateway itself, so every route (every model) passes the router first
+    assert policy["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                     "name": gateway["metadata"]["name"]}]
+    extension = objs["GatewayExtension"][policy["extProc"]["extensionRef"]["name"]]
+    assert extension["metadata"]["namespace"] == gateway["metadata"]["namespace"]
+    ext = extension["spec"]
+    assert ext["type"] == "ExtProc" and ext["extProc"]["failOpen"] is False
+    ref = ext["extProc"]["grpcService"]["backendRef"]
+    service = objs["Service"][ref["name"]]
+    assert ref["port"] in [p["port"] for p in service["spec"]["ports"]]
+    deployment = objs["Deployment"][ROUTER]
+    pod = deployment["spec"]["template"]
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    (container,) = pod["spec"]["containers"]
+    assert ref["port"] in [p["containerPort"] for p in container["ports"]]
+    # the proxy speaks TLS to the router's Service
+    tls = objs["BackendConfigPolicy"][ROUTER]["spec"]
+    assert tls["targetRefs"] == [{"group": "", "kind": "Service", "name": service["metadata"]["name"]}]
+    assert tls["tls"] == {"insecureSkipVerify": True}
+    # and every file is listed by the fleet's kustomization
+    listed = yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
+    assert {f"{ROUTER}-{k}.yaml" for k in ("deployment", "service", "serviceaccount", "networkpolicy",
+                                            "gatewayextension", "trafficpolicy", "backendconfigpolicy")} <= set(listed)
+
+
+def test_the_router_runs_as_the_pinned_chart_runs_it():
+    values = yaml.safe_load((BBR / "values.yaml").read_text())["bbr"]
+    template = (BBR / "templates-bbr.yaml").read_text()
+    _, _, objs = _objects()
+    (container,) = objs["Deployment"][ROUTER]["spec"]["template"]["spec"]["containers"]
+    image = values["image"]
+    assert container["image"] == f"{image['hub']}/{image['name']}:{image['tag']}"
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert (ports["grpc"], ports["grpc-health"]) == (values["port"], values["healthCheckPort"])
+    # the chart's args: --streaming (Envoy's FULL_DUPLEX_STREAMED body mode), and a log level
+    chart_args = re.findall(r'^\s+- "(--[a-z-]+)"', template, re.M)
+    assert chart_args == ["--streaming", "--v"] and container["args"] == ["--streaming"]
+    assert container["livenessProbe"]["grpc"]["port"] == values["healthCheckPort"]
+
+
+def _istio_processing_mode() -> dict[str, str]:
+    text = (BBR / "templates-istio.yaml").read_text()
+    block = text[text.index("processing_mode:"):text.index("grpc_service:")]
+    pairs = dict(re.findall(r"(\w+_mode): \"(\w+)\"", block))
+    return {re.sub(r"_(\w)", lambda m: m.group(1).upper(), k): v for k, v in pairs.items()}
+
+
+def test_the_filter_sees_what_the_charts_filter_sees_and_fails_closed():
+    """The chart's only Envoy wiring is Istio's EnvoyFilter: its processing modes, in kgateway's camelCase names,
+    are the GatewayExtension's, and like it the filter does not let a request past a router that is down."""
+    _, _, objs = _objects()
+    ext = objs["GatewayExtension"][ROUTER]["spec"]["extProc"]
+    assert _istio_processing_mode() == ext["processingMode"]
+    assert ext["processingMode"]["requestBodyMode"] == "FULL_DUPLEX_STREAMED"
+    text = (BBR / "templates-istio.yaml").read_text()
+    assert "failure_mode_allow: false" in text and ext["failOpen"] is False
+    assert "insecureSkipVerify: true" in text  # the DestinationRule: the router's certificate is self-signed
+
+
+def test_the_header_the_router_sets_is_the_one_the_routes_match():
+    """pkg/bbr/handlers/request.go at v1.1.0: `const modelHeader = "X-Gateway-Model-Name"`, set from the body's
+    `model` (RequestBody.Model, json:"model"); every route matches that header with the served model name."""
+    upstream = yaml.safe_load_all((ROOT / "tests/data/gateway/bbr-example-httproute_bbr.yaml").read_text())
+    upstream_headers = {h["name"] for d in upstream if d for r in d["spec"]["rules"] for m in r["matches"]
+                        for h in m.get("headers", ())}
+    assert upstream_headers == {"X-Gateway-Model-Name"}
+    _, _, objs = _objects()
+    served = set()
+    for route in objs["HTTPRoute"].values():
+        (rule,) = route["spec"]["rules"]
+        (match,) = rule["matches"]
+        (header,) = match["headers"]
+        assert header["name"] in upstream_headers and header["type"] == "Exact"
+        served.add(header["value"])
+    assert served == {"qwen-7b", "llama-8b"}  # the `model` a client sends: vLLM's --served-model-name
+
+
+def test_the_router_is_admitted_and_reachable():
+    _, _, objs = _objects()
+    deployment = objs["Deployment"][ROUTER]
+    pod = deployment["spec"]["template"]
+    assert _restricted_violations(pod["spec"]) == []
+    # controller-runtime reads the in-cluster config at start (cmd/bbr/main.go: ctrl.GetConfig)
+    assert pod["spec"]["automountServiceAccountToken"] is True
+    assert objs["ServiceAccount"][ROUTER]["automountServiceAccountToken"] is False
+    # more than one replica, none taken down before its successor is ready: every request passes it
+    assert deployment["spec"]["replicas"] >= 2
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    own = objs["NetworkPolicy"][ROUTER]["spec"]
+    assert own["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert own["ingress"] == [{"from": [{"podSelector": {}}],
+                               "ports": [{"protocol": "TCP", "port": 9004}, {"protocol": "TCP", "port": 9005}]}]
+    # the model servers' policy does not select it (that one opens the model port only)
+    (servers,) = [d for n, d in objs["NetworkPolicy"].items() if not n.endswith(("-epp", "-bbr"))]
+    assert not servers["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+
+
+def test_the_kgateway_schemas_refuse_a_misspelt_field():
+    _, _, objs = _objects()
+    for kind in ("GatewayExtension", "TrafficPolicy", "BackendConfigPolicy"):
+        schema = json.loads((ROOT / f"tests/crd/gateway.kgateway.dev_v1alpha1_{kind}.json").read_text())
+        doc = objs[kind][ROUTER]
+        assert list(jsonschema.Draft202012Validator(schema).iter_errors(doc)) == []
+        spec = dict(doc["spec"], failopen=False)
+        assert list(jsonschema.Draft202012Validator(schema).iter_errors(dict(doc, spec=spec)))
+    ext = objs["GatewayExtension"][ROUTER]
+    bad = json.loads(json.dumps(ext))
+    bad["spec"]["extProc"]["processingMode"]["requestBodyMode"] = "FULL_DUPLEX"
+    schema = json.loads((ROOT / "tests/crd/gateway.kgateway.dev_v1alpha1_GatewayExtension.json").read_text())
+    assert list(jsonschema.Draft202012Validator(schema).iter_errors(bad))
+
+
+def test_no_gateway_no_router(tmp_path):
+    path = tmp_path / "bp.yaml"
+    path.write_text(re.sub(r"    gateway:\n      request_timeout_s: 300[^\n]*\n", "", EXAMPLE.read_text()).replace(
+        "replicas: {min: 0, max: 8}", "replicas: {min: 1, max: 8}"))
+    _, files, objs = _objects(path)
+    assert not any("bbr" in name for name in files)
+    assert not {"GatewayExtension", "TrafficPolicy", "BackendConfigPolicy"} & set(objs)
+
+
+def test_a_model_named_like_the_router_is_refused(tmp_path):
+    path = tmp_path / "bp.yaml"
+    path.write_text(EXAMPLE.read_text().replace("- name: qwen-7b", f"- name: {ROUTER}"))
+    (finding,) = [f for f in check(path).findings if f.rule == "gateway-names"]
+    assert finding.severity == "error" and "fleets[0].models[0].name" in finding.to_text()
+    assert "body-based router" in finding.message
+    assert [f for f in check(EXAMPLE).findings if f.rule == "gateway-names"] == []
+
+
+def test_the_gateways_pods_are_counted_where_they_run(tmp_path):
+    """The pickers and the router tolerate no GPU taint: the cluster-admission rule places them on the system node
+    group with the cluster's services, at the requests their Deployments ask for."""
+    result, _, objs = _objects()
+    counted = {w.name: w for w in result.model.cluster.workloads if w.name.startswith("chat/") and w.fleet is None}
+    assert set(counted) == {"chat/qwen-7b-epp", "chat/llama-8b-epp", f"chat/{ROUTER}"}
+    for name, w in counted.items():
+        deployment = objs["Deployment"][name.split("/")[1]]
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert (w.min_replicas, w.max_replicas) == (deployment["spec"]["replicas"],) * 2
+        assert w.cpu_m == {"2": 2000, "500m": 500}[container["resources"]["requests"]["cpu"]]
+    # on the default m7i.large system nodes (1770m allocatable) no picker is admitted
+    path = tmp_path / "bp.yaml"
+    path.write_text(EXAMPLE.read_text().replace("system_nodes: {instance_type: m7i.xlarge, nodes: 2}",
+                                                "system_nodes: {instance_type: m7i.large, nodes: 2}"))
+    found = [f.message for f in check(path).findings if f.rule == "cluster-admission"]
+    assert len(found) == 2 and all("-epp" in m and "CPU 2000m > 1770m allocatable" in m for m in found)
