@@ -170,7 +170,7 @@ class Estimate:
     qps_replica: float  # requests per second one replica serves at 100% busy
     tokens_per_s_gpu: float  # output tokens per second per GPU at that
     load: float  # the share of qps_replica the TTFT target allows (0: it cannot be met)
-    ttft_s: float  # the estimated time to first token at that load (at an idle replica where unmet)
+    ttft_s: float  # the estimated time to first token at the peak on `replicas` (at an idle replica where unmet)
     replicas: int  # for the peak, before redundancy and burst headroom (0: unmet)
     why: str  # "" when the shape meets the SLO, else what it misses
 
@@ -214,7 +214,8 @@ def estimate(arch: Arch, hw: Hardware, tp: int, work: Workload, kv_limit: int, f
                         f"{work.ttft_s * 1000:g} ms target")
     load = 1 - pf / room
     replicas = math.ceil(work.peak_qps / (qps * load))
-    return Estimate(hw.name, tp, batch, step, pf, qps, tokens_gpu, load, step + pf / (1 - load), replicas, "")
+    at_peak = work.peak_qps / (replicas * qps)  # the load of each of those replicas at the peak: <= load
+    return Estimate(hw.name, tp, batch, step, pf, qps, tokens_gpu, load, step + pf / (1 - at_peak), replicas, "")
 
 
 @dataclass(frozen=True)
@@ -301,3 +302,148 @@ def reproduce(point: dict, f: Factors = FACTORS) -> float:
     return benchmark_figure(arch, Hardware.of(gpu), point["tp"], point["kind"],
                             point.get("batch", point.get("concurrency", 1)), point["input_tokens"],
                             point["output_tokens"], f)
+
+
+ROOFLINE_FIELDS = ("input_tokens", "output_tokens", "itl_s", "ttft_p90_s")
+"""The SLO's fields the estimate needs (ttft_p90_s is also a KEDA trigger where the fleet scales with KEDA)."""
+
+
+def workload_of(slo) -> Workload | None:
+    """The estimate's workload from a blueprint's slo (model.Slo); None where a field it needs is missing."""
+    if slo is None or any(getattr(slo, name) is None for name in ROOFLINE_FIELDS):
+        return None
+    return Workload(slo.input_tokens, slo.output_tokens, slo.ttft_p90_s, slo.itl_s, slo.peak_qps)
+
+
+@dataclass(frozen=True)
+class SloSizing:
+    """A model's sizing from its SLO: the blueprint's own shape and every candidate of the catalog, ranked."""
+
+    model: str
+    workload: Workload
+    chosen: Candidate | None  # the blueprint's instance type (or on-prem shape) and tensor_parallel
+    candidates: list[Candidate]  # the catalog's instance types x TP that hold the model, ranked
+    measured_qps_per_gpu: float | None  # the blueprint's qps_per_gpu, which overrides the estimate
+
+    @property
+    def cheapest(self) -> Candidate | None:
+        return next((c for c in self.candidates if c.estimate.meets and c.usd_hour is not None), None)
+
+    @property
+    def qps_per_gpu(self) -> float | None:
+        """What the replicas are sized with: the measured figure, else the blueprint's shape's estimate
+        (None where that shape does not meet the SLO)."""
+        if self.measured_qps_per_gpu is not None:
+            return self.measured_qps_per_gpu
+        return self.chosen.estimate.qps_per_gpu if self.chosen is not None and self.chosen.estimate.meets else None
+
+
+def _candidate(model, arch_fn, hw: Hardware, tp: int, gpus_per_node: int, name: str, price: float | None,
+               work: Workload, slo) -> Candidate:
+    from .model import GPU_OVERHEAD_GB
+
+    arch = arch_fn()
+    limit = kv_batch_limit(arch, hw, tp, work.input_tokens + work.output_tokens, model.gpu_memory_utilization,
+                           GPU_OVERHEAD_GB)
+    est = estimate(arch, hw, tp, work, limit)
+    replicas, nodes = shape(est, work.peak_qps, gpus_per_node, slo.redundancy, slo.burst_headroom)
+    return Candidate(name, gpus_per_node, price, est, replicas, nodes)
+
+
+def for_model(fleet, model, instances=None) -> SloSizing | None:
+    """The SLO sizing of one served model of an inference fleet; None where the estimate cannot run: no
+    complete SLO workload, a model the model catalog does not list (no attention layout), an unknown
+    shape, or shared GPUs (MIG, time-slicing, MPS: the roofline is of whole GPUs)."""
+    from .catalog import load_catalog
+    from .fit import fits, kv_dtype_bytes
+
+    work = workload_of(model.slo)
+    if work is None or model.spec is None or fleet.shape is None or fleet.gpu_sharing.strategy != "none":
+        return None
+    kv = kv_dtype_bytes(model)
+
+    def arch_fn():
+        return arch_of(model.spec, model.model_params_billion, model.precision, model.weights_gb, kv)
+
+    tokens = work.input_tokens + work.output_tokens
+    chosen = _candidate(model, arch_fn, Hardware.of(fleet.shape.gpu), model.tensor_parallel, fleet.shape.gpu_count,
+                        fleet.instance_type or fleet.shape.gpu.name,
+                        fleet.instance.price_usd_hr if fleet.instance is not None else None, work, model.slo)
+    candidates = []
+    if fleet.instance is not None:  # the catalog's prices are AWS's: on-prem fleets get their own shape only
+        for instance in (instances if instances is not None else load_catalog().instances.values()):
+            if instance.price_usd_hr is None:
+                continue
+            for tp in (d for d in range(1, instance.gpu_count + 1) if instance.gpu_count % d == 0):
+                if fits(model, instance.gpu.memory_gb, tp, tokens):
+                    candidates.append(_candidate(model, arch_fn, Hardware.of(instance.gpu), tp, instance.gpu_count,
+                                                 instance.name, instance.price_usd_hr, work, model.slo))
+    return SloSizing(model.name, work, chosen, rank(candidates), model.slo.qps_per_gpu)
+
+
+def as_dict(s: SloSizing, top: int = 5) -> dict:
+    """The plan's JSON of a model's SLO sizing: the assumptions, the blueprint's shape, the candidates ranked."""
+    def one(c: Candidate) -> dict:
+        e = c.estimate
+        return {"instance_type": c.instance_type, "gpu": e.hardware, "tensor_parallel": e.tp,
+                "meets_slo": e.meets, "misses": e.why or None, "batch": e.batch,
+                "itl_ms": round(e.itl_s * 1000, 2), "prefill_ms": round(e.prefill_s * 1000, 2),
+                "ttft_ms": round(e.ttft_s * 1000, 1), "load": round(e.load, 3),
+                "qps_per_replica": round(e.qps_replica, 3), "qps_per_gpu": round(e.qps_per_gpu, 3),
+                "output_tokens_per_s_per_gpu": round(e.tokens_per_s_gpu, 1),
+                "replicas": c.replicas, "nodes": c.nodes,
+                "usd_per_hour": None if c.usd_hour is None else round(c.usd_hour, 2)}
+
+    w = s.workload
+    return {
+        "model": s.model,
+        "workload": {"input_tokens": w.input_tokens, "output_tokens": w.output_tokens, "ttft_s": w.ttft_s,
+                     "itl_s": w.itl_s, "peak_qps": w.peak_qps},
+        "factors": {"prefill_mfu": FACTORS.prefill_mfu, "decode_bandwidth": FACTORS.decode_bandwidth,
+                    "step_overhead_s": FACTORS.step_overhead_s, "allreduce_latency_s": FACTORS.allreduce_latency_s,
+                    "max_batch": MAX_BATCH, "calibration": "benchmarks/slo-published.json: five published vLLM "
+                    f"figures on H200 and A100, each within {CALIBRATION_TOLERANCE:.0%}"},
+        "measured_qps_per_gpu": s.measured_qps_per_gpu,
+        "sized_with": ("measured qps_per_gpu" if s.measured_qps_per_gpu is not None else
+                       "the estimate at the blueprint's shape" if s.qps_per_gpu is not None else None),
+        "chosen": None if s.chosen is None else one(s.chosen),
+        "candidates": [one(c) for c in s.candidates[:top]],
+        "candidates_considered": len(s.candidates),
+        "prices": "on-demand prices of us-east-1: AWS Price List API, 2026-07-20 (the catalog's)",
+    }
+
+
+def plan_lines(entries: list[dict], markdown: bool, table) -> list[str]:
+    """The plan's text and markdown of the fleet's SLO sizings (entries: as_dict's), with `table` the plan's
+    table writer."""
+    lines: list[str] = []
+    for e in entries:
+        w, f = e["workload"], e["factors"]
+        title = (f"SLO sizing of {e['model']}: {w['input_tokens']:,} in / {w['output_tokens']:,} out tokens, "
+                 f"TTFT {w['ttft_s'] * 1000:g} ms, ITL {w['itl_s'] * 1000:g} ms, {w['peak_qps']:g} QPS at peak")
+        lines += ["", f"**{title}**", ""] if markdown else ["", f"  {title}"]
+        assumptions = (f"roofline: prefill at {f['prefill_mfu']:g} of dense tensor FLOPS, decode at "
+                       f"{f['decode_bandwidth']:g} of HBM bandwidth + {f['step_overhead_s'] * 1000:g} ms a step, "
+                       f"{f['allreduce_latency_s'] * 1e6:g} us an all-reduce, batch up to {f['max_batch']}; "
+                       f"calibrated on {f['calibration']}")
+        lines.append(f"- _{assumptions}_" if markdown else f"    {assumptions}")
+        sized = (f"sized with the measured qps_per_gpu {e['measured_qps_per_gpu']:g} (it overrides the estimate)"
+                 if e["sized_with"] == "measured qps_per_gpu" else
+                 "sized with the estimate at the blueprint's shape" if e["sized_with"] else
+                 "not sized: the blueprint's shape does not meet the SLO")
+        lines.append(f"- _{sized}_" if markdown else f"    {sized}")
+        rows = []
+        for label, c in ([("blueprint", e["chosen"])] if e["chosen"] else []) + [
+                (str(i), c) for i, c in enumerate(e["candidates"], 1)]:
+            rows.append((label, c["instance_type"], f"TP {c['tensor_parallel']}", str(c["batch"]),
+                         f"{c['itl_ms']:g}", f"{c['ttft_ms']:g}", f"{c['output_tokens_per_s_per_gpu']:,.0f}",
+                         f"{c['qps_per_gpu']:g}", str(c["replicas"]), str(c["nodes"]),
+                         "-" if c["usd_per_hour"] is None else f"${c['usd_per_hour']:,.2f}",
+                         "yes" if c["meets_slo"] else f"no: {c['misses']}"))
+        header = ("rank", "instance", "TP", "batch", "ITL ms", "TTFT ms", "out tok/s/GPU", "QPS/GPU", "replicas",
+                  "nodes", "$/h", "meets SLO")
+        lines += ([""] if markdown else []) + table(header, rows, markdown) + ([""] if markdown else [])
+        if e["candidates_considered"] > len(e["candidates"]):
+            more = f"{e['candidates_considered'] - len(e['candidates'])} more candidates not shown"
+            lines.append(f"- _{more}_" if markdown else f"    {more}")
+    return lines
