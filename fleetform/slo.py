@@ -365,7 +365,7 @@ def for_model(fleet, model, instances=None) -> SloSizing | None:
     def arch_fn():
         return arch_of(model.spec, model.model_params_billion, model.precision, model.weights_gb, kv)
 
-    tokens = work.input_tokens + work.output_tokens
+    tokens = model.context_tokens or work.input_tokens + work.output_tokens  # what vLLM must hold to start
     chosen = _candidate(model, arch_fn, Hardware.of(fleet.shape.gpu), model.tensor_parallel, fleet.shape.gpu_count,
                         fleet.instance_type or fleet.shape.gpu.name,
                         fleet.instance.price_usd_hr if fleet.instance is not None else None, work, model.slo)

@@ -30,6 +30,11 @@ def slo_inputs(bp: Blueprint, report: Reporter) -> None:
         elif given and missing:
             report(slo.path, f"model '{model.name}': the SLO estimate needs {', '.join(missing)} beside "
                    f"{', '.join(given)}", f"add {', '.join(missing)} to slo, or remove {', '.join(given)}")
+        elif not missing and model.context_tokens is not None and \
+                slo.input_tokens + slo.output_tokens > model.context_tokens:
+            report(slo.path + ("input_tokens",), f"model '{model.name}': a request of {slo.input_tokens:,} + "
+                   f"{slo.output_tokens:,} tokens is longer than the {model.context_tokens:,} tokens vLLM serves "
+                   "(max_model_len): vLLM refuses it", "raise max_model_len, or lower input_tokens or output_tokens")
         elif slo.qps_per_gpu is None and model.spec is None:
             report(slo.path, f"model '{model.name}': {model.model} is not in fleetform's model catalog, so the SLO "
                    "estimate has no attention layout (layers, KV heads) to size the KV cache from",
