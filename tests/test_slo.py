@@ -135,8 +135,9 @@ def _candidate(name, price, meets=True, gpus=8, tp=1, replicas=1):
 
 
 def test_candidates_rank_cheapest_meeting_first_and_misses_last():
-    ranked = slo.rank([_candidate("miss", 1.0, meets=False), _candidate("dear", 9.0), _candidate("cheap", 2.0)])
-    assert [c.instance_type for c in ranked] == ["cheap", "dear", "miss"]
+    ranked = slo.rank([_candidate("miss", 1.0, meets=False), _candidate("dear", 9.0), _candidate("cheap", 2.0),
+                       _candidate("unpriced", None)])
+    assert [c.instance_type for c in ranked] == ["cheap", "dear", "unpriced", "miss"]
     assert ranked[-1].usd_hour is None
 
 
