@@ -232,3 +232,28 @@ def test_plan_shows_the_assumptions_and_the_ranked_candidates(tmp_path):
     md = subprocess.run([sys.executable, "-m", "fleetform", "plan", str(path), "--format", "markdown",
                          "--no-resources"], capture_output=True, text=True, check=False).stdout
     assert "| rank | instance | TP | batch | ITL ms |" in md and "| blueprint | g6e.xlarge |" in md
+
+
+def test_the_example_is_the_cheapest_shape_meeting_its_slo_with_the_replicas_it_needs():
+    result = check(EXAMPLE)
+    assert result.model is not None and not result.findings, [f.to_text() for f in result.findings]
+    fleet = result.model.fleets[0]
+    model = fleet.models[0]
+    assert model.slo.qps_per_gpu is None  # sized by the estimate, nothing measured
+    sized = slo.for_model(fleet, model)
+    best = sized.cheapest
+    assert (best.instance_type, best.estimate.tp) == (fleet.instance_type, model.tensor_parallel)
+    assert model.replicas.min == best.replicas and fleet.nodes.min >= best.nodes
+
+
+def test_render_check_holds_the_examples_render(tmp_path):
+    """`fleetform render --check` accepts the example's own render (tests/test_golden.py holds it equal to
+    tests/golden/inference-slo) and reports the ScaledObject stale once the SLO's TTFT target changes."""
+    command = [sys.executable, "-m", "fleetform", "render"]
+    out = tmp_path / "out"
+    assert subprocess.run(command + [str(EXAMPLE), "-o", str(out)], capture_output=True).returncode == 0
+    assert subprocess.run(command + [str(EXAMPLE), "-o", str(out), "--check"], capture_output=True).returncode == 0
+    changed = tmp_path / "inference-slo.yaml"
+    changed.write_text(EXAMPLE.read_text().replace("ttft_p90_s: 0.8 ", "ttft_p90_s: 0.7 "))
+    result = subprocess.run(command + [str(changed), "-o", str(out), "--check"], capture_output=True, text=True)
+    assert result.returncode == 1 and "chat/k8s/llama-8b-scaledobject.yaml" in result.stdout, result.stdout
