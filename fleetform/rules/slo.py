@@ -4,7 +4,7 @@ shape of the catalog meets it, and the blueprint's own instance type and tensor_
 from __future__ import annotations
 
 from ..model import Blueprint
-from . import Reporter, rule
+from . import UNIQUE_NAMES, Reporter, rule
 from .inference import _inference
 
 
@@ -62,7 +62,7 @@ def _shape(c) -> str:
 
 
 @rule("slo-unmet", "error", "some instance type and tensor_parallel of the catalog meets the model's SLO (estimated)",
-      needs=("slo-inputs",))
+      needs=(UNIQUE_NAMES, "slo-inputs", "model-fits"))
 def slo_unmet(bp: Blueprint, report: Reporter) -> None:
     from ..slo import closest
 
@@ -82,7 +82,7 @@ def slo_unmet(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("slo-shape", "warning", "the blueprint's instance type and tensor_parallel meet the model's SLO (estimated)",
-      needs=("slo-inputs",))
+      needs=(UNIQUE_NAMES, "slo-inputs", "model-fits"))
 def slo_shape(bp: Blueprint, report: Reporter) -> None:
     for fleet, model, sized in _estimates(bp):
         chosen, best = sized.chosen, sized.cheapest
