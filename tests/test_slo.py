@@ -257,3 +257,26 @@ def test_render_check_holds_the_examples_render(tmp_path):
     changed.write_text(EXAMPLE.read_text().replace("ttft_p90_s: 0.8 ", "ttft_p90_s: 0.7 "))
     result = subprocess.run(command + [str(changed), "-o", str(out), "--check"], capture_output=True, text=True)
     assert result.returncode == 1 and "chat/k8s/llama-8b-scaledobject.yaml" in result.stdout, result.stdout
+
+
+def test_plan_shows_the_estimate_beside_a_measured_figure(tmp_path):
+    _blueprint(tmp_path, "{peak_qps: 8, qps_per_gpu: 2, input_tokens: 1024, output_tokens: 256, itl_s: 0.05, "
+                         "ttft_p90_s: 1}")
+    out = subprocess.run([sys.executable, "-m", "fleetform", "plan", str(tmp_path / "bp.yaml"), "--format", "json",
+                          "--no-resources"], capture_output=True, text=True, check=False)
+    data = json.loads(out.stdout)
+    entry = data["sizing"][0]["slo"][0]
+    assert entry["sized_with"] == "measured qps_per_gpu" and entry["measured_qps_per_gpu"] == 2
+    assert any(s["formula"] == "8 QPS / 2 QPS per GPU" for s in data["sizing"][0]["steps"])
+
+
+def test_the_estimate_refuses_shared_gpus(tmp_path):
+    shared = _blueprint(tmp_path, "{peak_qps: 8, input_tokens: 1024, output_tokens: 256, itl_s: 0.05, ttft_p90_s: 1}",
+                        instance="p5.48xlarge", extra="")
+    assert shared.model is not None  # whole GPUs: estimated
+    text = (tmp_path / "bp.yaml").read_text().replace(
+        "    scheduler: {type: kubernetes, version: \"1.35\"}\n",
+        "    scheduler: {type: kubernetes, version: \"1.35\"}\n    gpu_sharing: {strategy: mig, profile: 3g.40gb}\n")
+    (tmp_path / "bp.yaml").write_text(text)
+    found = [f for f in check(tmp_path / "bp.yaml").findings if f.rule == "slo-inputs"]
+    assert len(found) == 1 and "whole GPUs" in found[0].message, [f.to_text() for f in check(tmp_path / "bp.yaml").findings]
