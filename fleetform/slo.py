@@ -383,6 +383,8 @@ def for_model(fleet, model, instances=None) -> SloSizing | None:
 
 def as_dict(s: SloSizing, top: int = 5) -> dict:
     """The plan's JSON of a model's SLO sizing: the assumptions, the blueprint's shape, the candidates ranked."""
+    from .sizing import PRICES
+
     def one(c: Candidate) -> dict:
         e = c.estimate
         return {"instance_type": c.instance_type, "gpu": e.hardware, "tensor_parallel": e.tp,
@@ -409,7 +411,7 @@ def as_dict(s: SloSizing, top: int = 5) -> dict:
         "chosen": None if s.chosen is None else one(s.chosen),
         "candidates": [one(c) for c in s.candidates[:top]],
         "candidates_considered": len(s.candidates),
-        "prices": "on-demand prices of us-east-1: AWS Price List API, 2026-07-20 (the catalog's)",
+        "prices": PRICES,
     }
 
 

@@ -278,5 +278,6 @@ def test_the_estimate_refuses_shared_gpus(tmp_path):
         "    scheduler: {type: kubernetes, version: \"1.35\"}\n",
         "    scheduler: {type: kubernetes, version: \"1.35\"}\n    gpu_sharing: {strategy: mig, profile: 3g.40gb}\n")
     (tmp_path / "bp.yaml").write_text(text)
-    found = [f for f in check(tmp_path / "bp.yaml").findings if f.rule == "slo-inputs"]
-    assert len(found) == 1 and "whole GPUs" in found[0].message, [f.to_text() for f in check(tmp_path / "bp.yaml").findings]
+    findings = check(tmp_path / "bp.yaml").findings
+    found = [f for f in findings if f.rule == "slo-inputs"]
+    assert len(found) == 1 and "whole GPUs" in found[0].message, [f.to_text() for f in findings]

@@ -15,7 +15,8 @@ def _models(bp: Blueprint):
                 yield fleet, model
 
 
-@rule("slo-inputs", "error", "an SLO gives a measured qps_per_gpu, or all an estimate needs and a model it can estimate")
+@rule("slo-inputs", "error",
+      "an SLO gives a measured qps_per_gpu, or all an estimate needs and a model it can estimate")
 def slo_inputs(bp: Blueprint, report: Reporter) -> None:
     from ..slo import ROOFLINE_FIELDS
 
