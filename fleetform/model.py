@@ -283,12 +283,15 @@ class Weights:
 @frozen
 class Slo:
     peak_qps: float
-    qps_per_gpu: float
+    qps_per_gpu: float | None  # measured; None: estimated from the SLO (fleetform/slo.py)
     latency_s: float | None
     redundancy: int
     burst_headroom: float
     path: Path
     ttft_p90_s: float | None = None  # keda: a time-to-first-token trigger, None: none
+    input_tokens: int | None = None  # the SLO's workload and inter-token target: fleetform/slo.py's roofline
+    output_tokens: int | None = None
+    itl_s: float | None = None
 
 
 @frozen

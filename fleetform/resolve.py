@@ -118,8 +118,9 @@ def _model(item: dict, path: tuple) -> Model:
             auto.get("scale_up", {}).get("replicas"), auto.get("scale_up", {}).get("period_s"),
             auto.get("fallback_replicas"), auto.get("kv_cache_target"), auto.get("cold_start_latency_s")),
         slo=None if slo is None else Slo(
-            slo["peak_qps"], slo["qps_per_gpu"], slo.get("latency_s"), slo.get("redundancy", 0),
-            slo.get("burst_headroom", 0.0), path + ("slo",), slo.get("ttft_p90_s")),
+            slo["peak_qps"], slo.get("qps_per_gpu"), slo.get("latency_s"), slo.get("redundancy", 0),
+            slo.get("burst_headroom", 0.0), path + ("slo",), slo.get("ttft_p90_s"),
+            slo.get("input_tokens"), slo.get("output_tokens"), slo.get("itl_s")),
         hf_token_secret=item.get("hf_token_secret"),
         path=path,
         checkpoint_precision=item.get("checkpoint_precision", ""),

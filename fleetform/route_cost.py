@@ -52,15 +52,16 @@ class RouteCost:
         return (f"${self.usd_per_1000:.4f} at full throughput, ${self.usd_per_1000_at_peak:.4f} at the sized peak")
 
 
-def route_cost(fleet, model, replicas: int) -> RouteCost | None:
-    """The cost of 1,000 requests to `model` served by `replicas` replicas (the sized count), or None where
-    the model has no measured throughput or the fleet no dated price (sizing says why elsewhere)."""
+def route_cost(fleet, model, replicas: int, qps_per_gpu: float) -> RouteCost | None:
+    """The cost of 1,000 requests to `model` served by `replicas` replicas (the sized count) at `qps_per_gpu`
+    (measured, or sizing's estimate from the SLO), or None where the fleet has no dated price (sizing says why
+    elsewhere)."""
     slo, devices = model.slo, fleet.devices()
     price = fleet.instance.price_usd_hr if fleet.instance is not None else None
     if slo is None or devices is None or price is None or fleet.capacity_type not in ("on-demand", "reservation"):
         return None
     per_node = devices[0]
-    capacity = replicas * model.tensor_parallel * slo.qps_per_gpu
+    capacity = replicas * model.tensor_parallel * qps_per_gpu
     busy = min(1.0, slo.peak_qps / capacity) if capacity > 0 else 1.0
-    return RouteCost(model.name, slo.qps_per_gpu, price / per_node, per_node, price, busy)
+    return RouteCost(model.name, qps_per_gpu, price / per_node, per_node, price, busy)
 

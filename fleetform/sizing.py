@@ -60,6 +60,7 @@ class FleetSizing:
     role: str
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    slo: list[dict] = field(default_factory=list)  # fleetform.slo.as_dict of each model sized from its SLO
 
     def add(self, what: str, formula: str, result: str) -> None:
         self.steps.append(Step(what, formula, result))
@@ -255,9 +256,18 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         if model.slo is None:
             continue
         slo = model.slo
-        base, spare, burst = slo_gpus(slo.peak_qps, slo.qps_per_gpu, slo.redundancy, slo.burst_headroom)
-        out.add(f"{model.name}: GPUs for the peak", f"{slo.peak_qps:g} QPS / {slo.qps_per_gpu:g} QPS per GPU",
-                f"{base} GPUs")
+        qps_per_gpu = _slo_estimate(fleet, model, out) if slo.qps_per_gpu is None else slo.qps_per_gpu
+        if slo.qps_per_gpu is not None:  # measured: it overrides, and the estimate is shown beside it
+            from . import slo as roofline
+
+            sized = roofline.for_model(fleet, model)
+            if sized is not None:
+                out.slo.append(roofline.as_dict(sized))
+        if qps_per_gpu is None:
+            continue
+        base, spare, burst = slo_gpus(slo.peak_qps, qps_per_gpu, slo.redundancy, slo.burst_headroom)
+        out.add(f"{model.name}: GPUs for the peak", f"{slo.peak_qps:g} QPS / {qps_per_gpu:{'g' if slo.qps_per_gpu else '.3g'}} QPS per GPU"
+                + (" (estimated)" if slo.qps_per_gpu is None else ""), f"{base} GPUs")
         out.add(f"{model.name}: redundancy", f"{base} + {slo.redundancy} (N+{slo.redundancy})", f"{spare} GPUs")
         out.add(f"{model.name}: burst headroom", f"{spare} x {1 + slo.burst_headroom:g}", f"{burst} GPUs")
         replicas = math.ceil(burst / model.tensor_parallel)
@@ -265,8 +275,8 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         out.add(f"{model.name}: replicas and nodes",
                 f"{burst} GPUs / TP {model.tensor_parallel}; {replicas} x {model.tensor_parallel} / {per_node} per node",
                 f"{replicas} replicas on {nodes} node{'s' if nodes != 1 else ''}")
-        utilization = slo.peak_qps / (replicas * model.tensor_parallel * slo.qps_per_gpu)
-        route = route_cost(fleet, model, replicas)
+        utilization = slo.peak_qps / (replicas * model.tensor_parallel * qps_per_gpu)
+        route = route_cost(fleet, model, replicas, qps_per_gpu)
         if route is not None:
             out.add(f"{model.name}: cost per 1,000 requests", route.formula, route.result)
         out.notes.append(f"{model.name}: {utilization:.0%} busy at peak; inference should run at 50-70% to keep "
@@ -275,6 +285,37 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         out.notes.append(f"nodes scale from {fleet.nodes.min} to {fleet.nodes.max} only with a node autoscaler in "
                          "the cluster (Cluster Autoscaler with auto-discovery, or Karpenter): the replicas "
                          "autoscaler adds pods, not nodes")
+
+
+def _slo_estimate(fleet: Fleet, model, out: FleetSizing) -> float | None:
+    """The roofline's requests per second per GPU at the blueprint's shape (fleetform/slo.py), its steps in the
+    sizing and its table in out.slo; None where it cannot run or the shape does not meet the SLO."""
+    from . import slo as roofline
+
+    sized = roofline.for_model(fleet, model)
+    if sized is None:
+        out.notes.append(f"{model.name}: not sized from the SLO: it needs qps_per_gpu, or input_tokens, output_tokens, "
+                         "itl_s and ttft_p90_s for a model of the model catalog on whole GPUs [slo-inputs]")
+        return None
+    out.slo.append(roofline.as_dict(sized))
+    e, w = sized.chosen.estimate, sized.workload
+    out.add(f"{model.name}: prefill of {w.input_tokens:,} tokens (compute-bound)",
+            f"2 x {model.spec.active_params_billion or model.model_params_billion:g}B params x "
+            f"{w.input_tokens:,} tokens / (TP {e.tp} x {e.hardware} dense tensor FLOPS x "
+            f"{roofline.FACTORS.prefill_mfu:g})", f"{e.prefill_s * 1000:.1f} ms")
+    out.add(f"{model.name}: largest batch meeting ITL {w.itl_s * 1000:g} ms (decode bandwidth-bound)",
+            f"(weights + batch x KV cache) / (TP {e.tp} x HBM x {roofline.FACTORS.decode_bandwidth:g}) + "
+            f"{roofline.FACTORS.step_overhead_s * 1000:g} ms + TP all-reduces",
+            f"batch {e.batch}, {e.itl_s * 1000:.1f} ms a token" if e.batch else f"none: {e.why}")
+    if not e.meets:
+        out.notes.append(f"{model.name}: {sized.chosen.instance_type} with TP {e.tp} does not meet the SLO: {e.why} "
+                         "[slo-shape]")
+        return None
+    out.add(f"{model.name}: estimated requests per GPU",
+            f"1 / ({e.prefill_s * 1000:.1f} ms + ({w.output_tokens:,} - 1) x {e.itl_s * 1000:.1f} ms / {e.batch}) "
+            f"/ TP {e.tp} x load {e.load:.2f} (TTFT {w.ttft_s * 1000:g} ms allows it)",
+            f"{e.qps_per_gpu:.3g} QPS per GPU ({e.tokens_per_s_gpu:,.0f} output tokens/s per GPU at full load)")
+    return e.qps_per_gpu
 
 
 def _known_model(model, tokens: int, device_gb: float, device: str, gpus: int, out: FleetSizing) -> None:
@@ -372,8 +413,8 @@ def as_dict(bp: Blueprint) -> dict:
     fleets, unpriced = cost(bp)
     priced = [f for f in fleets if f.usd_hour_min is not None]
     return {
-        "sizing": [{"fleet": s.fleet, "role": s.role, "steps": [asdict(x) for x in s.steps], "notes": s.notes}
-                   for s in sizing(bp)],
+        "sizing": [{"fleet": s.fleet, "role": s.role, "steps": [asdict(x) for x in s.steps], "notes": s.notes,
+                    **({"slo": s.slo} if s.slo else {})} for s in sizing(bp)],
         "cost": {
             "fleets": [{"fleet": f.fleet, "instance_type": f.instance, "nodes": [f.nodes_min, f.nodes_max],
                         "usd_per_hour": [f.usd_hour_min, f.usd_hour_max],

@@ -145,6 +145,10 @@ def text_lines(data: dict, markdown: bool) -> list[str]:
                          else f"    {step['what']}: {step['formula']} = {step['result']}")
         for note in fleet["notes"]:
             lines.append(f"- _{note}_" if markdown else f"    note: {note}")
+        if fleet.get("slo"):
+            from ..slo import plan_lines as slo_lines
+
+            lines += slo_lines(fleet["slo"], markdown, _table)
     cost = data["cost"]
     prices = cost.get("prices")
     lines += h(f"Cost ({cost['hours_per_month']} h a month; {prices})" if prices

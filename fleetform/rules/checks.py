@@ -11,6 +11,7 @@ from . import accounting  # noqa: F401  (after slurm: Slurm accounting and teams
 from . import models  # noqa: F401  (the model catalog's rules: after inference's memory rules)
 from . import gateway  # noqa: F401  (scaling beyond the queue and the cold-start budget: after inference)
 from . import lora  # noqa: F401  (a model's LoRA adapters: after the catalog's memory rules)
+from . import slo  # noqa: F401  (sizing from an SLO: after inference's memory rules)
 from . import cluster  # noqa: F401  (the cluster stage: after every fleet is checked on its own)
 from . import eks  # noqa: F401  (the cluster's Kubernetes version against EKS's calendar)
 from . import pool  # noqa: F401  (pools shared by time: after every fleet is checked on its own)

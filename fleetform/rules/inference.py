@@ -506,12 +506,20 @@ def slo_replicas(bp: Blueprint, report: Reporter) -> None:
             slo = model.slo
             if slo is None:
                 continue
-            base = math.ceil(slo.peak_qps / slo.qps_per_gpu)
+            qps_per_gpu, how = slo.qps_per_gpu, "per GPU"
+            if qps_per_gpu is None:  # estimated from the SLO at the blueprint's shape (fleetform/slo.py)
+                from ..slo import for_model
+
+                sized = for_model(fleet, model)
+                qps_per_gpu, how = (sized.qps_per_gpu if sized else None), "per GPU (estimated, see plan)"
+                if qps_per_gpu is None:
+                    continue  # slo-inputs, slo-unmet or slo-shape says why
+            base = math.ceil(slo.peak_qps / qps_per_gpu)
             gpus = math.ceil((base + slo.redundancy) * (1 + slo.burst_headroom))
             replicas = math.ceil(gpus / model.tensor_parallel)
             if model.replicas.min < replicas:
                 report(model.replicas.path,
-                       f"the SLO needs {replicas} replicas: {slo.peak_qps:g} QPS / {slo.qps_per_gpu:g} per GPU = {base} GPUs, "
+                       f"the SLO needs {replicas} replicas: {slo.peak_qps:g} QPS / {qps_per_gpu:{'g' if slo.qps_per_gpu else '.3g'}} {how} = {base} GPUs, "
                        f"+{slo.redundancy} spare = {base + slo.redundancy}, x{1 + slo.burst_headroom:g} burst = {gpus} GPUs, "
                        f"/ {model.tensor_parallel} per replica; replicas.min is {model.replicas.min}",
                        f"raise replicas.min to {replicas}")
