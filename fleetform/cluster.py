@@ -327,7 +327,9 @@ def build(bp, eks: dict | None) -> Cluster | None:
     wanted += ["kuberay-operator"] if rays else []
     wanted += ["cluster-autoscaler"]
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
-    wanted += ["jobset", "kueue", "aws-efa-k8s-device-plugin"] if training else []
+    wanted += ["jobset", "kueue"] if training else []
+    # the EFA device plugin where a Kueue job or a Ray worker asks for vpc.amazonaws.com/efa
+    wanted += ["aws-efa-k8s-device-plugin"] if training or any(f.ray.efa for f in rays) else []
     releases, workloads = [], []
     for name in wanted:
         chart = data["charts"][name]
