@@ -2,7 +2,7 @@
 its model servers: the PriorityClass and WorkloadPriorityClass of its training pods, a ResourceFlavor of its nodes, the
 ClusterQueue whose quota is the whole GPUs only, a LocalQueue (and, outside the fleet's own, a Namespace) per training
 namespace; and <fleet>/jobs/whole-gpus-job.yaml, the Job users copy (not applied). Kueue's own templates
-(templates/kueue/) print the queue objects; templates/mig/ the ClusterQueue and the Job."""
+(templates/kueue/) print the queue objects; templates/mig/ the ResourceFlavor, the ClusterQueue and the Job."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def objects(fleet: Fleet, labels) -> dict[str, bytes]:
     out = {
         "training-priorityclass.yaml": render("kueue/priorityclass.yaml.j2", **common),
         "training-workloadpriorityclass.yaml": render("kueue/workloadpriorityclass.yaml.j2", **common),
-        "training-resourceflavor.yaml": render("kueue/resourceflavor.yaml.j2", **common),
+        "training-resourceflavor.yaml": render("mig/resourceflavor.yaml.j2", **common),
         "training-clusterqueue.yaml": render("mig/clusterqueue.yaml.j2", **common),
     }
     for namespace, queue in k.local_queues:
