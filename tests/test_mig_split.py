@@ -82,15 +82,15 @@ def test_the_mig_parted_config_splits_the_listed_gpus_and_leaves_the_others_whol
     config_map = yaml.safe_load(files["shared/k8s/mig-parted-config.yaml"])
     config = yaml.safe_load(config_map["data"]["config.yaml"])
     assert _mig_parted_errors(config, 8) == []
-    layout = config["mig-configs"]["shared-split-1g.20gb"]
+    layout = config["mig-configs"]["shared-split-1g.20gb-f0"]
     assert layout == [{"devices": [0, 1, 2, 3], "mig-enabled": False},
                       {"devices": [4, 5, 6, 7], "mig-enabled": True, "mig-devices": {"1g.20gb": 4}}]
     # the node group selects that layout, and the GPU Operator runs the mixed strategy
     fleet = model.fleets[0]
-    assert ("nvidia.com/mig.config", "shared-split-1g.20gb") in fleet.kube.node_labels
+    assert ("nvidia.com/mig.config", "shared-split-1g.20gb-f0") in fleet.kube.node_labels
     values = yaml.safe_load(files["shared/gpu-operator-values.yaml"])
     assert values["mig"] == {"strategy": "mixed"}
-    assert values["migManager"]["config"] == {"name": "shared-mig-parted", "default": "shared-split-1g.20gb"}
+    assert values["migManager"]["config"] == {"name": "shared-mig-parted", "default": "shared-split-1g.20gb-f0"}
     # negative controls of the checker: a GPU the node lacks, a GPU reached twice, slices on a GPU with MIG off
     broken = {"version": "v1", "mig-configs": {"x": [{"devices": [0, 1, 2, 3, 8], "mig-enabled": False},
                                                       {"devices": [3, 4, 5, 6, 7], "mig-enabled": True,
@@ -165,7 +165,18 @@ def test_the_plan_applies_the_queue_after_kueue(tmp_path):
     queue = next(r for r in resources if r["type"].endswith(":ClusterQueue"))
     assert "eks-kueue" in queue["depends_on"]
     (group,) = [r["inputs"] for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup" and r["name"] == "shared-gpu"]
-    assert group["labels"]["nvidia.com/mig.config"] == "shared-split-1g.20gb"
+    assert group["labels"]["nvidia.com/mig.config"] == "shared-split-1g.20gb-f0"
+
+
+def test_a_changed_split_is_a_changed_mig_config_label(tmp_path):
+    """The MIG manager repartitions a node when its nvidia.com/mig.config label changes: the name of the config
+    carries the split GPUs (a bit mask), so moving the split changes the label, as changing the profile does."""
+    labels = {}
+    for gpus in ("[4, 5, 6, 7]", "[0, 1, 6, 7]", "[0, 1, 2, 3]"):
+        text = TEXT.replace("mig_gpus: [4, 5, 6, 7]", f"mig_gpus: {gpus}")
+        labels[gpus] = dict(_model(text, tmp_path).fleets[0].kube.node_labels)["nvidia.com/mig.config"]
+    assert labels == {"[4, 5, 6, 7]": "shared-split-1g.20gb-f0", "[0, 1, 6, 7]": "shared-split-1g.20gb-c3",
+                      "[0, 1, 2, 3]": "shared-split-1g.20gb-f"}
 
 
 # --- rules ---------------------------------------------------------------------------------------------------
