@@ -352,7 +352,8 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             whole = tuple(i for i in range(shape.gpu_count) if i not in split)
             # the config's name carries the layout (the split GPUs as a bit mask, f0 = GPUs 4-7), as `all-<profile>`
             # carries the profile: a changed split is a changed nvidia.com/mig.config label, which is what makes the
-            # MIG manager repartition a node
+            # MIG manager repartition a node (NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go
+            # ContinuouslySyncMigConfigChanges: it acts on a node update whose label value differs)
             mask = sum(1 << i for i in split)
             mig = MigConfig(f"{ident}-mig-parted", f"{ident}-split-{profile.name}-{mask:x}", profile.name,
                             profile.max_per_gpu, sharing.mig_strategy, split, whole)
