@@ -232,3 +232,20 @@ def test_the_servers_capacity_counts_only_the_split_gpus(tmp_path):
     assert errors, "33 replicas of one slice on 2 nodes of 16 slices"
     whole = replace(model.fleets[0].gpu_sharing, mig_gpus=(), whole_gpus=None)
     assert replace(model.fleets[0], gpu_sharing=whole).devices()[0] == 32
+
+
+def test_the_gpu_operator_keys_of_a_split_node_exist_in_the_pinned_chart(tmp_path):
+    """The mig and migManager keys the fleet's gpu-operator-values.yaml and the cluster's release set exist in the
+    GPU Operator chart v26.7.0's values.yaml (tests/data/charts/gpu-operator-v26.7.0-mig-values.yaml, copied from
+    the tag), and the strategy is one the chart's ClusterPolicy takes (mixed)."""
+    from test_kueue import _missing
+
+    chart = yaml.safe_load((ROOT / "tests/data/charts/gpu-operator-v26.7.0-mig-values.yaml").read_text())
+    model = _model(TEXT, tmp_path)
+    rendered = yaml.safe_load(render(model)["shared/gpu-operator-values.yaml"])
+    ours = {key: rendered[key] for key in ("mig", "migManager")}
+    assert ours["mig"] == {"strategy": "mixed"} and _missing(ours, chart) == []
+    release = next(r for r in model.cluster.releases if r.name == "gpu-operator")
+    mig_values = {k: v for k, v in release.values.items() if k in ("mig", "migManager")}
+    assert mig_values and _missing(mig_values, chart) == []
+    assert _missing({"migManager": {"config": {"defualt": "x"}}}, chart) == ["migManager.config.defualt"]
