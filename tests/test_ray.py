@@ -294,6 +294,8 @@ def test_the_plan_gives_efa_ray_nodes_interfaces_and_a_placement_group(tmp_path)
     tcp = _model(TEXT, tmp_path)
     plain = {r["name"]: r for r in record(tcp, render(tcp))}
     assert "networkInterfaces" not in plain["tune-nodes"]["inputs"]
+    # nor a placement group: a TCP fleet's running nodes keep their launch template
+    assert "tune-placement" not in plain and "placement" not in plain["tune-nodes"]["inputs"]
 
 
 def test_ray_is_a_training_scheduler_on_aws_only(tmp_path):

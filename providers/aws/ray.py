@@ -21,8 +21,8 @@ from .training import own_placement_group
 
 class RayFleet(pulumi.ComponentResource):
     """A managed GPU node group with the NVIDIA AMI, the nvidia.com/gpu taint and the fleet's label, which the
-    RayCluster's workers select and tolerate; on EFA its launch template has the EFA interfaces, and as a Kueue
-    fleet's it is in a placement group of its own (the fleet's `placement`); the Cluster Autoscaler adds nodes
+    RayCluster's workers select and tolerate; on EFA its launch template has the EFA interfaces and, as a Kueue
+    fleet's, its nodes are in a placement group of their own (the fleet's `placement`); the Cluster Autoscaler adds nodes
     for the worker pods KubeRay's autoscaler creates, up to nodes.max. Children are named after the fleet, like an inference fleet's."""
 
     def __init__(self, name: str, fleet: Fleet, eks: EksCluster, files: dict[str, bytes], tags: dict,
@@ -37,7 +37,9 @@ class RayFleet(pulumi.ComponentResource):
             # security group and the blueprint's (whose self-referencing rules admit EFA traffic) on each interface
             groups = [eks.cluster.vpc_config.cluster_security_group_id, eks.security_group]
             more["network_interfaces"] = efa_interfaces(fleet, groups)
-        if own_placement_group(fleet):
+        if fleet.ray.efa and own_placement_group(fleet):
+            # on EFA only: a TCP Ray fleet's node group had no placement group, and one added now would be a new
+            # launch template version, rolling every running node
             placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
                                                opts=_opts(self))
             more["placement"] = {"group_name": placement.name}
