@@ -343,12 +343,12 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         per_node *= sharing.replicas
     elif sharing.strategy == "mig" and sharing.profile in gpu.mig:
         profile = gpu.mig[sharing.profile]
-        if sharing.mig_gpus:
+        split = tuple(sorted(i for i in sharing.mig_gpus if i < shape.gpu_count))
+        if split:
             # a split node: mig-parted applies a config's entries per GPU index, `devices: [4, 5]` matching those
             # indices only (NVIDIA/mig-parted api/spec/v1/helpers.go MatchesDevices; examples/config.yaml
             # custom-config mixes MIG-disabled and MIG-enabled GPUs in one config); an index the node lacks
             # matches nothing, silently (the mig-split rule refuses it)
-            split = tuple(sorted(i for i in sharing.mig_gpus if i < shape.gpu_count))
             whole = tuple(i for i in range(shape.gpu_count) if i not in split)
             # the config's name carries the layout (the split GPUs as a bit mask, f0 = GPUs 4-7), as `all-<profile>`
             # carries the profile: a changed split is a changed nvidia.com/mig.config label, which is what makes the

@@ -450,14 +450,12 @@ class Fleet:
         return self.renamed_from[0] if self.renamed_from else self.name
 
     def mig_gpu_count(self) -> int:
-        """The GPUs of a node split into MIG slices: gpu_sharing.mig_gpus that the node has (rules report the
-        others), else every GPU."""
+        """The GPUs of a node split into MIG slices: gpu_sharing.mig_gpus that the node has (mig-split reports the
+        others), else every GPU (also when it has none of them: fleetform/k8s.py then splits every GPU)."""
         shape, sharing = self.shape, self.gpu_sharing
         if shape is None:
             return 0
-        if sharing.mig_gpus:
-            return len([i for i in sharing.mig_gpus if i < shape.gpu_count])
-        return shape.gpu_count
+        return len([i for i in sharing.mig_gpus if i < shape.gpu_count]) or shape.gpu_count
 
     def devices(self) -> tuple[int, float, str] | None:
         """(devices per node, memory of one device in GB, what a device is) as pods see them: whole

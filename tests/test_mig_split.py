@@ -185,6 +185,9 @@ def test_a_changed_split_is_a_changed_mig_config_label(tmp_path):
 @pytest.mark.parametrize("old, new, rule, message", [
     ("mig_gpus: [4, 5, 6, 7]", "mig_gpus: [4, 5, 6, 7, 8]", "mig-split",
      "GPU 8 of mig_gpus is beyond a p5.48xlarge node's 8 GPUs (indices 0-7)"),
+    # none of the node's GPUs (found by tests/test_fuzz_schema.py's sweep: a division by zero GPUs split)
+    ("mig_gpus: [4, 5, 6, 7]", "mig_gpus: [8, 9]", "mig-split",
+     "GPU 8, 9 of mig_gpus is beyond a p5.48xlarge node's 8 GPUs (indices 0-7)"),
     ("gpus_per_job: 4", "gpus_per_job: 5", "mig-split",
      "a training pod asks for 5 whole GPUs, but a p5.48xlarge node has 4 left whole (8 GPUs, 4 in MIG slices): "
      "Kueue would never admit the job"),
