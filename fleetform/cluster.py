@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -254,7 +255,13 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
     if kube is None or instance is None or fleet.nodes is None or per_node is None:
         return None
     resource = kube.servers[0].gpu_resource if kube.servers else "nvidia.com/gpu"
-    return gpu_node_group(fleet, kube.node_labels, kube.node_taints, (resource, per_node[0]))
+    group = gpu_node_group(fleet, kube.node_labels, kube.node_taints, (resource, per_node[0]))
+    if kube.mig is not None and kube.mig.whole_devices:
+        # a split node under the mixed strategy: the device plugin advertises the slices as
+        # nvidia.com/mig-<profile> and the GPUs left whole as nvidia.com/gpu (NVIDIA k8s-device-plugin README,
+        # MIG strategies: mixed)
+        group = replace(group, devices=group.devices + (("nvidia.com/gpu", len(kube.mig.whole_devices)),))
+    return group
 
 
 def gpu_node_group(fleet, labels, taints, device: tuple[str, int]) -> NodeGroup:
@@ -332,7 +339,7 @@ def deep_merge(base: dict, extra: dict) -> dict:
 def build(bp, eks: dict | None) -> Cluster | None:
     """The cluster of the blueprint's inference fleets, training fleets scheduled by Kubernetes and Ray training
     fleets on AWS; None when it has none."""
-    from . import kueue, ray
+    from . import kueue, mig, ray
 
     fleets = [f for f in bp.fleets if f.kube is not None]
     training = [f for f in bp.fleets if f.kueue is not None]
@@ -357,7 +364,10 @@ def build(bp, eks: dict | None) -> Cluster | None:
     wanted += ["kgateway-crds", "kgateway"] if gateways else []
     wanted += ["cluster-autoscaler"]
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
-    wanted += ["jobset", "kueue", "aws-efa-k8s-device-plugin"] if training else []
+    splits = [f for f in fleets if f.split is not None]  # Kueue on the whole GPUs of a node split by GPU
+    wanted += ["jobset", "kueue"] if training or splits else []
+    # the EFA device plugin where a Kueue job or a Ray worker asks for vpc.amazonaws.com/efa
+    wanted += ["aws-efa-k8s-device-plugin"] if training or any(f.ray.efa for f in rays) else []
     releases, workloads = [], []
     for name in wanted:
         chart = data["charts"][name]
@@ -375,7 +385,8 @@ def build(bp, eks: dict | None) -> Cluster | None:
             values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays))
         if name == "kueue":
             values = deep_merge(values, {"managerConfig": {"controllerManagerConfigYaml": kueue.manager_config(
-                ns for f in training for ns, _ in f.kueue.local_queues)}})
+                [ns for f in training for ns, _ in f.kueue.local_queues]
+                + [ns for f in splits for ns, _ in f.split.kueue.local_queues])}})
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
@@ -388,6 +399,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
         if any(g.fleet == fleet.name for g in groups):
             workloads += _servers(fleet) + _gateway(fleet)
     workloads += [kueue.cluster_workload(f, f.kueue) for f in training if f.kueue.job is not None]
+    workloads += [mig.cluster_workload(f, f.split) for f in splits if f.split.job is not None]
     for fleet in rays:
         if any(g.fleet == fleet.name for g in groups):
             workloads += ray.workloads(fleet)

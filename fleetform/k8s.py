@@ -268,6 +268,8 @@ class MigConfig:
     profile: str
     per_gpu: int
     strategy: str  # single | mixed
+    mig_devices: tuple[int, ...] = ()  # a split node (mixed): the GPU indices split into slices; () every GPU
+    whole_devices: tuple[int, ...] = ()  # a split node: the GPU indices left whole (MIG mode off)
 
 
 @frozen
@@ -361,8 +363,24 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         per_node *= sharing.replicas
     elif sharing.strategy == "mig" and sharing.profile in gpu.mig:
         profile = gpu.mig[sharing.profile]
-        mig = MigConfig(f"{ident}-mig-parted", f"all-{profile.name}", profile.name, profile.max_per_gpu,
-                        sharing.mig_strategy)
+        split = tuple(sorted(i for i in sharing.mig_gpus if i < shape.gpu_count))
+        if split:
+            # a split node: mig-parted applies a config's entries per GPU index, `devices: [4, 5]` matching those
+            # indices only (NVIDIA/mig-parted api/spec/v1/helpers.go MatchesDevices; examples/config.yaml
+            # custom-config mixes MIG-disabled and MIG-enabled GPUs in one config); an index the node lacks
+            # matches nothing, silently (the mig-split rule refuses it)
+            whole = tuple(i for i in range(shape.gpu_count) if i not in split)
+            # the config's name carries the layout (the split GPUs as a bit mask, f0 = GPUs 4-7), as `all-<profile>`
+            # carries the profile: a changed split is a changed nvidia.com/mig.config label, which is what makes the
+            # MIG manager repartition a node (NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go
+            # ContinuouslySyncMigConfigChanges: it acts on a node update whose label value differs)
+            mask = sum(1 << i for i in split)
+            mig = MigConfig(f"{ident}-mig-parted", f"{ident}-split-{profile.name}-{mask:x}", profile.name,
+                            profile.max_per_gpu, sharing.mig_strategy, split, whole)
+            per_node = len(split)
+        else:
+            mig = MigConfig(f"{ident}-mig-parted", f"all-{profile.name}", profile.name, profile.max_per_gpu,
+                            sharing.mig_strategy)
         node_labels["nvidia.com/mig.config"] = mig.name
         per_node *= profile.max_per_gpu
         if sharing.mig_strategy == "single":
@@ -378,7 +396,10 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         object_labels = selector + (("app.kubernetes.io/part-of", blueprint_name),
                                     ("app.kubernetes.io/managed-by", "fleetform"),
                                     ("fleetform.dev/fleet", ident)) + tuple(sorted(labels.items()))
-        share = model.tensor_parallel / per_node
+        # a split node's servers share the CPUs and memory of its MIG GPUs only; the rest is its whole GPUs'
+        # training pods' (fleetform/mig.py)
+        share = model.tensor_parallel / per_node * (len(mig.mig_devices) / shape.gpu_count
+                                                    if mig is not None and mig.whole_devices else 1)
         mps = device_plugin is not None and device_plugin.strategy == "mps"
         # vLLM's utilization is a fraction of the GPU memory the CUDA driver reports. Time-slicing has no
         # memory isolation: every pod sees the whole GPU, so the pods sharing one split the fraction, or

@@ -16,6 +16,7 @@ from .gateway import InferenceGateway
 from .k8s import KubeFleet
 from .kueue import KueueFleet
 from .lora import Lora
+from .mig import SplitQueue
 from .models import ModelSpec
 from .ray import RayConfig
 from .pool import Pool, PoolEdge
@@ -231,12 +232,25 @@ class Checkpoint:
 
 
 @frozen
+class WholeGpus:
+    """The GPUs of a split node (GpuSharing.mig_gpus) left whole: Kueue queues these namespaces' training jobs
+    on them."""
+
+    namespaces: tuple[str, ...]
+    gpus_per_job: int | None  # None: every whole GPU of a node
+    job_image: str | None  # the Job template's image; None: no template
+    path: Path
+
+
+@frozen
 class GpuSharing:
     strategy: Literal["none", "time-slicing", "mps", "mig"]
     profile: str | None
     replicas: int | None
     mig_strategy: Literal["single", "mixed"]
     path: Path
+    mig_gpus: tuple[int, ...] = ()  # mixed MIG: the GPU indices split into slices; () every GPU
+    whole_gpus: WholeGpus | None = None  # mig_gpus: the training jobs queued on the GPUs left whole
 
 
 @frozen
@@ -419,6 +433,7 @@ class Fleet:
     health_keys: tuple[str, ...] = ()  # the keys that block sets (health-scope: inference fleets may set auto_repair only)
     auto_repair: bool = True  # inference fleets on EKS: node auto repair on the GPU node group (fleetform/health.py)
     ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
+    split: SplitQueue | None = None  # an inference fleet's node split by GPU: Kueue on its whole GPUs (fleetform/mig.py)
     login: LoginConfig | None = None  # login nodes, users, home (fleetform/login.py); None when none is declared
     acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
     acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)
@@ -443,6 +458,14 @@ class Fleet:
         nothing. `renamed_from` lists earlier names, oldest first."""
         return self.renamed_from[0] if self.renamed_from else self.name
 
+    def mig_gpu_count(self) -> int:
+        """The GPUs of a node split into MIG slices: gpu_sharing.mig_gpus that the node has (mig-split reports the
+        others), else every GPU (also when it has none of them: fleetform/k8s.py then splits every GPU)."""
+        shape, sharing = self.shape, self.gpu_sharing
+        if shape is None:
+            return 0
+        return len([i for i in sharing.mig_gpus if i < shape.gpu_count]) or shape.gpu_count
+
     def devices(self) -> tuple[int, float, str] | None:
         """(devices per node, memory of one device in GB, what a device is) as pods see them: whole
         GPUs, MIG slices, or 1/replicas shares of a time-sliced or MPS GPU. None when unknown."""
@@ -453,7 +476,8 @@ class Fleet:
             profile = shape.gpu.mig.get(sharing.profile or "")
             if profile is None:
                 return None
-            return shape.gpu_count * profile.max_per_gpu, profile.memory_mib * 1048576 / 1e9, f"{profile.name} MIG slice"
+            return (self.mig_gpu_count() * profile.max_per_gpu, profile.memory_mib * 1048576 / 1e9,
+                    f"{profile.name} MIG slice")
         if sharing.strategy in ("time-slicing", "mps") and sharing.replicas:
             return (shape.gpu_count * sharing.replicas, shape.gpu.memory_gb / sharing.replicas,
                     f"1/{sharing.replicas} share of a {shape.gpu.name}")

@@ -19,7 +19,9 @@ Sources, read at the pinned tags:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from .kueue import EFA_HUGEPAGES, EFA_RESOURCE
 from .records import frozen
 
 KUBERAY_VERSION = "1.7.0"
@@ -130,6 +132,8 @@ class RayConfig:
     job_entrypoint: str  # what the RayJob template runs until the user puts their script there
     dashboard_port: int = DASHBOARD_PORT
     job_entrypoint_cpus: int = JOB_ENTRYPOINT_CPUS  # the RayJob's entrypointNumCpus: the driver runs on a worker
+    efa: int = 0  # per worker pod: every EFA interface of the node (vpc.amazonaws.com/efa), 0 without EFA
+    hugepages: str | None = None  # per worker pod: the 2 MiB huge pages a pod using EFA asks for (kueue.EFA_HUGEPAGES)
 
 
 def _gib_floor(value: float) -> int:
@@ -152,6 +156,11 @@ def build(fleet, storage=()) -> RayConfig | None:
     object_store = min(math.floor(memory_bytes * OBJECT_STORE_PROPORTION), OBJECT_STORE_MAX_BYTES)
     shm_gib = math.ceil(object_store / SHM_USABLE / 2**30)
     version = scheduler.ray_version
+    # EFA: each worker asks for every EFA interface of its node, the count the catalog gives the instance (as a
+    # Kueue job's pod does, fleetform/kueue.py); the EFA device plugin advertises one vpc.amazonaws.com/efa per
+    # interface of the launch template (providers/aws/ray.py gives it the Slurm nodes' layout)
+    net, instance = fleet.interconnect, fleet.instance
+    efa = instance.max_efa if net is not None and net.fabric == "efa" and instance is not None else 0
     mounts = []
     for name in fleet.storage:
         entry = next((s for s in storage if s.name == name), None)
@@ -174,6 +183,7 @@ def build(fleet, storage=()) -> RayConfig | None:
         mounts=tuple(mounts),
         max_train_workers=size.max * shape.gpu_count, operator_namespace=OPERATOR_NAMESPACE,
         job_name=f"{ident}-train", job_entrypoint=JOB_ENTRYPOINT,
+        efa=efa, hugepages=EFA_HUGEPAGES if efa else None,
     )
 
 
@@ -185,7 +195,10 @@ def node_group(fleet):
     config, instance = fleet.ray, fleet.instance
     if config is None or instance is None or fleet.nodes is None:
         return None
-    return gpu_node_group(fleet, config.node_labels, config.node_taints, ("nvidia.com/gpu", fleet.shape.gpu_count))
+    group = gpu_node_group(fleet, config.node_labels, config.node_taints, ("nvidia.com/gpu", fleet.shape.gpu_count))
+    if config.efa:  # the launch template's EFA interfaces, which the EFA device plugin advertises
+        group = replace(group, devices=group.devices + ((EFA_RESOURCE, instance.max_efa),))
+    return group
 
 
 def workloads(fleet):
@@ -202,7 +215,8 @@ def workloads(fleet):
         Workload(f"{fleet.name}/{r.cluster_name}-head", f"fleet {fleet.name}", "RayCluster head", 1, 1, head_cpu,
                  head_mib, 0, (), (("fleetform.dev/node-group", "system"),), (), None, path),
         Workload(f"{fleet.name}/{r.cluster_name}-{r.group}", f"fleet {fleet.name}", "RayCluster worker",
-                 r.min_replicas, r.max_replicas, r.cpu_m, r.memory_mib, 0, (("nvidia.com/gpu", r.gpus),),
+                 r.min_replicas, r.max_replicas, r.cpu_m, r.memory_mib, 0,
+                 (("nvidia.com/gpu", r.gpus),) + (((EFA_RESOURCE, r.efa),) if r.efa else ()),
                  tuple(r.node_labels), tuple(Toleration(k, "Equal", e) for k, _, e in r.node_taints), fleet.name,
                  path),
     ]

@@ -11,7 +11,8 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, monitoring, nccl, pool, ray, slurm
+from . import (acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, mig, monitoring, nccl,
+               pool, ray, slurm)
 from .slurm import host_count
 from .catalog import Catalog, InstanceType
 from .loader import Document
@@ -20,7 +21,7 @@ from .model import (
     IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
     Interconnect, KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size,
     Slo, Storage, Switch,
-    Topology, Waiver, Weights, Workload, under,
+    Topology, Waiver, Weights, WholeGpus, Workload, under,
 )
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's own default
@@ -205,7 +206,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
         checkpoint=None if checkpoint is None else Checkpoint(
             checkpoint["every_minutes"], checkpoint.get("path"), path + ("checkpoint",)),
         gpu_sharing=GpuSharing(sharing["strategy"], sharing.get("profile"), sharing.get("replicas"),
-                               sharing.get("mig_strategy", "single"), path + ("gpu_sharing",)),
+                               sharing.get("mig_strategy", "single"), path + ("gpu_sharing",),
+                               tuple(sharing.get("mig_gpus", ())), _whole_gpus(sharing, path + ("gpu_sharing",))),
         models=tuple(_model(m, path + ("models", i)) for i, m in enumerate(item.get("models", ()))),
         renamed_from=tuple(item.get("renamed_from", ())),
         gateway=None if "gateway" not in item else GatewaySpec(
@@ -243,7 +245,8 @@ def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
     name = meta["name"]
     if not fleet.training:
         kube = k8s.build(fleet, name, meta.get("labels", {}), region)
-        return replace(fleet, kube=kube, inference_gateway=gateway.build(fleet, kube))
+        fleet = replace(fleet, kube=kube, inference_gateway=gateway.build(fleet, kube))
+        return replace(fleet, split=mig.build(fleet, name))
     return replace(fleet, slurm=slurm.build(fleet, name, region, cloud), nccl_env=nccl.environment(fleet))
 
 
@@ -320,3 +323,11 @@ def _pool_cron(fleet: Fleet, pools: tuple) -> Fleet:
     servers = tuple(replace(s, autoscaling=replace(s.autoscaling, cron=crons.get(s.name, ())))
                     if s.autoscaling is not None and s.autoscaling.kind == "keda" else s for s in fleet.kube.servers)
     return replace(fleet, kube=replace(fleet.kube, servers=servers))
+
+
+def _whole_gpus(sharing: dict, path: tuple) -> WholeGpus | None:
+    whole = sharing.get("whole_gpus")
+    if whole is None:
+        return None
+    return WholeGpus(tuple(whole["namespaces"]), whole.get("gpus_per_job"), whole.get("job_image"),
+                     path + ("whole_gpus",))

@@ -17,6 +17,7 @@ MEANT = {
     "reference.yaml": [("warning", "capacity-duration"), ("warning", "eks-version-support"),
                        ("warning", "hf-revision-unpinned"), ("warning", "hf-revision-unpinned")],
     "inference-l4.yaml": [("warning", "hf-revision-unpinned")] * 2,
+    "shared-node.yaml": [("warning", "hf-revision-unpinned")],  # the same FP8 Qwen copy as inference-l4's
     "team-llm.yaml": [],  # vllm-serving 1.1.0 and team-llm pin their models' Hub commits
     # llama-8b's wake from zero behind kgateway is unproven (kgateway-dev/kgateway#12219); the gateway's CRDs and
     # kgateway are installed by the Pulumi program (tests/test_gateway_install.py)

@@ -409,7 +409,8 @@ def test_every_string_a_k8s_template_prints_is_quoted_or_a_number():
     """The templates under templates/k8s print each value through `q` (a JSON string: a YAML double-quoted
     scalar) or `n` (a number, refusing anything else); a bare `{{ value }}` could print `on` as a bool."""
     bare = []
-    for template in sorted((ROOT / "templates/k8s").glob("*.j2")) + sorted((ROOT / "templates/kueue").glob("*.j2")):
+    for template in (sorted((ROOT / "templates/k8s").glob("*.j2")) + sorted((ROOT / "templates/kueue").glob("*.j2"))
+                     + sorted((ROOT / "templates/mig").glob("*.j2"))):
         for number, line in enumerate(template.read_text().splitlines(), 1):
             if line.lstrip().startswith("#"):
                 continue  # a comment: YAML never reads it as a value

@@ -26,6 +26,7 @@ from fleetform.render import render
 
 EXAMPLE = ROOT / "blueprints/ray-train.yaml"
 TEXT = EXAMPLE.read_text()
+EFA = TEXT.replace("    interconnect:\n      fabric: tcp\n", "")  # g6e.48xlarge has EFA: the default fabric
 CRDS = {kind: json.loads((ROOT / f"tests/crd/ray.io_v1_{kind}.json").read_text()) for kind in ("RayCluster", "RayJob")}
 RELEASE = "kubernetes:helm.sh/v3:Release"
 
@@ -183,11 +184,104 @@ def test_ray_version_without_a_pinned_image_is_an_error(tmp_path):
     assert found == ["Ray 2.9.3 has no image fleetform pins for KubeRay 1.7.0"]
 
 
-def test_multi_node_efa_without_efa_in_the_pods_is_an_error(tmp_path):
-    efa = TEXT.replace("    interconnect:\n      fabric: tcp\n", "")  # g6e.48xlarge has EFA: the default fabric
-    assert len(_rules(efa, tmp_path, "ray-efa")) == 1
-    assert _rules(TEXT, tmp_path, "ray-efa") == []
-    assert _rules(efa.replace("nodes: {min: 1, max: 4}", "nodes: 1"), tmp_path, "ray-efa") == []  # one node: no NCCL between nodes
+def test_efa_guard_catches_a_worker_without_its_nodes_efa_interfaces(tmp_path):
+    """ray-efa guards fleetform's derivation: on EFA each worker asks for every EFA interface of its node."""
+    model = _model(EFA, tmp_path)
+    assert _run("ray-efa", model) == [] and _rules(EFA, tmp_path, "ray-efa") == []
+    fleet = model.fleets[0]
+    for bad in (replace(fleet.ray, efa=0, hugepages=None), replace(fleet.ray, efa=fleet.instance.max_efa - 1),
+                replace(fleet.ray, hugepages=None)):
+        assert len(_run("ray-efa", replace(model, fleets=(replace(fleet, ray=bad),)))) == 1, bad
+    assert _run("ray-efa", _model(TEXT, tmp_path)) == []  # TCP: no EFA asked, none expected
+
+
+def test_efa_workers_ask_for_their_nodes_efa_interfaces_and_huge_pages(tmp_path):
+    """On EFA (g6e.48xlarge's default fabric) every worker pod asks for the node's EFA interfaces, as many as the
+    catalog gives the instance (vpc.amazonaws.com/efa: one per interface the EFA device plugin finds, EKS User
+    Guide "Run machine learning training on Amazon EKS with Elastic Fabric Adapter"), and the 2 MiB huge pages
+    that guide's pods ask for; the node group offers them, the cluster installs the EFA device plugin, and the
+    cluster rules admit the worker. The RayCluster still passes KubeRay's CRD schema."""
+    model = _model(EFA, tmp_path)
+    fleet = model.fleets[0]
+    efa = fleet.instance.max_efa
+    assert efa > 0
+    files = render(model)
+    doc = _cluster(files)
+    assert _crd_errors(doc) == []
+    (worker,) = doc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    for side in ("requests", "limits"):
+        assert worker["resources"][side]["vpc.amazonaws.com/efa"] == efa
+        assert worker["resources"][side]["hugepages-2Mi"] == "5120Mi"
+    group = next(g for g in model.cluster.node_groups if g.fleet == "tune")
+    assert dict(group.devices) == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": efa}
+    work = next(w for w in model.cluster.workloads if w.name == "tune/tune-gpu")
+    assert dict(work.devices) == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": efa}
+    assert "aws-efa-k8s-device-plugin" in {r.name for r in model.cluster.releases}
+    assert _run("cluster-admission", model) == []
+    more = tuple(replace(w, devices=(("nvidia.com/gpu", 8), ("vpc.amazonaws.com/efa", efa + 1)))
+                 if w is work else w for w in model.cluster.workloads)
+    assert _run("cluster-admission", replace(model, cluster=replace(model.cluster, workloads=more)))
+    # TCP: no EFA asked for, no device plugin installed
+    tcp = _model(TEXT, tmp_path)
+    (plain,) = _cluster(render(tcp))["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    assert "vpc.amazonaws.com/efa" not in plain["resources"]["limits"]
+    assert "aws-efa-k8s-device-plugin" not in {r.name for r in tcp.cluster.releases}
+
+
+def test_efa_workers_get_the_nccl_env_of_the_same_fleet_under_slurm(tmp_path):
+    """The same EFA fleet under Slurm and under Ray: the Ray workers' env is what the Slurm nodes' nccl.env sets
+    as bash reads it (`set -a; . nccl.env`), the aws-ofi-nccl/libfabric variables a blueprint sets included."""
+    from test_kueue import _sourced
+
+    nccl = "    nccl: {debug: INFO, env: {FI_EFA_USE_DEVICE_RDMA: 1, NCCL_BUFFSIZE: 8388608}}\n"
+    ray_text = EFA.replace("    storage: [scratch, checkpoints]\n", "    storage: [scratch, checkpoints]\n" + nccl)
+    slurm_text = ray_text.replace("""    scheduler:
+      type: ray
+      version: "1.35"
+      namespace: ray
+      ray_version: "2.52.0"
+""", """    scheduler:
+      type: slurm
+      partitions: [{name: gpu, default: true}]
+""")
+    assert slurm_text != ray_text
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "slurm").mkdir()
+    ray_files = render(_model(ray_text, tmp_path / "ray"))
+    slurm_files = render(_model(slurm_text, tmp_path / "slurm"))
+    assert "tune/slurm/slurm.conf" in slurm_files
+    env_file = tmp_path / "nccl.env"
+    env_file.write_bytes(slurm_files["tune/nccl.env"])
+    sourced = _sourced(env_file)
+    assert sourced["FI_EFA_USE_DEVICE_RDMA"] == "1" and sourced["NCCL_DEBUG"] == "INFO"
+    (worker,) = _cluster(ray_files)["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    assert {e["name"]: e["value"] for e in worker["env"]} == sourced
+
+
+def test_the_plan_gives_efa_ray_nodes_interfaces_and_a_placement_group(tmp_path):
+    """Under Pulumi's mocks the Ray node group's launch template has the Slurm nodes' EFA card layout (card 0 an
+    interface and an efa-only device, every other card efa-only) with the security groups on each interface, and
+    a cluster placement group, as a Kueue fleet's (tests/test_kueue.py); the EFA device plugin is a release the
+    RayCluster waits for."""
+    model = _model(EFA, tmp_path)
+    resources = record(model, render(model))
+    by_name = {r["name"]: r for r in resources}
+    template = by_name["tune-nodes"]["inputs"]
+    interfaces = template["networkInterfaces"]
+    assert len(interfaces) == model.fleets[0].instance.network_cards + 1
+    assert [(i["networkCardIndex"], i["deviceIndex"], i["interfaceType"]) for i in interfaces[:3]] == [
+        (0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only")]
+    assert all(len(i["securityGroups"]) == 2 and "subnetId" not in i for i in interfaces)
+    assert "vpcSecurityGroupIds" not in template
+    assert by_name["tune-placement"]["inputs"]["strategy"] == "cluster"
+    assert "tune-placement" in by_name["tune-nodes"]["depends_on"]
+    (raycluster,) = [r for r in resources if r["type"] == "kubernetes:ray.io/v1:RayCluster"]
+    assert "eks-aws-efa-k8s-device-plugin" in raycluster["depends_on"]
+    tcp = _model(TEXT, tmp_path)
+    plain = {r["name"]: r for r in record(tcp, render(tcp))}
+    assert "networkInterfaces" not in plain["tune-nodes"]["inputs"]
+    # nor a placement group: a TCP fleet's running nodes keep their launch template
+    assert "tune-placement" not in plain and "placement" not in plain["tune-nodes"]["inputs"]
 
 
 def test_ray_is_a_training_scheduler_on_aws_only(tmp_path):

@@ -8,6 +8,7 @@ from importlib import resources
 
 from ..k8s import HPA_METRIC
 from ..model import Blueprint, Fleet
+from . import mig
 from .gateway import objects as gateway_objects
 from .jinja import render
 
@@ -50,7 +51,9 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
         objects["mig-parted-config.yaml"] = render("k8s/mig-parted-config.yaml.j2", m=kube.mig, **common)
     objects["dcgm-servicemonitor.yaml"] = render("k8s/dcgm-servicemonitor.yaml.j2", **common)
     objects.update(gateway_objects(fleet))
+    objects.update(mig.objects(fleet, labels))  # a node split by GPU: Kueue on its whole GPUs
     out = {f"{fleet.name}/k8s/{name}": data for name, data in objects.items()}
+    out.update(mig.jobs(fleet))
     out[f"{fleet.name}/k8s/kustomization.yaml"] = render("k8s/kustomization.yaml.j2", fleet=fleet.name,
                                                          resources=sorted(objects))
     out[f"{fleet.name}/gpu-operator-values.yaml"] = render("k8s/gpu-operator-values.yaml.j2", d=kube.device_plugin,

@@ -4,6 +4,7 @@ user copies and submits to that RayCluster (not applied)."""
 
 from __future__ import annotations
 
+from ..kueue import EFA_RESOURCE, HUGEPAGES_RESOURCE
 from ..model import Blueprint, Fleet
 from .jinja import render
 
@@ -14,7 +15,8 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
         return {}
     labels = (("app.kubernetes.io/part-of", bp.name), ("app.kubernetes.io/managed-by", "fleetform"),
               ("fleetform.dev/fleet", fleet.cloud_name)) + tuple(sorted(bp.labels.items()))
-    common = {"fleet": fleet.name, "r": r, "labels": labels}
+    common = {"fleet": fleet.name, "r": r, "labels": labels, "efa_resource": EFA_RESOURCE,
+              "hugepages_resource": HUGEPAGES_RESOURCE}
     objects = {"namespace.yaml": render("ray/namespace.yaml.j2", **common),
                "raycluster.yaml": render("ray/raycluster.yaml.j2", **common),
                "networkpolicy.yaml": render("ray/networkpolicy.yaml.j2", **common)}

@@ -15,3 +15,4 @@ from . import slo  # noqa: F401  (sizing from an SLO: after inference's memory r
 from . import cluster  # noqa: F401  (the cluster stage: after every fleet is checked on its own)
 from . import eks  # noqa: F401  (the cluster's Kubernetes version against EKS's calendar)
 from . import pool  # noqa: F401  (pools shared by time: after every fleet is checked on its own)
+from . import mig  # noqa: F401  (a node split by GPU between MIG slices and whole GPUs: after inference)

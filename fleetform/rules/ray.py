@@ -32,20 +32,21 @@ def ray_placement(bp: Blueprint, report: Reporter) -> None:
                    "cluster, which on-premises blueprints do not have", "schedule on-prem training with slurm")
 
 
-@rule("ray-efa", "error", "a multi-node Ray fleet's NCCL does not count on EFA its pods do not get")
+@rule("ray-efa", "error", "a Ray fleet on EFA gives each worker every EFA interface of its node", stage="config")
 def ray_efa(bp: Blueprint, report: Reporter) -> None:
-    """The Ray fleet's node group is an EKS managed node group with one network interface: no EFA interfaces
-    in its launch template and no EFA device plugin (vpc.amazonaws.com/efa) on the cluster, so aws-ofi-nccl
-    finds no EFA device in a worker pod and NCCL falls back to sockets without saying so in the blueprint."""
+    """A guard on fleetform's own derivation (fleetform/ray.py): on EFA each worker pod asks for the node's EFA
+    interfaces (vpc.amazonaws.com/efa, one per interface the EFA device plugin finds) and the node group's
+    launch template has them (providers/aws/ray.py). A worker asking for none would get no EFA device in its
+    pod, and aws-ofi-nccl, finding none, would leave NCCL on sockets without a word; asking for fewer strands
+    the rest of the node's network bandwidth; asking for more never schedules."""
     for fleet in _ray_fleets(bp):
-        net = fleet.interconnect
-        if net is None or net.fabric != "efa" or fleet.nodes is None or fleet.nodes.max < 2:
-            continue
-        report(net.path + ("fabric",) if net.declared else fleet.path + ("instance_type",),
-               f"the Ray workers of fleet '{fleet.name}' get no EFA devices: its EKS node group has no EFA "
-               "interfaces and the cluster no EFA device plugin, so NCCL between nodes would run over TCP",
-               "set interconnect: {fabric: tcp} to accept TCP between nodes, or schedule the fleet with slurm "
-               "for EFA")
+        net, r, instance = fleet.interconnect, fleet.ray, fleet.instance
+        if net is None or net.fabric != "efa" or r is None or instance is None or not instance.max_efa:
+            continue  # EFA on an instance without it: the interconnect rules say so
+        if r.efa != instance.max_efa or r.hugepages is None:
+            report(fleet.scheduler.path, f"the Ray workers of fleet '{fleet.name}' ask for {r.efa} EFA interfaces "
+                   f"(huge pages {r.hugepages}), but a {instance.name} node has {instance.max_efa}",
+                   "report this: fleetform gives each worker every EFA interface of its node")
 
 
 @rule("ray-workers", "error", "each Ray worker asks for a whole node of the fleet: all its GPUs, its share of the "

@@ -7,19 +7,23 @@ pinned; installed by EksCluster.install with the other releases)."""
 from __future__ import annotations
 
 import pulumi
+import pulumi_aws as aws
 
 from fleetform.cluster import ROOT_GIB
 from fleetform.model import Fleet
 
-from .common import _user_data
+from .common import _opts, _user_data
 from .inference import LOCAL_NVME_NODECONFIG
 from .kube import EARLY_KINDS, EksCluster, KubeObject, launch_template, node_group, objects_of
+from .kueue import efa_interfaces
+from .training import own_placement_group
 
 
 class RayFleet(pulumi.ComponentResource):
     """A managed GPU node group with the NVIDIA AMI, the nvidia.com/gpu taint and the fleet's label, which the
-    RayCluster's workers select and tolerate; the Cluster Autoscaler adds nodes for the worker pods KubeRay's
-    autoscaler creates, up to nodes.max. Children are named after the fleet, like an inference fleet's."""
+    RayCluster's workers select and tolerate; on EFA its launch template has the EFA interfaces and, as a Kueue
+    fleet's, its nodes are in a placement group of their own (the fleet's `placement`); the Cluster Autoscaler adds nodes
+    for the worker pods KubeRay's autoscaler creates, up to nodes.max. Children are named after the fleet, like an inference fleet's."""
 
     def __init__(self, name: str, fleet: Fleet, eks: EksCluster, files: dict[str, bytes], tags: dict,
                  opts: pulumi.ResourceOptions | None = None):
@@ -27,8 +31,21 @@ class RayFleet(pulumi.ComponentResource):
         self.name, self.eks = name, eks
         tags = {**tags, "fleetform:fleet": fleet.cloud_name}
         group = next(g for g in eks.model.node_groups if g.fleet == fleet.name)
+        more: dict = {}
+        if fleet.ray.efa:
+            # as a Kueue fleet's nodes (providers/aws/kueue.py): the Slurm nodes' EFA card layout, the EKS cluster
+            # security group and the blueprint's (whose self-referencing rules admit EFA traffic) on each interface
+            groups = [eks.cluster.vpc_config.cluster_security_group_id, eks.security_group]
+            more["network_interfaces"] = efa_interfaces(fleet, groups)
+        if fleet.ray.efa and own_placement_group(fleet):
+            # on EFA only: a TCP Ray fleet's node group had no placement group, and one added now would be a new
+            # launch template version, rolling every running node
+            placement = aws.ec2.PlacementGroup(f"{name}-placement", strategy=fleet.placement, tags=tags,
+                                               opts=_opts(self))
+            more["placement"] = {"group_name": placement.name}
         template = launch_template(f"{name}-nodes", group,
-                                   _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags, self, ROOT_GIB)
+                                   _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags, self, ROOT_GIB,
+                                   **more)
         self.node_group = node_group(f"{name}-gpu", eks, group, "AL2023_x86_64_NVIDIA", template, tags, self,
                                      [eks.addons["vpc-cni"]])
         objects = [o for o in objects_of(files, fleet.name) if eks.claim(o)]
