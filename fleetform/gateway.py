@@ -129,7 +129,7 @@ def build(fleet, kube) -> InferenceGateway | None:
     for server in kube.servers:
         name = f"{server.name}-epp"
         selector = (("app.kubernetes.io/name", name), ("app.kubernetes.io/instance", f"{fleet.cloud_name}-{name}"))
-        pickers.append(Picker(name, server.name, server.name, server.selector, server.port,
+        pickers.append(Picker(name, server.name, server.name, server.serving_selector, server.port,
                               selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector))
     return InferenceGateway(kube.namespace, f"{fleet.cloud_name}-gateway", GATEWAY_CLASS, LISTENER_PORT,
                             spec.request_timeout_s,

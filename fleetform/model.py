@@ -314,6 +314,12 @@ class Model:
     api_key_secret: str | None = None
     spec: ModelSpec | None = None  # the model catalog's entry for `model`, None for a model it does not list
     params_given: bool = True  # model_params_billion written in the blueprint (else the catalog's)
+    pipeline_parallel: int = 1  # vLLM --pipeline-parallel-size: the layers split into this many stages
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica: tensor_parallel x pipeline_parallel (vLLM's world size)."""
+        return self.tensor_parallel * self.pipeline_parallel
 
     @property
     def context_tokens(self) -> int | None:
@@ -339,7 +345,7 @@ class Model:
     @property
     def overhead_gb(self) -> float:
         """What vLLM reserves besides weights and KV cache on the model's GPUs (GPU_OVERHEAD_GB each)."""
-        return self.tensor_parallel * GPU_OVERHEAD_GB
+        return self.gpus * GPU_OVERHEAD_GB
 
     @property
     def checkpoint_gb(self) -> float:

@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .model import BYTES_PER_PARAM, GPU_OVERHEAD_GB, Blueprint, Fleet
+from .lws import nodes_per_replica
 from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
                        training_state_gb, training_time)
 
@@ -252,12 +253,16 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
                 f"{base} GPUs")
         out.add(f"{model.name}: redundancy", f"{base} + {slo.redundancy} (N+{slo.redundancy})", f"{spare} GPUs")
         out.add(f"{model.name}: burst headroom", f"{spare} x {1 + slo.burst_headroom:g}", f"{burst} GPUs")
-        replicas = math.ceil(burst / model.tensor_parallel)
-        nodes = math.ceil(replicas * model.tensor_parallel / per_node)
+        replicas = math.ceil(burst / model.gpus)
+        # a replica spanning nodes takes whole nodes (a LeaderWorkerSet group: fleetform/lws.py)
+        nodes = (replicas * nodes_per_replica(model, per_node) if model.gpus > per_node
+                 else math.ceil(replicas * model.gpus / per_node))
         out.add(f"{model.name}: replicas and nodes",
+                f"{burst} GPUs / {model.gpus} a replica (TP {model.tensor_parallel} x PP {model.pipeline_parallel}); "
+                f"{replicas} x {model.gpus} / {per_node} per node" if model.pipeline_parallel > 1 else
                 f"{burst} GPUs / TP {model.tensor_parallel}; {replicas} x {model.tensor_parallel} / {per_node} per node",
                 f"{replicas} replicas on {nodes} node{'s' if nodes != 1 else ''}")
-        utilization = slo.peak_qps / (replicas * model.tensor_parallel * slo.qps_per_gpu)
+        utilization = slo.peak_qps / (replicas * model.gpus * slo.qps_per_gpu)
         out.notes.append(f"{model.name}: {utilization:.0%} busy at peak; inference should run at 50-70% to keep "
                          "latency under bursts")
     if fleet.nodes is not None and fleet.nodes.elastic:

@@ -85,9 +85,11 @@ def k8s_gpu_limit(bp: Blueprint, report: Reporter) -> None:
         models = {m.name: m for m in fleet.models}
         for server in kube.servers:
             model = models.get(server.name)
-            if model is not None and server.gpu_count != model.tensor_parallel:
+            pods = server.group.size if server.group is not None else 1  # a LeaderWorkerSet group: a node's GPUs a pod
+            if model is not None and server.gpu_count * pods != model.gpus:
                 report(model.path + ("tensor_parallel",), f"'{server.name}' requests {server.gpu_count} x "
-                       f"{server.gpu_resource} but runs with tensor_parallel {model.tensor_parallel}",
+                       f"{server.gpu_resource} in each of {pods} pods but runs with tensor_parallel "
+                       f"{model.tensor_parallel} x pipeline_parallel {model.pipeline_parallel}",
                        "vLLM would fail to start, or leave GPUs idle")
 
 
