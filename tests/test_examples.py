@@ -22,6 +22,8 @@ MEANT = {
     # on the Gateway until an operator has (docs/gateway.md, "Not built yet"); llama-8b's wake from zero behind
     # kgateway is unproven (kgateway-dev/kgateway#12219)
     "inference-gateway.yaml": [("warning", "gateway-install"), ("warning", "gateway-wake")],
+    # the 405B model from the Hub without a pinned commit: fleetform found no source for one
+    "inference-multinode.yaml": [("warning", "hf-revision-unpinned")],
 }
 
 
