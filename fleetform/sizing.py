@@ -245,6 +245,10 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
                     f"{_gb(model.weights_gb)} of weights + TP x {GPU_OVERHEAD_GB:g} GB overhead <= TP x {device_gb:.1f} GB "
                     f"x {model.gpu_memory_utilization:g} x {1 - KV_CACHE_SHARE:g} (room for the KV cache)",
                     f"TP {tp} on {device}" if tp else f"does not fit one {device}")
+        if model.gpus > per_node and not shared:
+            out.add(f"{model.name}: nodes per replica",
+                    f"TP {model.tensor_parallel} x PP {model.pipeline_parallel} = {model.gpus} GPUs / {per_node} per node",
+                    f"{nodes_per_replica(model, per_node)} nodes (a LeaderWorkerSet group)")
         if model.slo is None:
             continue
         slo = model.slo
