@@ -622,12 +622,12 @@ def rollout_fit(new_model, disruptions: list[Disruption], changes: list[Change])
                      f"{fleet.name}/k8s/{model.name}-deployment.yaml"}
             if not names & rolled or not whole or not model.max_surge:
                 continue
-            need = model.max_surge * model.tensor_parallel
+            need = model.max_surge * model.gpus
             spare = gpus - used
             if need > spare:
                 out.append((model.path + ("max_surge",),
                             f"the rolling update of model {model.name} needs {need} spare GPUs (max_surge "
-                            f"{model.max_surge} x {model.tensor_parallel} GPUs per replica), but fleet {fleet.name} "
+                            f"{model.max_surge} x {model.gpus} GPUs per replica), but fleet {fleet.name} "
                             f"has {spare}: {fleet.nodes.max} nodes x {fleet.shape.gpu_count} GPUs = {gpus}, "
                             f"{used} of them taken with every model at its maximum replicas",
                             "lower max_surge (0: one replica at a time is taken down, no spare GPU needed), lower "

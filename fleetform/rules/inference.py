@@ -29,7 +29,8 @@ def _inference(bp: Blueprint):
     return [f for f in bp.fleets if not f.training]
 
 
-@rule("tensor-parallel", "error", "tensor_parallel divides the GPUs of a node; shared GPUs take tensor_parallel 1")
+@rule("tensor-parallel", "error", "tensor_parallel divides the GPUs of a node (larger: lws-tp-within-node); shared GPUs "
+      "take tensor_parallel 1")
 def tensor_parallel(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
         if fleet.shape is None:
