@@ -562,7 +562,7 @@ def model_changes(old_model, new_model, renames: dict[str, str]) -> list[dict]:
     def side(fleet, model) -> dict:
         server = next((s for s in (fleet.kube.servers if fleet.kube else ()) if s.name == model.name), None)
         probe = next((p for p in server.probes if p.kind == "startup"), None) if server else None
-        return {"name": model.name, "model": model.model, "gpus_per_replica": model.tensor_parallel,
+        return {"name": model.name, "model": model.model, "gpus_per_replica": model.gpus,
                 "replicas": [model.replicas.min, model.replicas.max],
                 "instance_type": fleet.instance_type,
                 "startup_budget_s": probe.period_s * probe.failure_threshold if probe else None}
@@ -630,19 +630,19 @@ def rollout_fit(new_model, disruptions: list[Disruption], changes: list[Change])
         if fleet.role != "inference" or fleet.kube is None or fleet.shape is None or fleet.nodes is None:
             continue
         gpus = fleet.nodes.max * fleet.shape.gpu_count
-        used = sum(m.replicas.max * m.tensor_parallel for m in fleet.models)
+        used = sum(m.replicas.max * m.gpus for m in fleet.models)
         whole = fleet.gpu_sharing.strategy in ("none", None)
         for model in fleet.models:
             names = {f"Deployment {fleet.name}-deployment-{fleet.kube.namespace}-{model.name}",
                      f"{fleet.name}/k8s/{model.name}-deployment.yaml"}
             if not names & rolled or not whole or not model.max_surge:
                 continue
-            need = model.max_surge * model.tensor_parallel
+            need = model.max_surge * model.gpus
             spare = gpus - used
             if need > spare:
                 out.append((model.path + ("max_surge",),
                             f"the rolling update of model {model.name} needs {need} spare GPUs (max_surge "
-                            f"{model.max_surge} x {model.tensor_parallel} GPUs per replica), but fleet {fleet.name} "
+                            f"{model.max_surge} x {model.gpus} GPUs per replica), but fleet {fleet.name} "
                             f"has {spare}: {fleet.nodes.max} nodes x {fleet.shape.gpu_count} GPUs = {gpus}, "
                             f"{used} of them taken with every model at its maximum replicas",
                             "lower max_surge (0: one replica at a time is taken down, no spare GPU needed), lower "

@@ -255,7 +255,10 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
     if kube is None or instance is None or fleet.nodes is None or per_node is None:
         return None
     resource = kube.servers[0].gpu_resource if kube.servers else "nvidia.com/gpu"
-    group = gpu_node_group(fleet, kube.node_labels, kube.node_taints, (resource, per_node[0]))
+    # a fleet with replicas spanning nodes gets EFA interfaces on its nodes (providers/aws/lws.py)
+    efa = max((s.group.efa for s in kube.servers if s.group is not None), default=0)
+    group = gpu_node_group(fleet, kube.node_labels, kube.node_taints, (resource, per_node[0]),
+                           (("vpc.amazonaws.com/efa", efa),) if efa else ())
     if kube.mig is not None and kube.mig.whole_devices:
         # a split node under the mixed strategy: the device plugin advertises the slices as
         # nvidia.com/mig-<profile> and the GPUs left whole as nvidia.com/gpu (NVIDIA k8s-device-plugin README,
@@ -264,7 +267,7 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
     return group
 
 
-def gpu_node_group(fleet, labels, taints, device: tuple[str, int]) -> NodeGroup:
+def gpu_node_group(fleet, labels, taints, device: tuple[str, int], more: tuple = ()) -> NodeGroup:
     """A GPU fleet's own node group (an inference fleet's, a Ray fleet's): the fleet's labels and taints, the
     labels GPU Feature Discovery and the kubelet publish, and what a node offers pods once the kubelet's
     reserve and eviction threshold are taken (device: the extended resource and its count per node)."""
@@ -279,7 +282,7 @@ def gpu_node_group(fleet, labels, taints, device: tuple[str, int]) -> NodeGroup:
         instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
         instance.mem_gib * 1024 - memory_reserved_mib(),
         math.floor(disk_gib * (1 - EVICTION_NODEFS)),
-        (device,), fleet.capacity_type, fleet.reservation_id, local, fleet.path,
+        (device,) + tuple(more), fleet.capacity_type, fleet.reservation_id, local, fleet.path,
         repair=fleet.auto_repair if fleet.kube is not None else None)  # Ray's group: no repair config, as Kueue's
 
 
@@ -303,10 +306,15 @@ def _servers(fleet) -> list[Workload]:
         autoscaling = server.autoscaling
         low = autoscaling.min_replicas if autoscaling else (server.replicas or model.replicas.min)
         high = autoscaling.max_replicas if autoscaling else low
+        group = server.group  # a LeaderWorkerSet: each replica is `size` pods alike, one per node
+        pods = group.size if group is not None else 1
+        devices = ((server.gpu_resource, server.gpu_count),)
+        if group is not None and group.efa:
+            devices += (("vpc.amazonaws.com/efa", group.efa),)
         out.append(Workload(
-            f"{fleet.name}/{server.name}", f"fleet {fleet.name}", "Deployment", low, high,
+            f"{fleet.name}/{server.name}", f"fleet {fleet.name}", server.kind, low * pods, high * pods,
             round(quantity(server.cpu_request) * 1000), round(quantity(server.memory) / 2**20),
-            math.ceil(quantity(server.ephemeral_storage) / 2**30), ((server.gpu_resource, server.gpu_count),),
+            math.ceil(quantity(server.ephemeral_storage) / 2**30), devices,
             tuple(server.node_selector),
             tuple(Toleration(t.key, t.operator, t.effect) for t in server.tolerations),
             fleet.name, model.path))
@@ -362,12 +370,17 @@ def build(bp, eks: dict | None) -> Cluster | None:
     gateways = any(f.gateway is not None for f in fleets)
     # a fleet's gateway (fleetform/gateway.py): kgateway's CRDs, then kgateway, after the CRD bundles below
     wanted += ["kgateway-crds", "kgateway"] if gateways else []
+    # replicas spanning nodes (fleetform/lws.py): the LeaderWorkerSet controller, whose chart installs the CRD
+    # from its crds/ folder; their pods' vpc.amazonaws.com/efa comes from the EFA device plugin
+    spanning = [s for f in fleets for s in f.kube.servers if s.group is not None]
+    wanted += ["lws"] if spanning else []
     wanted += ["cluster-autoscaler"]
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
     splits = [f for f in fleets if f.split is not None]  # Kueue on the whole GPUs of a node split by GPU
     wanted += ["jobset", "kueue"] if training or splits else []
-    # the EFA device plugin where a Kueue job or a Ray worker asks for vpc.amazonaws.com/efa
-    wanted += ["aws-efa-k8s-device-plugin"] if training or any(f.ray.efa for f in rays) else []
+    # the EFA device plugin where a Kueue job, a Ray worker or a replica spanning nodes asks for vpc.amazonaws.com/efa
+    wanted += ["aws-efa-k8s-device-plugin"] if (training or any(f.ray.efa for f in rays)
+                                                or any(s.group.efa for s in spanning)) else []
     releases, workloads = [], []
     for name in wanted:
         chart = data["charts"][name]

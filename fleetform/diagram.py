@@ -202,7 +202,7 @@ def _fleet(g: Graph, bp, fleet, eks) -> None:
                 scale += f", KV cache {m.autoscale.kv_cache_target:g}"
             if autoscaler == "keda" and m.slo is not None and m.slo.ttft_p90_s is not None:
                 scale += f", TTFT p90 {m.slo.ttft_p90_s:g} s"
-        gpus = f"{m.tensor_parallel} GPU" + ("s" if m.tensor_parallel > 1 else "")
+        gpus = f"{m.gpus} GPU" + ("s" if m.gpus > 1 else "")
         key = g.node(("fleet", name, "model", m.name), f"model {m.name}", m.model,
                      f"{_count(m.replicas)} replicas x {gpus}", scale, shape="round", group=fg)
         g.edge(key, nodes, "runs on")

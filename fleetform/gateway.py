@@ -191,7 +191,7 @@ def build(fleet, kube) -> InferenceGateway | None:
         # the body-based router puts the request's `model` into MODEL_HEADER whatever it names, so the route
         # matches each adapter's name as well and sends it to the base model's pool
         adapters = tuple(a.name for a in model.lora.adapters) if model.lora is not None else ()
-        pickers.append(Picker(name, server.name, server.name, server.selector, server.port,
+        pickers.append(Picker(name, server.name, server.name, server.serving_selector, server.port,
                               selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector,
                               adapters))
     name, router = gateway_name(fleet), router_name(fleet)

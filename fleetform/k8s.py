@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from . import lora
+from . import lora, lws
 from .records import frozen
 
 GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
@@ -87,7 +87,8 @@ is refused or deprecated by FlexibleArgumentParser depending on the release, so 
 given as --model."""
 
 OWNED_FLAGS = frozenset({
-    "--model", "--served-model-name", "--tensor-parallel-size", "-tp", "--port", "--host", "--uds",
+    "--model", "--served-model-name", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
+    "--distributed-executor-backend", "--port", "--host", "--uds",
     "--gpu-memory-utilization", "--max-model-len", "--dtype", "--quantization", "-q", "--revision",
     "--tokenizer-revision", "--code-revision", "--load-format", "--download-dir", "--api-key", "--config",
     # a model's adapters (fleetform/lora.py): the slots the memory rules count and the adapters every replica has
@@ -249,6 +250,21 @@ class Server:
     command: tuple[str, ...] = SERVE_COMMAND
     progress_deadline_s: int = 600  # the Deployment's progressDeadlineSeconds (PROGRESS_MARGIN_S)
     init_containers: tuple[InitContainer, ...] = ()  # the adapters' download, before vLLM starts
+    group: lws.Group | None = None  # a replica spanning nodes: a LeaderWorkerSet (fleetform/lws.py), not a Deployment
+
+    @property
+    def kind(self) -> str:
+        """The workload object the autoscaler scales (its scale subresource)."""
+        return lws.KIND if self.group is not None else "Deployment"
+
+    @property
+    def api_version(self) -> str:
+        return lws.API_VERSION if self.group is not None else "apps/v1"
+
+    @property
+    def serving_selector(self) -> tuple[tuple[str, str], ...]:
+        """The pods that serve requests: every replica's pod, or a group's leader only."""
+        return self.group.leader_selector if self.group is not None else self.selector
 
 
 @frozen
@@ -396,10 +412,14 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         object_labels = selector + (("app.kubernetes.io/part-of", blueprint_name),
                                     ("app.kubernetes.io/managed-by", "fleetform"),
                                     ("fleetform.dev/fleet", ident)) + tuple(sorted(labels.items()))
+        # a replica spanning nodes is a group of pods, one per node, each with a node's share of its GPUs
+        grouped = lws.group(model, shape.gpu_count, fleet.instance, selector, model.name) \
+            if sharing.strategy == "none" else None
+        pod_gpus = model.gpus // grouped.size if grouped is not None else model.gpus
         # a split node's servers share the CPUs and memory of its MIG GPUs only; the rest is its whole GPUs'
         # training pods' (fleetform/mig.py)
-        share = model.tensor_parallel / per_node * (len(mig.mig_devices) / shape.gpu_count
-                                                    if mig is not None and mig.whole_devices else 1)
+        share = pod_gpus / per_node * (len(mig.mig_devices) / shape.gpu_count
+                                       if mig is not None and mig.whole_devices else 1)
         mps = device_plugin is not None and device_plugin.strategy == "mps"
         # vLLM's utilization is a fraction of the GPU memory the CUDA driver reports. Time-slicing has no
         # memory isolation: every pod sees the whole GPU, so the pods sharing one split the fraction, or
@@ -412,7 +432,12 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         weights = model.weights
         source = weights.source if weights is not None else "hub"
         args = [model_location(model), "--served-model-name", model.name,
-                "--tensor-parallel-size", str(model.tensor_parallel), "--port", str(model.port),
+                "--tensor-parallel-size", str(model.tensor_parallel)]
+        if model.pipeline_parallel > 1:
+            args += ["--pipeline-parallel-size", str(model.pipeline_parallel)]
+        if grouped is not None:
+            args += list(lws.EXECUTOR_ARGS)
+        args += ["--port", str(model.port),
                 "--gpu-memory-utilization", f"{math.floor(utilization * 1000) / 1000:g}"]
         if model.max_model_len:
             args += ["--max-model-len", str(model.max_model_len)]
@@ -456,7 +481,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             # under MPS the device plugin mounts the MPS daemon's shared memory at /dev/shm itself
             # (k8s-device-plugin internal/plugin/mps.go updateReponse: ContainerPath daemon.ShmDir(),
             # "/dev/shm"); an emptyDir there would hide it and the client could not attach
-            shm = "16Gi" if model.tensor_parallel > 1 else "4Gi"
+            shm = "16Gi" if pod_gpus > 1 else "4Gi"
             volumes.insert(0, Volume("shm", "/dev/shm", "emptyDir", size_limit=shm, medium="Memory"))
         secret_env = []
         if model.hf_token_secret and source == "hub":
@@ -467,6 +492,11 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         if source == "volume":
             volumes.append(Volume("weights", WEIGHTS_MOUNT, "persistentVolumeClaim", read_only=True, source=weights.claim))
             env.append(EnvVar("HF_HUB_OFFLINE", "1"))  # everything is on the volume
+        if grouped is not None:
+            # the group's NCCL traffic crosses nodes: the fleet's nccl.env, as Kueue's and Ray's pods get it
+            # (NCCL_SOCKET_IFNAME names a host interface, not a pod's: kueue.SCHEDULER_SPECIFIC)
+            from .kueue import SCHEDULER_SPECIFIC
+            env += [EnvVar(v.name, v.value) for v in fleet.nccl_env if v.name not in SCHEDULER_SPECIFIC]
         if model.api_key_secret:
             secret_env.append(SecretEnv("VLLM_API_KEY", model.api_key_secret, "VLLM_API_KEY"))
         access = None
@@ -492,7 +522,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         servers.append(Server(
             name=model.name, namespace=namespace, labels=object_labels, selector=selector, image=model.image,
             args=tuple(args), port=model.port, gpu_resource=resource,
-            gpu_count=model.tensor_parallel,
+            gpu_count=pod_gpus,
             cpu_request=str(max(1, math.floor(shape.vcpus * 0.9 * share))),
             memory=_gib(shape.memory_gib * 0.9 * share),
             shm_size=shm,
@@ -519,6 +549,8 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             weights_access=access,
             progress_deadline_s=PROBE_PERIOD_S * math.ceil(startup_s / PROBE_PERIOD_S) + PROGRESS_MARGIN_S,
             init_containers=init,
+            command=grouped.leader_command if grouped is not None else SERVE_COMMAND,
+            group=grouped,
         ))
     monitor = (("release", scheduler.prometheus_release),) if scheduler.prometheus_release else ()
     minor = scheduler.version

@@ -333,6 +333,12 @@ class Model:
     spec: ModelSpec | None = None  # the model catalog's entry for `model`, None for a model it does not list
     params_given: bool = True  # model_params_billion written in the blueprint (else the catalog's)
     lora: Lora | None = None  # LoRA adapters and the limits vLLM serves them under (fleetform/lora.py)
+    pipeline_parallel: int = 1  # vLLM --pipeline-parallel-size: the layers split into this many stages
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one replica: tensor_parallel x pipeline_parallel (vLLM's world size)."""
+        return self.tensor_parallel * self.pipeline_parallel
 
     @property
     def context_tokens(self) -> int | None:
@@ -361,7 +367,7 @@ class Model:
         LoRA slots it preallocates for max_loras adapters of max_lora_rank (fleetform/lora.py slots_gb)."""
         from .lora import slots_gb
 
-        return self.tensor_parallel * GPU_OVERHEAD_GB + slots_gb(self)
+        return self.gpus * GPU_OVERHEAD_GB + slots_gb(self)
 
     @property
     def checkpoint_gb(self) -> float:

@@ -537,9 +537,9 @@ def window_replicas(fleet, nodes: int, per_node: int) -> dict[str, int]:
     """Each model's cron minimum while the fleet holds `nodes`: the nodes' devices shared among the models by their
     most replicas times tensor parallel, within each model's replicas range (the range's minimum can ask for more
     than the share: rule pool-inference-bounds)."""
-    weights = {m.name: m.replicas.max * m.tensor_parallel for m in fleet.models}
+    weights = {m.name: m.replicas.max * m.gpus for m in fleet.models}
     total = sum(weights.values()) or 1
-    return {m.name: max(m.replicas.min, min(m.replicas.max, nodes * per_node * weights[m.name] // total // m.tensor_parallel))
+    return {m.name: max(m.replicas.min, min(m.replicas.max, nodes * per_node * weights[m.name] // total // m.gpus))
             for m in fleet.models}
 
 

@@ -11,9 +11,10 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from . import (acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, mig, monitoring, nccl,
-               pool, ray, slurm)
+from . import (acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, lws, mig, monitoring,
+               nccl, pool, ray, slurm)
 from .slurm import host_count
+from .lws import spans_nodes
 from .catalog import Catalog, InstanceType
 from .loader import Document
 from .models import load_models
@@ -108,7 +109,8 @@ def _model(item: dict, path: tuple) -> Model:
         # the schema asks for model_params_billion unless the model catalog lists the model
         model_params_billion=item["model_params_billion"] if given else spec.params_billion,
         precision=item["precision"],
-        tensor_parallel=item["tensor_parallel"], max_model_len=item.get("max_model_len"),
+        tensor_parallel=item["tensor_parallel"], pipeline_parallel=item.get("pipeline_parallel", 1),
+        max_model_len=item.get("max_model_len"),
         gpu_memory_utilization=item.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
         port=item.get("port", DEFAULT_PORT),
         replicas=_size(item.get("replicas", 1), path + ("replicas",)),
@@ -192,7 +194,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
                else _image(item["image"], path + ("image",)) if "image" in item else None),
         shape=_shape(item, catalog, cloud), nodes=nodes, hosts=item.get("hosts"),
         capacity_type=capacity["type"], reservation_id=capacity.get("reservation_id"),
-        placement=item.get("placement", "cluster" if role == "training" else "none"),
+        # a replica that spans nodes (fleetform/lws.py) talks NCCL between them: one placement group, as training
+        placement=item.get("placement", "cluster" if role == "training" or spans_nodes(item, instance) else "none"),
         storage=tuple(item.get("storage", ())),
         scheduler=_scheduler(item.get("scheduler"), path + ("scheduler",)),
         interconnect=_interconnect(item, path, instance),
@@ -244,6 +247,8 @@ def _derive(fleet: Fleet, meta: dict, region: str | None, cloud: str) -> Fleet:
     its Kubernetes objects."""
     name = meta["name"]
     if not fleet.training:
+        if lws.multinode(fleet):  # its replicas' pods talk NCCL across nodes: the fleet's nccl.env, as training's
+            fleet = replace(fleet, nccl_env=nccl.environment(fleet))
         kube = k8s.build(fleet, name, meta.get("labels", {}), region)
         fleet = replace(fleet, kube=kube, inference_gateway=gateway.build(fleet, kube))
         return replace(fleet, split=mig.build(fleet, name))

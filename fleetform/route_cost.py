@@ -61,7 +61,7 @@ def route_cost(fleet, model, replicas: int, qps_per_gpu: float) -> RouteCost | N
     if slo is None or devices is None or price is None or fleet.capacity_type not in ("on-demand", "reservation"):
         return None
     per_node = devices[0]
-    capacity = replicas * model.tensor_parallel * qps_per_gpu
+    capacity = replicas * model.gpus * qps_per_gpu
     busy = min(1.0, slo.peak_qps / capacity) if capacity > 0 else 1.0
     return RouteCost(model.name, qps_per_gpu, price / per_node, per_node, price, busy)
 

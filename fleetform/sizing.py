@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from .model import BYTES_PER_PARAM, GPU_OVERHEAD_GB, Blueprint, Fleet
 from .route_cost import route_cost
+from .lws import nodes_per_replica
 from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
                        training_state_gb, training_time)
 
@@ -253,6 +254,10 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
                     f"{model.lora.max_loras} slots x rank {model.lora.max_lora_rank} on every LoRA layer of "
                     f"{model.spec.id}, TP {model.tensor_parallel} (fleetform/lora.py, vLLM 0.11 create_lora_weights)",
                     f"{slots_gb(model):.2f} GB of GPU memory")
+        if model.gpus > per_node and not shared:
+            out.add(f"{model.name}: nodes per replica",
+                    f"TP {model.tensor_parallel} x PP {model.pipeline_parallel} = {model.gpus} GPUs / {per_node} per node",
+                    f"{nodes_per_replica(model, per_node)} nodes (a LeaderWorkerSet group)")
         if model.slo is None:
             continue
         slo = model.slo
@@ -270,12 +275,16 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
                 + (" (estimated)" if slo.qps_per_gpu is None else ""), f"{base} GPUs")
         out.add(f"{model.name}: redundancy", f"{base} + {slo.redundancy} (N+{slo.redundancy})", f"{spare} GPUs")
         out.add(f"{model.name}: burst headroom", f"{spare} x {1 + slo.burst_headroom:g}", f"{burst} GPUs")
-        replicas = math.ceil(burst / model.tensor_parallel)
-        nodes = math.ceil(replicas * model.tensor_parallel / per_node)
+        replicas = math.ceil(burst / model.gpus)
+        # a replica spanning nodes takes whole nodes (a LeaderWorkerSet group: fleetform/lws.py)
+        nodes = (replicas * nodes_per_replica(model, per_node) if model.gpus > per_node
+                 else math.ceil(replicas * model.gpus / per_node))
         out.add(f"{model.name}: replicas and nodes",
+                f"{burst} GPUs / {model.gpus} a replica (TP {model.tensor_parallel} x PP {model.pipeline_parallel}); "
+                f"{replicas} x {model.gpus} / {per_node} per node" if model.pipeline_parallel > 1 else
                 f"{burst} GPUs / TP {model.tensor_parallel}; {replicas} x {model.tensor_parallel} / {per_node} per node",
                 f"{replicas} replicas on {nodes} node{'s' if nodes != 1 else ''}")
-        utilization = slo.peak_qps / (replicas * model.tensor_parallel * qps_per_gpu)
+        utilization = slo.peak_qps / (replicas * model.gpus * qps_per_gpu)
         route = route_cost(fleet, model, replicas, qps_per_gpu)
         if route is not None:
             out.add(f"{model.name}: cost per 1,000 requests", route.formula, route.result)

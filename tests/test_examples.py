@@ -22,6 +22,8 @@ MEANT = {
     # llama-8b's wake from zero behind kgateway is unproven (kgateway-dev/kgateway#12219); the gateway's CRDs and
     # kgateway are installed by the Pulumi program (tests/test_gateway_install.py)
     "inference-gateway.yaml": [("warning", "gateway-wake")],
+    # the 405B model from the Hub without a pinned commit: fleetform found no source for one
+    "inference-multinode.yaml": [("warning", "hf-revision-unpinned")],
 }
 
 

@@ -35,7 +35,11 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     }
     for server in kube.servers:
         one = {"s": server, "a": server.autoscaling, "hpa_metric": HPA_METRIC}
-        objects[f"{server.name}-deployment.yaml"] = render("k8s/deployment.yaml.j2", **one)
+        if server.group is not None:  # a replica spanning nodes (fleetform/lws.py)
+            objects[f"{server.name}-leaderworkerset.yaml"] = render("lws/leaderworkerset.yaml.j2", **one)
+            objects[f"{server.name}-group-networkpolicy.yaml"] = render("lws/group-networkpolicy.yaml.j2", **one)
+        else:
+            objects[f"{server.name}-deployment.yaml"] = render("k8s/deployment.yaml.j2", **one)
         objects[f"{server.name}-service.yaml"] = render("k8s/service.yaml.j2", **one)
         objects[f"{server.name}-pdb.yaml"] = render("k8s/pdb.yaml.j2", **one)
         objects[f"{server.name}-servicemonitor.yaml"] = render("k8s/servicemonitor.yaml.j2", **one)

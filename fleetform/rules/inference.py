@@ -29,7 +29,8 @@ def _inference(bp: Blueprint):
     return [f for f in bp.fleets if not f.training]
 
 
-@rule("tensor-parallel", "error", "tensor_parallel divides the GPUs of a node; shared GPUs take tensor_parallel 1")
+@rule("tensor-parallel", "error", "tensor_parallel divides the GPUs of a node (larger: lws-tp-within-node); shared GPUs "
+      "take tensor_parallel 1")
 def tensor_parallel(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
         if fleet.shape is None:
@@ -38,18 +39,23 @@ def tensor_parallel(bp: Blueprint, report: Reporter) -> None:
         for model in fleet.models:
             tp = model.tensor_parallel
             path = model.path + ("tensor_parallel",)
-            if fleet.gpu_sharing.strategy != "none" and tp != 1:
-                report(path, f"tensor_parallel {tp} on {fleet.gpu_sharing.strategy} devices",
+            if fleet.gpu_sharing.strategy != "none" and model.gpus != 1:
+                report(path if tp != 1 else model.path + ("pipeline_parallel",),
+                       f"tensor_parallel {tp} x pipeline_parallel {model.pipeline_parallel} on "
+                       f"{fleet.gpu_sharing.strategy} devices" if model.pipeline_parallel != 1 else
+                       f"tensor_parallel {tp} on {fleet.gpu_sharing.strategy} devices",
                        "vLLM cannot split a model across shared GPU slices; use tensor_parallel: 1 "
                        "or a fleet without gpu_sharing")
-            elif tp > gpus or gpus % tp:
+            elif tp > gpus:
+                continue  # a replica spanning nodes: lws-tp-within-node (fleetform/rules/lws.py)
+            elif gpus % tp:
                 fits = [d for d in range(1, gpus + 1) if gpus % d == 0]
                 report(path, f"tensor_parallel {tp} does not divide the {gpus} GPUs of a node",
                        f"use one of {', '.join(map(str, fits))}")
 
 
 def _usable_gb(model: Model, device_gb: float) -> float:
-    return model.tensor_parallel * device_gb * model.gpu_memory_utilization
+    return model.gpus * device_gb * model.gpu_memory_utilization  # the weights split across TP x PP
 
 
 SUGGESTED_INSTANCES = 4
@@ -95,7 +101,7 @@ def model_fits(bp: Blueprint, report: Reporter) -> None:
         _, device_gb, device = devices
         for model in fleet.models:
             usable = _usable_gb(model, device_gb)
-            where = (f"the {usable:.1f} GB vLLM may use on {model.tensor_parallel} x {device} "
+            where = (f"the {usable:.1f} GB vLLM may use on {model.gpus} x {device} "
                      f"({device_gb:.1f} GB x {model.gpu_memory_utilization:g})")
             if model.weights_gb > usable:
                 options = fit_options(model, fleet, model.context_tokens)
@@ -407,9 +413,9 @@ def _node_fit(fleet, end: str):
     if devices is None or fleet.nodes is None or not fleet.models:
         return None
     per_node, _, device = devices
-    if any(m.tensor_parallel > per_node or per_node % m.tensor_parallel for m in fleet.models):
-        return None
-    replicas = [(m.tensor_parallel, getattr(m.replicas, end)) for m in fleet.models]
+    if any(per_node % m.gpus if m.gpus <= per_node else m.gpus % per_node for m in fleet.models):
+        return None  # tensor-parallel or lws-parallelism reports it
+    replicas = [(m.gpus, getattr(m.replicas, end)) for m in fleet.models]
     per_size: dict[int, int] = {}
     for tp, n in replicas:
         per_size[tp] = per_size.get(tp, 0) + n
@@ -450,6 +456,9 @@ def nodes_needed(replicas: list[tuple[int, int]], per_node: int) -> int:
     is never below the devices' sum over the node."""
     free: list[int] = []
     for size, count in sorted(replicas, reverse=True):
+        if size > per_node:  # a replica spanning nodes (a LeaderWorkerSet group) takes whole nodes
+            free += [0] * (math.ceil(size / per_node) * count)
+            continue
         for _ in range(count):
             for i, room in enumerate(free):
                 if room >= size:
@@ -516,12 +525,12 @@ def slo_replicas(bp: Blueprint, report: Reporter) -> None:
                     continue  # slo-inputs, slo-unmet or slo-shape says why
             base = math.ceil(slo.peak_qps / qps_per_gpu)
             gpus = math.ceil((base + slo.redundancy) * (1 + slo.burst_headroom))
-            replicas = math.ceil(gpus / model.tensor_parallel)
+            replicas = math.ceil(gpus / model.gpus)
             if model.replicas.min < replicas:
                 report(model.replicas.path,
                        f"the SLO needs {replicas} replicas: {slo.peak_qps:g} QPS / {qps_per_gpu:{'g' if slo.qps_per_gpu else '.3g'}} {how} = {base} GPUs, "
                        f"+{slo.redundancy} spare = {base + slo.redundancy}, x{1 + slo.burst_headroom:g} burst = {gpus} GPUs, "
-                       f"/ {model.tensor_parallel} per replica; replicas.min is {model.replicas.min}",
+                       f"/ {model.gpus} per replica; replicas.min is {model.replicas.min}",
                        f"raise replicas.min to {replicas}")
 
 

@@ -85,9 +85,13 @@ def k8s_gpu_limit(bp: Blueprint, report: Reporter) -> None:
         models = {m.name: m for m in fleet.models}
         for server in kube.servers:
             model = models.get(server.name)
-            if model is not None and server.gpu_count != model.tensor_parallel:
+            pods = server.group.size if server.group is not None else 1  # a LeaderWorkerSet group: a node's GPUs a pod
+            if model is not None and server.gpu_count * pods != model.gpus:
+                runs = (f"tensor_parallel {model.tensor_parallel}" if model.pipeline_parallel == 1 else
+                        f"tensor_parallel {model.tensor_parallel} x pipeline_parallel {model.pipeline_parallel}")
+                each = f" in each of {pods} pods" if pods > 1 else ""
                 report(model.path + ("tensor_parallel",), f"'{server.name}' requests {server.gpu_count} x "
-                       f"{server.gpu_resource} but runs with tensor_parallel {model.tensor_parallel}",
+                       f"{server.gpu_resource}{each} but runs with {runs}",
                        "vLLM would fail to start, or leave GPUs idle")
 
 

@@ -103,7 +103,7 @@ def kv_cache_fit(bp: Blueprint, report: Reporter) -> None:
             options += [o for o in fit_options(model, fleet, tokens) if "holds it on one node" not in o]
             report(model.path + (("max_model_len",) if model.max_model_len is not None else ("model",)),
                    f"{given} one sequence needs {need / GIB:.2f} GiB of KV cache ({formula}), more than the "
-                   f"{room / GIB:.2f} GiB left on {model.tensor_parallel} x {device} after {model.weights_gb * 1e9 / GIB:.2f} "
+                   f"{room / GIB:.2f} GiB left on {model.gpus} x {device} after {model.weights_gb * 1e9 / GIB:.2f} "
                    f"GiB of weights and {model.overhead_gb * 1e9 / GIB:.2f} GiB of vLLM overhead: vLLM refuses to start",
                    "; or ".join(options))
 

@@ -199,7 +199,7 @@ def pool_inference_bounds(bp: Blueprint, report: Reporter) -> None:
             per_node = int(devices[0])
             led = pools.ledger(pool, per_node, pool.week)
             peak = led.peak(fleet.name)
-            most = sum(m.replicas.max * m.tensor_parallel for m in fleet.models)
+            most = sum(m.replicas.max * m.gpus for m in fleet.models)
             if most > peak * per_node:
                 report(fleet.path + ("models",), f"the models of fleet '{fleet.name}' may scale to {most} GPUs "
                        f"(replicas.max x tensor_parallel), but pool '{pool.name}' gives the fleet at most {peak} "
@@ -211,7 +211,7 @@ def pool_inference_bounds(bp: Blueprint, report: Reporter) -> None:
                     replicas = pools.window_replicas(fleet, held, per_node)
                 else:
                     replicas = {m.name: m.replicas.min for m in fleet.models}
-                least = sum(replicas[m.name] * m.tensor_parallel for m in fleet.models)
+                least = sum(replicas[m.name] * m.gpus for m in fleet.models)
                 if least > held * per_node:
                     report(fleet.path + ("models",), f"at {_local(hour.start, tz)} fleet '{fleet.name}' keeps at "
                            f"least {least} GPUs busy (its models' minimum replicas x tensor_parallel), but pool "

@@ -97,14 +97,16 @@ class InferenceFleet(pulumi.ComponentResource):
         self.register_outputs({})
 
     def _launch_template(self, name: str, fleet: Fleet, group, tags: dict):
+        from .lws import launch_extras  # replicas spanning nodes: EFA and a placement group
+
         return launch_template(name, group, _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags,
-                               self, ROOT_GIB)
+                               self, ROOT_GIB, **launch_extras(self, fleet, tags))
 
     def _object(self, obj: dict, depends_on: list) -> KubeObject:
         meta = obj["metadata"]
         name = "-".join(p for p in (self.name, obj["kind"].lower(), meta.get("namespace"), meta["name"]) if p)
         opts = self.eks.k8s_opts(self, depends_on)
-        if obj["kind"] == "Deployment":
+        if obj["kind"] in ("Deployment", "LeaderWorkerSet"):
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(custom_timeouts=self.wait))
         return KubeObject(name, obj, opts)
 

@@ -1,0 +1,94 @@
+"""Multi-node replicas (issue 23): a model whose tensor_parallel x pipeline_parallel is more than the GPUs of a
+node is served by a LeaderWorkerSet (kubernetes-sigs/lws) instead of a Deployment. One replica is one group of
+pods, one pod per node: the leader starts a Ray head, waits until every worker of its group has joined, then
+runs vLLM's API server over the group's GPUs; each worker joins the leader's Ray cluster and blocks.
+
+Facts, and where they come from:
+- kubernetes-sigs/lws v0.10.0 (commit 2161f38ff333f9e24d3c44adef7cd5d9787cac00), api/leaderworkerset/v1/
+  leaderworkerset_types.go: the env LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX put in every pod of a
+  group; the pod label leaderworkerset.sigs.k8s.io/worker-index ("0" on the leader); startupPolicy
+  LeaderCreated (the workers' StatefulSet is created as soon as the leader pod is, so the leader can wait for
+  them) and restartPolicy RecreateGroupOnPodRestart (a failed pod restarts its whole group: a Ray cluster that
+  lost a node cannot serve). The CRD's scale subresource (specReplicasPath .spec.replicas,
+  labelSelectorPath .status.hpaPodSelector, charts/lws/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml) is
+  what KEDA's ScaledObject and the HPA scale: replicas are groups.
+- The leader's and workers' commands follow LWS's own vLLM example (docs/examples/vllm/GPU/lws.yaml at that
+  tag): vLLM's examples/online_serving/multi-node-serving.sh, shipped in the vllm/vllm-openai image under
+  /vllm-workspace, `leader --ray_cluster_size=$(LWS_GROUP_SIZE)` (ray start --head, then it polls ray.nodes()
+  until that many are alive, 300 s at most, exit 1 otherwise) and `worker --ray_address=$(LWS_LEADER_ADDRESS)`
+  (ray start --address=...:6379 --block, retried for 300 s). vLLM's flags come to the leader's `vllm serve` as
+  positional parameters of `bash -c` ("$@"), never spliced into the script text.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .records import frozen
+
+LWS_VERSION = "v0.10.0"
+API_VERSION = "leaderworkerset.x-k8s.io/v1"
+KIND = "LeaderWorkerSet"
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+"""LWS labels every pod of a group with its index in the group; the leader's is "0"."""
+STARTUP_POLICY = "LeaderCreated"
+RESTART_POLICY = "RecreateGroupOnPodRestart"
+
+RAY_SCRIPT = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
+RAY_WAIT_S = 300
+"""multi-node-serving.sh's ray_init_timeout: how long the leader waits for its workers (and a worker for the head)."""
+LEADER_COMMAND = ("bash", "-c",
+                  f'bash {RAY_SCRIPT} leader --ray_cluster_size="$LWS_GROUP_SIZE" && exec vllm serve "$@"',
+                  "vllm-leader")
+"""The leader: a Ray head with every worker of the group joined, then `vllm serve` with the args that follow
+("vllm-leader" is $0 of bash -c; the server's argv follows as $1...)."""
+WORKER_COMMAND = ("bash", "-c", f'exec bash {RAY_SCRIPT} worker --ray_address="$LWS_LEADER_ADDRESS"')
+EXECUTOR_ARGS = ("--distributed-executor-backend", "ray")
+"""vLLM 0.11 picks Ray when the world size is more than the GPUs it sees (config/parallel.py), said outright here."""
+
+
+def nodes_per_replica(model, per_node: int) -> int:
+    """Nodes (pods) one replica of the model takes: 1 when its GPUs fit one node, else its GPUs over a node's
+    (the lws-parallelism rule reports a count that is not a whole number of nodes)."""
+    return math.ceil(model.gpus / per_node) if per_node and model.gpus > per_node else 1
+
+
+def multinode(fleet) -> bool:
+    """Whether any model of the inference fleet spans nodes (its shape known)."""
+    shape = fleet.shape
+    return shape is not None and any(nodes_per_replica(m, shape.gpu_count) > 1 for m in fleet.models)
+
+
+def spans_nodes(item: dict, instance) -> bool:
+    """The same, on the blueprint's fleet as written (resolve sets the default placement by it)."""
+    if instance is None or item.get("role") != "inference" or not instance.gpu_count:
+        return False
+    return any(m.get("tensor_parallel", 1) * m.get("pipeline_parallel", 1) > instance.gpu_count
+               for m in item.get("models", ()) if isinstance(m, dict))
+
+
+@frozen
+class Group:
+    """What makes a model's replica a LeaderWorkerSet group (fleetform/k8s.py Server.group)."""
+
+    size: int  # pods per replica, one per node: leaderWorkerTemplate.size
+    leader_command: tuple[str, ...]
+    worker_command: tuple[str, ...]
+    efa: int  # vpc.amazonaws.com/efa per pod: the node's EFA interfaces (0: none)
+    hugepages: str | None  # hugepages-2Mi per pod where it uses EFA
+    leader_selector: tuple[tuple[str, str], ...]  # the Service's and the InferencePool's: the leaders only
+    network_policy: str  # the NetworkPolicy that lets a group's pods reach each other (Ray, NCCL bootstrap)
+    startup_policy: str = STARTUP_POLICY
+    restart_policy: str = RESTART_POLICY
+
+
+def group(model, per_node: int, instance, selector: tuple, name: str) -> Group | None:
+    """The group of a model that spans nodes, None for one that fits a node. instance: the catalog's (EFA)."""
+    from .kueue import EFA_HUGEPAGES
+
+    size = nodes_per_replica(model, per_node)
+    if size == 1:
+        return None
+    efa = instance.max_efa if instance is not None and instance.max_efa else 0
+    return Group(size, LEADER_COMMAND, WORKER_COMMAND, efa, EFA_HUGEPAGES if efa else None,
+                 tuple(selector) + ((WORKER_INDEX_LABEL, "0"),), f"{name}-group")
