@@ -305,21 +305,23 @@ def deep_merge(base: dict, extra: dict) -> dict:
 def build(bp, eks: dict | None) -> Cluster | None:
     """The cluster of the blueprint's inference fleets, training fleets scheduled by Kubernetes and Ray training
     fleets on AWS; None when it has none."""
-    from . import kueue, ray
+    from . import kueue, ray, slinky
 
     fleets = [f for f in bp.fleets if f.kube is not None]
     training = [f for f in bp.fleets if f.kueue is not None]
     rays = [f for f in bp.fleets if f.ray is not None]
-    if bp.cloud != "aws" or not (fleets or training or rays):
+    slurms = [f for f in bp.fleets if f.slinky is not None]  # Slurm on EKS (fleetform/slinky.py)
+    if bp.cloud != "aws" or not (fleets or training or rays or slurms):
         return None
     data = addons_data()
     eks = eks or {}
-    first = (fleets or training or rays)[0]
+    first = (fleets or training or rays or slurms)[0]
     path = ("provider", "eks") if eks else first.path
     groups = [_system_group(data, eks, path)]
     groups += [g for g in (_gpu_group(bp, f) for f in fleets) if g is not None]
     groups += [kueue.cluster_node_group(f, f.kueue) for f in training]
     groups += [g for g in (ray.node_group(f) for f in rays) if g is not None]
+    groups += [slinky.node_group(f) for f in slurms]
     autoscalers = {f.scheduler.autoscaler for f in fleets}
     wanted = ["gpu-operator", "kube-prometheus-stack"]
     wanted += ["keda"] if "keda" in autoscalers else []
@@ -327,7 +329,10 @@ def build(bp, eks: dict | None) -> Cluster | None:
     wanted += ["kuberay-operator"] if rays else []
     wanted += ["cluster-autoscaler"]
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
-    wanted += ["jobset", "kueue", "aws-efa-k8s-device-plugin"] if training else []
+    wanted += ["jobset", "kueue"] if training else []
+    # Slinky's operator brings the slinky.slurm.net CRDs (crds.enabled) its fleets' `slurm` releases use
+    wanted += ["slurm-operator"] if slurms else []
+    wanted += ["aws-efa-k8s-device-plugin"] if training or any(f.slinky.efa for f in slurms) else []
     releases, workloads = [], []
     for name in wanted:
         chart = data["charts"][name]
@@ -342,14 +347,15 @@ def build(bp, eks: dict | None) -> Cluster | None:
                                          "image": {"repository": chart["image"],
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
-            values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays))
+            values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays + slurms))
         if name == "kueue":
             values = deep_merge(values, {"managerConfig": {"controllerManagerConfigYaml": kueue.manager_config(
                 ns for f in training for ns, _ in f.kueue.local_queues)}})
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
-    addons = list(data["addons"]) + optional_addons(data, fleets, training, any(f.ray.mounts for f in rays))
+    addons = list(data["addons"]) + optional_addons(data, fleets, training, any(f.ray.mounts for f in rays)
+                                                    or any(f.slinky.mounts for f in slurms))
     for name in addons:
         for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
             workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
@@ -361,6 +367,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
     for fleet in rays:
         if any(g.fleet == fleet.name for g in groups):
             workloads += ray.workloads(fleet)
+    workloads += [w for f in slurms for w in slinky.workloads(f)]
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
     for fleet in fleets:  # models streaming their weights from S3 read them as their own service account
@@ -373,7 +380,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
     return Cluster(bp.name, first.scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
-                   tuple(f.name for f in fleets + training + rays), path, tuple(eks.get("subnet_ids", ())))
+                   tuple(f.name for f in fleets + training + rays + slurms), path, tuple(eks.get("subnet_ids", ())))
 
 
 def volume_weights(fleets) -> bool:
