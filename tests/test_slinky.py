@@ -324,3 +324,17 @@ def test_placement_rule_refuses_slinky_off_aws(tmp_path, cloud_text):
     assert _run("slinky-placement", model) == []
     assert isinstance(model.fleets[0].scheduler, SlinkyScheduler)
     assert _run("slinky-placement", replace(model, cloud=cloud_text))
+
+
+def test_plan_and_diff_cover_the_fleet_like_other_training_fleets(tmp_path):
+    """plan sizes and prices the fleet; diff prices a change and calls a change of the NodeSet a node roll: the
+    operator drains each old slurmd pod's Slurm node and replaces the pod once its jobs end (slurm-operator v1.2.1
+    nodeset_sync.go syncRollingUpdate, doPodScale), not an update nothing running notices."""
+    plan = subprocess.run([sys.executable, "-m", "fleetform", "plan", str(EXAMPLE)], capture_output=True, text=True)
+    assert plan.returncode == 0 and "train (training)" in plan.stdout and "train           p5.48xlarge  4" in plan.stdout
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(TEXT.replace("instance_type: p5.48xlarge", "instance_type: p5en.48xlarge"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True)
+    assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
+    assert "train: 4 x p5.48xlarge ($160,717 a month) -> 4 x p5en.48xlarge" in diff.stdout
