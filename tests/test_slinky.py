@@ -26,6 +26,7 @@ import sys
 from dataclasses import replace
 
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -81,6 +82,15 @@ def test_the_example_validates_clean_and_renders_the_chart_values_and_slurm_file
         "train/k8s/namespace.yaml", "train/k8s/kustomization.yaml", "train/nccl.env", "train/slinky/values.yaml",
         "train/slinky/slurm.conf", "train/slinky/gres.conf"}
     assert not any(p.startswith("train/slurm/") for p in files)  # no controller instance, no slurm/bin programs
+    namespace = yaml.safe_load(files["train/k8s/namespace.yaml"])
+    kubernetes_validate.validate(namespace, "1.35.0", strict=True)
+    assert namespace["metadata"]["name"] == result.model.fleets[0].slinky.namespace == "slurm"
+    kubectl = require("kubectl", "kubernetes-client")
+    for name, data in files.items():
+        (tmp_path / "out" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "out" / name).write_bytes(data)
+    built = subprocess.run([kubectl, "kustomize", str(tmp_path / "out/train/k8s")], capture_output=True, text=True)
+    assert built.returncode == 0 and yaml.safe_load(built.stdout)["kind"] == "Namespace", built.stderr
 
 
 def test_render_check_accepts_the_examples_own_render(tmp_path):
