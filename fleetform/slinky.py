@@ -10,16 +10,20 @@ Why Slinky and not Nebius' Soperator (both read at their newest tags, 2026-11-24
   `NodeSet=<name>` lines the operator writes (internal/builder/controllerbuilder/controller_config.go
   buildSlurmConf, buildNodeSetConf), and gres.conf is a plain `configFiles` entry: slurm.conf's nodes, GRES
   and partitions come from the same derivation as fleetform's Slurm fleets (fleetform/slurm.py node_facts).
-- Soperator (github.com/nebius/soperator, v1.14.x) installs through its own chart set with a shared root
-  file system (a jail on a NFS/virtiofs volume) that EKS does not provide, and builds slurm.conf itself; GPU
-  nodes there report Gres=(null) when its GPU auto-detection misses (nebius/soperator#1521), with no gres.conf
-  of ours to pin the type. Slinky lets fleetform write gres.conf.
+- Soperator (github.com/nebius/soperator, VERSION 5.0.0 at its newest snapshot) turns one SlurmCluster resource
+  into a cluster built around a "jail": a shared PVC mounted as every login and worker node's root (README.md),
+  which on EKS needs a ReadWriteMany file system fleetform does not describe; it runs its own Slurm build
+  (26.05.3-nebius), one partition only, and GPU-only clusters (docs/limitations.md); its terraform recipes are for
+  Nebius only. GPU nodes there reported Gres=(null) when its GPU auto-detection named the GPU otherwise
+  (nebius/soperator#1521). Slinky lets fleetform write gres.conf and the node line from its own model.
 
 Known mismatches, each a finding of fleetform/rules/slinky.py:
 - Gres=(null): a slurmd pod registers without GPUs when slurm.conf has no `GresTypes=gpu` or gres.conf names
   no GPU of its type (SlinkyProject/slurm-operator#57: the fix was `GresTypes: gpu` in the controller's
   extraConfMap, gres.conf, and `Gres: gpu:<type>:<n>` in the NodeSet's extraConfMap; #101: Gres=(null) with
-  a gres.conf but no Gres in the NodeSet). fleetform writes all three from one model.
+  a gres.conf but no Gres in the NodeSet). fleetform writes all three from one model. (SlinkyProject/slurm-operator
+  PR #191, closed, reports a first registration with Gres=(null) because the operator's `NodeSet=` line carries
+  no Gres=; v1.2.1's buildNodeSetConf still writes none, and fleetform cannot change that line.)
 - gres.conf's GPU type and count against the pod's `nvidia.com/gpu` limit: Slurm schedules the GPUs the
   NodeSet's `Gres=` claims, the kubelet gives the pod what its limit asks (slurm-operator#45: Gres=gpu:a40:1
   with 8 GPUs visible).
