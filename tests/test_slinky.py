@@ -348,3 +348,14 @@ def test_plan_and_diff_cover_the_fleet_like_other_training_fleets(tmp_path):
                           capture_output=True, text=True)
     assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
     assert "train: 4 x p5.48xlarge ($160,717 a month) -> 4 x p5en.48xlarge" in diff.stdout
+
+
+def test_namespace_rule_refuses_kubernetes_a_charts_and_another_fleets_namespace(tmp_path):
+    assert _rules(TEXT, tmp_path, "slinky-namespace") == []
+    for namespace, why in (("kube-system", "Kubernetes' own"), ("slinky", "the slurm-operator release's")):
+        found = _rules(TEXT.replace("      namespace: slurm\n", f"      namespace: {namespace}\n"), tmp_path,
+                       "slinky-namespace")
+        assert any(why in m for m in found), (namespace, found)
+    second = TEXT + TEXT[TEXT.index("  - name: train"):].replace("  - name: train", "  - name: train2").replace(
+        "cluster_name: train", "cluster_name: train2")
+    assert any("fleet 'train2''s too" in m for m in _rules(second, tmp_path, "slinky-namespace"))

@@ -88,3 +88,24 @@ def slinky_memory(bp: Blueprint, report: Reporter) -> None:
                    f"{s.real_memory_mib} (MemSpecLimit={s.mem_spec_limit_mib}) MiB, but its slurmd pod's memory "
                    f"limit is {s.memory}: jobs would be OOM-killed with the pod",
                    "report this: RealMemory is the pod's memory limit")
+
+
+@rule("slinky-namespace", "error", "a Slinky fleet's namespace is its own: not Kubernetes', a chart's or another fleet's")
+def slinky_namespace(bp: Blueprint, report: Reporter) -> None:
+    """fleetform makes the fleet's Namespace (<fleet>/k8s/namespace.yaml) and installs its `slurm` release there:
+    removing the fleet deletes the namespace with everything in it (a chart's pods, another fleet's), and the API
+    server refuses to delete default, kube-system and kube-public, which would leave the fleet half gone."""
+    from ..cluster import addons_data
+    from .kueue import RESERVED_NAMESPACES
+
+    if bp.cloud != "aws":  # slinky-placement says so
+        return
+    taken = {chart["namespace"]: f"the {name} release's" for name, chart in addons_data()["charts"].items()}
+    taken.update({ns: "Kubernetes' own" for ns in RESERVED_NAMESPACES})
+    for fleet in _slinky_fleets(bp):
+        namespace = fleet.scheduler.namespace
+        others = [f.name for f in bp.fleets if f is not fleet and getattr(f.scheduler, "namespace", None) == namespace]
+        why = taken.get(namespace) or (f"fleet '{others[0]}''s too" if others else None)
+        if why is not None:
+            report(fleet.scheduler.path + ("namespace",), f"namespace '{namespace}' of Slinky fleet '{fleet.name}' is "
+                   f"{why}: fleetform makes and deletes it with the fleet", "give the fleet a namespace of its own")
