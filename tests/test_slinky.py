@@ -288,6 +288,7 @@ def test_the_login_pods_nccl_environment_is_the_fleets_nccl_env_but_the_host_int
                     if line and not line.startswith("#"))
     login = yaml.safe_load(files["train/slinky/values.yaml"])["loginsets"]["train"]["login"]["env"]
     assert "NCCL_SOCKET_IFNAME" in env_file
+    assert "the env of its login pod slurm-train-login-train" in files["train/nccl.env"].decode()  # not a node's file
     assert {e["name"]: e["value"] for e in login} == {k: v.strip('"') for k, v in env_file.items()
                                                       if k != "NCCL_SOCKET_IFNAME"}
 
