@@ -480,6 +480,14 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
             return Disruption("drain", what, "KubeRay recreates every pod of the RayCluster (upgradeStrategy "
                                              "Recreate; its spec changed beyond the worker counts): running Ray "
                                              "jobs end, let them finish first")
+    if kind == "Release" and not gone and any(i.path.startswith("values.nodesets.")
+                                              and not i.path.endswith(".replicas") for i in change.inputs):
+        # a Slinky fleet's `slurm` release (fleetform/slinky.py): slurm-operator v1.2.1 rolls the NodeSet
+        # (internal/controller/nodeset/nodeset_sync.go syncRollingUpdate -> doPodScale: a condemned pod's Slurm node
+        # is drained, and the pod deleted only once IsNodeDrained, i.e. its jobs ended)
+        return Disruption("node roll", what, "Slinky's NodeSet rolls its slurmd pods (RollingUpdate, at most 25% at "
+                                             "a time): each old pod's Slurm node is drained and the pod replaced "
+                                             "once its jobs end; running jobs finish on the old pods")
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")

@@ -347,21 +347,23 @@ def deep_merge(base: dict, extra: dict) -> dict:
 def build(bp, eks: dict | None) -> Cluster | None:
     """The cluster of the blueprint's inference fleets, training fleets scheduled by Kubernetes and Ray training
     fleets on AWS; None when it has none."""
-    from . import kueue, mig, ray
+    from . import kueue, mig, ray, slinky
 
     fleets = [f for f in bp.fleets if f.kube is not None]
     training = [f for f in bp.fleets if f.kueue is not None]
     rays = [f for f in bp.fleets if f.ray is not None]
-    if bp.cloud != "aws" or not (fleets or training or rays):
+    slurms = [f for f in bp.fleets if f.slinky is not None]  # Slurm on EKS (fleetform/slinky.py)
+    if bp.cloud != "aws" or not (fleets or training or rays or slurms):
         return None
     data = addons_data()
     eks = eks or {}
-    first = (fleets or training or rays)[0]
+    first = (fleets or training or rays or slurms)[0]
     path = ("provider", "eks") if eks else first.path
     groups = [_system_group(data, eks, path)]
     groups += [g for g in (_gpu_group(bp, f) for f in fleets) if g is not None]
     groups += [kueue.cluster_node_group(f, f.kueue) for f in training]
     groups += [g for g in (ray.node_group(f) for f in rays) if g is not None]
+    groups += [slinky.node_group(f) for f in slurms]
     autoscalers = {f.scheduler.autoscaler for f in fleets}
     wanted = ["gpu-operator", "kube-prometheus-stack"]
     wanted += ["keda"] if "keda" in autoscalers else []
@@ -378,8 +380,11 @@ def build(bp, eks: dict | None) -> Cluster | None:
     # training: JobSet's CRD before Kueue, whose JobSet integration watches it; the EFA device plugin
     splits = [f for f in fleets if f.split is not None]  # Kueue on the whole GPUs of a node split by GPU
     wanted += ["jobset", "kueue"] if training or splits else []
-    # the EFA device plugin where a Kueue job, a Ray worker or a replica spanning nodes asks for vpc.amazonaws.com/efa
-    wanted += ["aws-efa-k8s-device-plugin"] if (training or any(f.ray.efa for f in rays)
+    # Slinky's operator brings the slinky.slurm.net CRDs (crds.enabled) its fleets' `slurm` releases use
+    wanted += ["slurm-operator"] if slurms else []
+    # the EFA device plugin where a Kueue job, a Ray worker, a slurmd pod or a replica spanning nodes asks for
+    # vpc.amazonaws.com/efa
+    wanted += ["aws-efa-k8s-device-plugin"] if (training or any(f.ray.efa for f in rays) or any(f.slinky.efa for f in slurms)
                                                 or any(s.group.efa for s in spanning)) else []
     releases, workloads = [], []
     for name in wanted:
@@ -395,7 +400,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
                                          "image": {"repository": chart["image"],
                                                    "tag": chart["image_tags"].get(version, "")}})
         if name == "gpu-operator":
-            values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays))
+            values = deep_merge(values, _gpu_operator_defaults(fleets + training + rays + slurms))
         if name == "kueue":
             values = deep_merge(values, {"managerConfig": {"controllerManagerConfigYaml": kueue.manager_config(
                 [ns for f in training for ns, _ in f.kueue.local_queues]
@@ -403,7 +408,8 @@ def build(bp, eks: dict | None) -> Cluster | None:
         releases.append(Release(name, chart["chart"], chart["repo"], str(chart["version"]), str(chart["tagged"]),
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
-    addons = list(data["addons"]) + optional_addons(data, fleets, training, any(f.ray.mounts for f in rays))
+    addons = list(data["addons"]) + optional_addons(data, fleets, training, any(f.ray.mounts for f in rays)
+                                                    or any(f.slinky.mounts for f in slurms))
     for name in addons:
         for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
             workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
@@ -416,6 +422,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
     for fleet in rays:
         if any(g.fleet == fleet.name for g in groups):
             workloads += ray.workloads(fleet)
+    workloads += [w for f in slurms for w in slinky.workloads(f)]
     ca = data["charts"]["cluster-autoscaler"]
     identities = [PodIdentity("cluster-autoscaler", ca["namespace"], ca["service_account"], "cluster-autoscaler", None)]
     for fleet in fleets:  # models reading weights or adapters from S3 read them as their own service account
@@ -427,7 +434,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
     return Cluster(bp.name, first.scheduler.version, tuple(groups), tuple(releases), tuple(addons),
                    tuple(workloads), tuple(identities),
                    tuple(eks["api_access_cidrs"]) if "api_access_cidrs" in eks else None,
-                   tuple(f.name for f in fleets + training + rays), path, tuple(eks.get("subnet_ids", ())),
+                   tuple(f.name for f in fleets + training + rays + slurms), path, tuple(eks.get("subnet_ids", ())),
                    tuple(CrdBundle(name, str(b["version"]), b["source"], tuple(b["files"].items()))
                          for name, b in data["crd_bundles"].items() if b["when"] == "gateway" and gateways))
 

@@ -153,9 +153,11 @@ def graph(bp, resources: list[dict] | None = None) -> Graph:
 def _fleet(g: Graph, bp, fleet, eks) -> None:
     name = fleet.name
     sched = fleet.scheduler
-    kind = {"slurm": "Slurm", "kubernetes": "Kubernetes", "ray": "Ray"}.get(getattr(sched, "type", ""), "no scheduler")
+    kind = {"slurm": "Slurm", "kubernetes": "Kubernetes", "ray": "Ray", "slinky": "Slurm on EKS (Slinky)"}.get(
+        getattr(sched, "type", ""), "no scheduler")
     parent = ("network",) if bp.cloud != "aws" else (
-        ("eks",) if eks is not None and (kind == "Ray" or kind == "Kubernetes" and not fleet.training) else None)
+        ("eks",) if eks is not None and (kind in ("Ray", "Slurm on EKS (Slinky)")
+                                         or kind == "Kubernetes" and not fleet.training) else None)
     fg = g.group(("fleet", name), f"{fleet.role} fleet {name} · {kind}", parent)
     gpus = (f"{fleet.shape.gpu_count} x {fleet.shape.gpu.name} per node" if fleet.shape is not None else "GPUs unknown")
     sharing = fleet.gpu_sharing

@@ -19,6 +19,7 @@ from .lora import Lora
 from .mig import SplitQueue
 from .models import ModelSpec
 from .ray import RayConfig
+from .slinky import SlinkyConfig
 from .pool import Pool, PoolEdge
 from .records import frozen
 from .acceptance import AcceptanceConfig
@@ -152,6 +153,23 @@ class KubernetesScheduler:
     queue_namespaces: tuple[str, ...] = ()  # training: namespaces with a LocalQueue; () the fleet's namespace
     job_image: str | None = None  # training: the image of the JobSet template
     declared: tuple[str, ...] = ()  # the keys the blueprint wrote (defaults fill the rest): kueue-fields' input
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")
+        return int(major), int(minor)
+
+
+@frozen
+class SlinkyScheduler:
+    """A training fleet scheduled by Slurm running on the blueprint's EKS cluster: slurmd pods of a NodeSet of
+    SchedMD's Slinky slurm-operator (fleetform/slinky.py)."""
+
+    version: str  # the cluster's Kubernetes version
+    namespace: str
+    cluster_name: str | None
+    path: Path
+    type: Literal["slinky"] = "slinky"
 
     @property
     def minor(self) -> tuple[int, int]:
@@ -422,7 +440,7 @@ class Fleet:
     reservation_id: str | None
     placement: Literal["cluster", "spread", "none"]
     storage: tuple[str, ...]
-    scheduler: SlurmScheduler | KubernetesScheduler | RayScheduler | None
+    scheduler: SlurmScheduler | KubernetesScheduler | RayScheduler | SlinkyScheduler | None
     interconnect: Interconnect | None
     nccl: Nccl | None
     workload: Workload | None
@@ -440,6 +458,7 @@ class Fleet:
     auto_repair: bool = True  # inference fleets on EKS: node auto repair on the GPU node group (fleetform/health.py)
     ray: RayConfig | None = None  # training fleets scheduled by Ray, when their shape is known (fleetform/ray.py)
     split: SplitQueue | None = None  # an inference fleet's node split by GPU: Kueue on its whole GPUs (fleetform/mig.py)
+    slinky: SlinkyConfig | None = None  # Slurm on EKS through Slinky, when the shape is known (fleetform/slinky.py)
     login: LoginConfig | None = None  # login nodes, users, home (fleetform/login.py); None when none is declared
     acceptance: AcceptanceConfig | None = None  # Slurm training fleets: the acceptance job (fleetform/acceptance.py)
     acceptance_declared: bool = False  # the blueprint wrote an `acceptance` block (the acceptance-scope rule's input)

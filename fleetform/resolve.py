@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import (acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, lws, mig, monitoring,
-               nccl, pool, ray, slurm)
+               nccl, pool, ray, slinky, slurm)
 from .slurm import host_count
 from .lws import spans_nodes
 from .catalog import Catalog, InstanceType
@@ -21,7 +21,7 @@ from .models import load_models
 from .model import (
     IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
     Interconnect, KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size,
-    Slo, Storage, Switch,
+    SlinkyScheduler, Slo, Storage, Switch,
     Topology, Waiver, Weights, WholeGpus, Workload, under,
 )
 
@@ -57,9 +57,13 @@ def _storage(item: dict, path: tuple) -> Storage:
     )
 
 
-def _scheduler(data: dict | None, path: tuple) -> SlurmScheduler | KubernetesScheduler | RayScheduler | None:
+def _scheduler(data: dict | None, path: tuple) -> (SlurmScheduler | KubernetesScheduler | RayScheduler | SlinkyScheduler
+                                                   | None):
     if data is None:
         return None
+    if data["type"] == "slinky":
+        return SlinkyScheduler(data["version"], data.get("namespace", slinky.DEFAULT_NAMESPACE),
+                               data.get("cluster_name"), path)
     if data["type"] == "ray":
         return RayScheduler(data["version"], data.get("namespace", "default"),
                             data.get("ray_version", ray.DEFAULT_RAY_VERSION), path)
@@ -269,6 +273,8 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
     fleets = tuple(replace(f, kueue=kueue.build(f, meta["name"], f.nccl_env, storage)) if f.training and cloud == "aws"
                    else f for f in fleets)
     fleets = tuple(replace(f, ray=ray.build(f, storage)) if cloud == "aws" and f.training else f for f in fleets)
+    fleets = tuple(replace(f, slinky=slinky.build(f, f.nccl_env, storage)) if cloud == "aws" and f.training else f
+                   for f in fleets)
     fleets = tuple(replace(f, health=health.build(f, item.get("health"), storage, cloud),
                            health_declared="health" in item, health_keys=tuple(item.get("health") or ()),
                            auto_repair=(item.get("health") or {}).get("auto_repair", health.DEFAULT_AUTO_REPAIR))

@@ -265,6 +265,30 @@ def _partition_time(value: str | int | None) -> str:
     return str(value)
 
 
+def node_facts(fleet) -> tuple[str, str, int, int, int]:
+    """(GPU type, features, CPUs, RealMemory MiB, MemSpecLimit MiB) of one node of a fleet whose shape is known:
+    what its NodeName line and gres.conf say, whoever runs slurmctld (a Slurm fleet's controller, or Slinky's
+    operator on EKS: fleetform/slinky.py)."""
+    shape = fleet.shape
+    type_ = gpu_type(shape.gpu.family)
+    fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
+    features = ",".join(x for x in (fleet.instance_type, type_, fabric) if x)
+    cpus = shape.sockets * shape.cores_per_socket * shape.threads_per_core
+    memory = int(shape.memory_gib * 1024 * MEMORY_SHARE)
+    mem_spec = max(MEM_SPEC_MIN_MIB, int(shape.memory_gib * 1024 * MEM_SPEC_SHARE))
+    return type_, features, cpus, memory, mem_spec
+
+
+def gpu_files(devices: int) -> str:
+    """gres.conf's File= for a node's GPUs: /dev/nvidia0, or the range /dev/nvidia[0-7]."""
+    return "/dev/nvidia0" if devices == 1 else f"/dev/nvidia[0-{devices - 1}]"
+
+
+def gpu_defaults(fleet, cpus: int, memory: int, mem_spec: int) -> tuple[int, int]:
+    """(DefCpuPerGPU, DefMemPerGPU MiB): a job that asks for GPUs but not for CPUs or memory gets its node's share."""
+    return max(1, cpus // fleet.shape.gpu_count), (memory - mem_spec) // fleet.shape.gpu_count
+
+
 def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmConfig | None:
     """The Slurm config of a training fleet; None when the fleet is not (or not yet) one Slurm can
     describe: not scheduled by Slurm, or its node shape or size unknown (rules report why)."""
@@ -279,12 +303,7 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         return None  # the size-range and slurm-partition-nodes rules say why
     if any(e and reversed_range(e) for e in expressions):
         return None  # the hostlist-range rule says where
-    type_ = gpu_type(shape.gpu.family)
-    fabric = fleet.interconnect.fabric if fleet.interconnect else "tcp"
-    features = ",".join(x for x in (fleet.instance_type, type_, fabric) if x)
-    cpus = shape.sockets * shape.cores_per_socket * shape.threads_per_core
-    memory = int(shape.memory_gib * 1024 * MEMORY_SHARE)
-    mem_spec = max(MEM_SPEC_MIN_MIB, int(shape.memory_gib * 1024 * MEM_SPEC_SHARE))
+    type_, features, cpus, memory, mem_spec = node_facts(fleet)
     aws = cloud == "aws"
 
     def node_line(names: str, elastic: bool) -> NodeLine:
@@ -318,7 +337,7 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
     elastic_nodes = next((names for names, elastic in groups if elastic), None)
     total = len(every) if fleet.hosts is not None else size.max
     devices = shape.gpu_count
-    file = "/dev/nvidia0" if devices == 1 else f"/dev/nvidia[0-{devices - 1}]"
+    file = gpu_files(devices)
     gres = tuple(GresLine(line.names, type_, file, devices) for line in nodes)
 
     declared = scheduler.partitions or ()
@@ -379,6 +398,6 @@ def build(fleet, blueprint_name: str, region: str | None, cloud: str) -> SlurmCo
         private_data_cloud=power is not None and version_key(version) < version_key(REMOVED_IN["PrivateData=cloud"]),
         slurmctld_parameters=parameters, tree_width=CLOUD_TREE_WIDTH if ec2 is not None else None,
         all_nodes=everyone,
-        def_cpu_per_gpu=max(1, cpus // shape.gpu_count),
-        def_mem_per_gpu_mib=(memory - mem_spec) // shape.gpu_count,
+        def_cpu_per_gpu=gpu_defaults(fleet, cpus, memory, mem_spec)[0],
+        def_mem_per_gpu_mib=gpu_defaults(fleet, cpus, memory, mem_spec)[1],
     )

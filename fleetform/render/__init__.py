@@ -12,7 +12,7 @@ import json
 
 from .. import __version__
 from ..model import Blueprint
-from . import k8s, kueue, nccl, ray, slurm
+from . import k8s, kueue, nccl, ray, slinky, slurm
 
 
 def render(bp: Blueprint) -> dict[str, bytes]:
@@ -24,6 +24,7 @@ def render(bp: Blueprint) -> dict[str, bytes]:
         files.update(k8s.files(bp, fleet))
         files.update(kueue.files(bp, fleet))
         files.update(ray.files(bp, fleet))
+        files.update(slinky.files(bp, fleet))
     files["manifest.json"] = manifest(bp, files)
     return dict(sorted(files.items()))
 

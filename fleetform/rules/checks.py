@@ -5,6 +5,7 @@ from . import images, regions  # noqa: F401
 from . import health  # noqa: F401  (after slurm: the Slurm training fleets' health checks)
 from . import kueue  # noqa: F401  (training fleets scheduled by Kubernetes)
 from . import ray  # noqa: F401  (training fleets scheduled by Ray through KubeRay)
+from . import slinky  # noqa: F401  (training fleets scheduled by Slurm on EKS through Slinky)
 from . import login  # noqa: F401  (login nodes, users, home of the Slurm training fleets)
 from . import acceptance  # noqa: F401  (after health: the acceptance job's DCGM level follows the health suite)
 from . import accounting  # noqa: F401  (after slurm: Slurm accounting and teams)

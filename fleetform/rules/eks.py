@@ -20,7 +20,8 @@ def _eks_fleets(bp: Blueprint):
         return []
     # by the scheduler, not the name alone: a training fleet may share a serving fleet's name (unique-names
     # reports it, and this rule must not crash on it)
-    return [f for f in bp.fleets if f.name in cluster.fleets and getattr(f.scheduler, "type", None) in ("kubernetes", "ray")]
+    return [f for f in bp.fleets if f.name in cluster.fleets
+            and getattr(f.scheduler, "type", None) in ("kubernetes", "ray", "slinky")]
 
 
 def _first_per_version(bp: Blueprint):

@@ -202,14 +202,15 @@ def suggested_k8s_version() -> str:
         return ".".join(map(str, K8S_MAX))
 
 
-@rule("role-scheduler", "error", "training fleets are scheduled by Slurm, Kubernetes or Ray, inference fleets by Kubernetes")
+@rule("role-scheduler", "error",
+      "training fleets are scheduled by Slurm, Kubernetes, Ray or Slinky, inference fleets by Kubernetes")
 def role_scheduler(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
         want = "slurm" if fleet.training else "kubernetes"
         if fleet.scheduler is None:
             report(fleet.path, f"{fleet.role} fleet '{fleet.name}' has no scheduler", _scheduler_hint(fleet))
-        elif fleet.training and fleet.scheduler.type in ("kubernetes", "ray"):
-            continue  # Kueue and JobSet (fleetform/kueue.py) or KubeRay (fleetform/ray.py) on the EKS cluster
+        elif fleet.training and fleet.scheduler.type in ("kubernetes", "ray", "slinky"):
+            continue  # Kueue and JobSet (fleetform/kueue.py), KubeRay (fleetform/ray.py) or Slinky (fleetform/slinky.py)
         elif fleet.scheduler.type != want:
             report(fleet.scheduler.path + ("type",),
                    f"a {fleet.role} fleet is scheduled by {want}, not {fleet.scheduler.type}",

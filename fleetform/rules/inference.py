@@ -573,7 +573,7 @@ def k8s_version(bp: Blueprint, report: Reporter) -> None:
     low, high = ".".join(map(str, K8S_MIN)), ".".join(map(str, K8S_MAX))
     for fleet in bp.fleets:
         scheduler = fleet.scheduler
-        if scheduler is None or scheduler.type not in ("kubernetes", "ray"):
+        if scheduler is None or scheduler.type not in ("kubernetes", "ray", "slinky"):
             continue
         if not K8S_MIN <= scheduler.minor <= K8S_MAX:
             report(scheduler.path + ("version",), f"Kubernetes {scheduler.version} is outside {low} to {high}",

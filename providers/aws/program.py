@@ -18,6 +18,7 @@ from .kube import EksCluster
 from .kueue import KubeTrainingFleet
 from .network import Network, Security
 from .ray import RayFleet
+from .slinky import SlinkyFleet
 from .storage import RenderedFiles, Storage, admit_lustre_clients, file_system_outputs
 from .training import TrainingFleet
 
@@ -42,7 +43,7 @@ def build(bp: Blueprint, files: dict[str, bytes], deployer_cidr: str | None = No
             TrainingFleet(fleet.name, bp, fleet, net, security, iam, storage, rendered, tags, opts)
         elif eks is not None and fleet.name in {g.fleet for g in bp.cluster.node_groups}:
             kind = (KubeTrainingFleet if fleet.kueue is not None else RayFleet if fleet.ray is not None
-                    else InferenceFleet)
+                    else SlinkyFleet if fleet.slinky is not None else InferenceFleet)
             serving.append(kind(fleet.name, fleet, eks, files, tags, opts))
     if eks is not None:
         eks.install([r for f in serving for r in f.early])
@@ -50,7 +51,8 @@ def build(bp: Blueprint, files: dict[str, bytes], deployer_cidr: str | None = No
             fleet.apply()
         pulumi.export("eks_cluster", eks.cluster.name)
         if storage.file_systems and (volume_weights([f for f in bp.fleets if f.kube is not None])
-                                     or any(f.ray is not None and f.ray.mounts for f in bp.fleets)):
+                                     or any(f.ray is not None and f.ray.mounts for f in bp.fleets)
+                                     or any(f.slinky is not None and f.slinky.mounts for f in bp.fleets)):
             # a weights claim's (or a Ray fleet's claim's) PersistentVolume is the blueprint's FSx for Lustre:
             # the EKS nodes mount it
             admit_lustre_clients("eks-nodes", storage, security.group_id,

@@ -1,0 +1,111 @@
+"""Rules of training fleets scheduled by Slurm on EKS through Slinky (fleetform/slinky.py): the fleet runs where the
+operator does, its size fits the operator's slurm.conf, and the known mismatches of Slurm-on-Kubernetes operators
+(GPU GRES reported as null; gres.conf types and counts against the pod's `nvidia.com/gpu` limit; a node line
+promising more memory than the pod has) are found in the derived configuration before a cluster shows them."""
+
+from __future__ import annotations
+
+from ..model import Blueprint
+from . import Reporter, rule
+
+
+def _slinky_fleets(bp: Blueprint):
+    return [f for f in bp.fleets if f.scheduler is not None and f.scheduler.type == "slinky"]
+
+
+@rule("slinky-placement", "error", "a Slinky fleet runs on the blueprint's EKS cluster, on AWS")
+def slinky_placement(bp: Blueprint, report: Reporter) -> None:
+    for fleet in _slinky_fleets(bp):  # an inference fleet scheduled by slinky: role-scheduler says so
+        if bp.cloud != "aws":
+            report(fleet.scheduler.path + ("type",), "Slinky fleets run as slurmd pods on the blueprint's EKS "
+                   "cluster, which on-premises blueprints do not have", "schedule on-prem training with slurm")
+
+
+@rule("slinky-size", "error", "a Slinky fleet has a fixed node count within the operator's MaxNodeCount")
+def slinky_size(bp: Blueprint, report: Reporter) -> None:
+    """The NodeSet runs a fixed number of slurmd pods (fleetform sets nodes.max) and slurm-operator v1.2.1 writes
+    `MaxNodeCount=1024` into slurm.conf (controller_config.go buildSlurmConf): more dynamic nodes do not register.
+    A range of nodes would keep nodes.max GPU nodes up anyway, and nothing would scale the NodeSet to the rest."""
+    from ..slinky import MAX_NODE_COUNT
+
+    for fleet in _slinky_fleets(bp):
+        nodes = fleet.nodes
+        if nodes is None:
+            continue
+        if nodes.min != nodes.max:
+            report(nodes.path, f"Slinky fleet '{fleet.name}' scales from {nodes.min} to {nodes.max} nodes, but its "
+                   f"NodeSet runs a fixed number of slurmd pods: all {nodes.max} GPU nodes would stay up",
+                   f"give it a fixed count: nodes: {nodes.max}")
+        if nodes.max > MAX_NODE_COUNT:
+            report(nodes.path, f"Slinky fleet '{fleet.name}' has {nodes.max} nodes, but slurm-operator's slurm.conf "
+                   f"holds at most MaxNodeCount={MAX_NODE_COUNT} dynamic nodes",
+                   f"at most {MAX_NODE_COUNT} nodes, or schedule the fleet with slurm")
+
+
+@rule("slinky-gres", "error", "a Slinky NodeSet's GPUs agree: GresTypes, gres.conf, the node's Gres= and the pod's "
+      "nvidia.com/gpu limit", stage="config")
+def slinky_gres(bp: Blueprint, report: Reporter) -> None:
+    """The Gres=(null) reports of Slurm-on-Kubernetes operators: a slurmd pod registers without GPUs when slurm.conf
+    lacks GresTypes=gpu or gres.conf names no GPU of the node's type (SlinkyProject/slurm-operator#57, #101;
+    nebius/soperator#1521, where auto-detection gave another type name), and Slurm hands out GPUs the pod does not
+    have when the node's Gres= count differs from its nvidia.com/gpu limit (slurm-operator#45). fleetform derives all
+    of them from one instance (fleetform/slinky.py); this guards that derivation."""
+    for fleet in _slinky_fleets(bp):
+        s, shape = fleet.slinky, fleet.shape
+        if s is None or shape is None:
+            continue
+        path = fleet.scheduler.path
+        if "gpu" not in s.gres_types:
+            report(path, f"Slinky fleet '{fleet.name}''s slurm.conf has no GresTypes=gpu: its slurmd pods would "
+                   "register with Gres=(null) (slurm-operator#57)", "report this: fleetform writes GresTypes=gpu")
+        kind, _, rest = s.gres.partition(":")
+        gres_type, _, count = rest.partition(":")
+        if kind != "gpu" or gres_type != s.gres_type:
+            report(path, f"Slinky fleet '{fleet.name}''s NodeSet says Gres={s.gres}, but gres.conf names GPUs of "
+                   f"type '{s.gres_type}': the node would register with Gres=(null) (slurm-operator#101)",
+                   "report this: the NodeSet's Gres= and gres.conf come from one GPU type")
+        if not count.isdigit() or int(count) != s.gres_devices or s.gpus != s.gres_devices \
+                or s.gpus != shape.gpu_count:
+            report(path, f"Slinky fleet '{fleet.name}': Gres={s.gres}, gres.conf {s.gres_devices} devices "
+                   f"({s.gres_file}) and the pod's nvidia.com/gpu limit {s.gpus} differ (a {fleet.instance_type} "
+                   f"has {shape.gpu_count}): Slurm would hand out GPUs the pod does not have (slurm-operator#45)",
+                   "report this: one slurmd pod per node with every GPU")
+
+
+@rule("slinky-memory", "error", "a Slinky node's RealMemory is at most its slurmd pod's memory limit", stage="config")
+def slinky_memory(bp: Blueprint, report: Reporter) -> None:
+    """Slurm allots jobs the node's RealMemory; the kubelet kills the slurmd pod, and every job on it, past the pod's
+    memory limit. A Slurm fleet's RealMemory (95% of the instance) is more than a pod can ask for on EKS."""
+    from ..cluster import quantity
+
+    for fleet in _slinky_fleets(bp):
+        s = fleet.slinky
+        if s is None:
+            continue
+        limit_mib = quantity(s.memory) / 2**20
+        if s.real_memory_mib > limit_mib or s.mem_spec_limit_mib >= s.real_memory_mib:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s node line says RealMemory="
+                   f"{s.real_memory_mib} (MemSpecLimit={s.mem_spec_limit_mib}) MiB, but its slurmd pod's memory "
+                   f"limit is {s.memory}: jobs would be OOM-killed with the pod",
+                   "report this: RealMemory is the pod's memory limit")
+
+
+@rule("slinky-namespace", "error", "a Slinky fleet's namespace is its own: not Kubernetes', a chart's or another fleet's")
+def slinky_namespace(bp: Blueprint, report: Reporter) -> None:
+    """fleetform makes the fleet's Namespace (<fleet>/k8s/namespace.yaml) and installs its `slurm` release there:
+    removing the fleet deletes the namespace with everything in it (a chart's pods, another fleet's), and the API
+    server refuses to delete default, kube-system and kube-public, which would leave the fleet half gone."""
+    from ..cluster import addons_data
+    from .kueue import RESERVED_NAMESPACES
+
+    if bp.cloud != "aws":  # slinky-placement says so
+        return
+    taken = {chart["namespace"]: f"the {name} release's" for name, chart in addons_data()["charts"].items()}
+    taken.update({ns: "Kubernetes' own" for ns in RESERVED_NAMESPACES})
+    for fleet in _slinky_fleets(bp):
+        namespace = fleet.scheduler.namespace
+        others = [f.name for f in bp.fleets if f is not fleet and getattr(f.scheduler, "namespace", None) == namespace]
+        why = taken.get(namespace) or (f"fleet '{others[0]}''s too" if others else None)
+        if why is not None:
+            report(fleet.scheduler.path + ("namespace",), f"namespace '{namespace}' of Slinky fleet '{fleet.name}' is "
+                   f"{why}: fleetform makes and deletes it with the fleet", "give the fleet a namespace of its own")

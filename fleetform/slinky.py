@@ -1,0 +1,212 @@
+"""Slurm on Kubernetes: a training fleet scheduled by Slurm whose slurmctld and slurmd run as pods on the
+blueprint's EKS cluster, through SchedMD's Slinky slurm-operator, as data.
+
+Why Slinky and not Nebius' Soperator (both read at their newest tags, 2026-11-24):
+- Slinky (github.com/SlinkyProject/slurm-operator, tag v1.2.1, 2026-07-30) is SchedMD's own: two Helm charts,
+  `slurm-operator` (the operator, its webhook and, with crds.enabled, the slinky.slurm.net CRDs through its
+  `slurm-operator-crds` dependency) and `slurm` (one Slurm cluster: Controller, NodeSet, LoginSet and RestApi
+  custom resources plus the slurm and JWT key Secrets the chart generates). Its slurmd pods register as dynamic
+  nodes (`slurmd -Z --conf '<NodeSet extraConf>'`, internal/builder/workerbuilder/worker_app.go) into
+  `NodeSet=<name>` lines the operator writes (internal/builder/controllerbuilder/controller_config.go
+  buildSlurmConf, buildNodeSetConf), and gres.conf is a plain `configFiles` entry: slurm.conf's nodes, GRES
+  and partitions come from the same derivation as fleetform's Slurm fleets (fleetform/slurm.py node_facts).
+- Soperator (github.com/nebius/soperator, VERSION 5.0.0 at its newest snapshot) turns one SlurmCluster resource
+  into a cluster built around a "jail": a shared PVC mounted as every login and worker node's root (README.md),
+  which on EKS needs a ReadWriteMany file system fleetform does not describe; it runs its own Slurm build
+  (26.05.3-nebius), one partition only, and GPU-only clusters (docs/limitations.md); its terraform recipes are for
+  Nebius only. GPU nodes there reported Gres=(null) when its GPU auto-detection named the GPU otherwise
+  (nebius/soperator#1521). Slinky lets fleetform write gres.conf and the node line from its own model.
+
+Known mismatches, each a finding of fleetform/rules/slinky.py:
+- Gres=(null): a slurmd pod registers without GPUs when slurm.conf has no `GresTypes=gpu` or gres.conf names
+  no GPU of its type (SlinkyProject/slurm-operator#57: the fix was `GresTypes: gpu` in the controller's
+  extraConfMap, gres.conf, and `Gres: gpu:<type>:<n>` in the NodeSet's extraConfMap; #101: Gres=(null) with
+  a gres.conf but no Gres in the NodeSet). fleetform writes all three from one model. (SlinkyProject/slurm-operator
+  PR #191, closed, reports a first registration with Gres=(null) because the operator's `NodeSet=` line carries
+  no Gres=; v1.2.1's buildNodeSetConf still writes none, and fleetform cannot change that line.)
+- gres.conf's GPU type and count against the pod's `nvidia.com/gpu` limit: Slurm schedules the GPUs the
+  NodeSet's `Gres=` claims, the kubelet gives the pod what its limit asks (slurm-operator#45: Gres=gpu:a40:1
+  with 8 GPUs visible).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .records import frozen
+
+SLINKY_VERSION = "1.2.1"
+"""The `slurm-operator` and `slurm` charts (oci://ghcr.io/slinkyproject/charts, README.md of tag v1.2.1) and the
+CRD version the values are checked against: tagged v1.2.1 on 2026-07-30 (SlinkyProject/slurm-operator)."""
+SLURM_VERSION = "26.05"
+"""The Slurm release the `slurm` chart v1.2.1 runs (Chart.yaml appVersion; images ghcr.io/slinkyproject/
+slurmctld:26.05-ubuntu26.04). The operator chart's annotation slinky.slurm.net/minimum-slurm-version is 25.11."""
+MIN_SLURM_VERSION = "25.11"
+DEFAULT_NAMESPACE = "slurm"
+OPERATOR_NAMESPACE = "slinky"  # where providers/aws/addons.yaml installs the `slurm-operator` release
+SLURM_USER = "slurm"  # common.SlurmUser (internal/builder/common/const.go)
+SLURMCTLD_PORT = 6817  # common.SlurmctldPort
+SLURMD_PORT = 6818  # helm/slurm/templates/nodeset/_helpers.tpl slurm.worker.port
+STATE_DIR = "/var/spool/slurmctld"  # clusterSpoolDir (the controller's persistent volume)
+SLURMD_SPOOL_DIR = "/var/spool/slurmd"  # common.SlurmdSpoolDir
+LOG_DIR = "/var/log/slurm"  # common.SlurmctldLogFilePath, SlurmdLogFilePath
+MAX_NODE_COUNT = 1024
+"""buildSlurmConf: `MaxNodeCount=1024` ("A non-zero value is required."): the most dynamic nodes the cluster holds;
+the slinky-size rule refuses a fleet of more nodes."""
+POD_SHARE = 0.9
+"""The slurmd pod asks 90% of a node's allocatable CPUs and memory (as a Ray worker or a JobSet pod does), leaving
+the DaemonSets theirs; the cluster-admission rule checks that it fits a node of the group."""
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+EFA_HUGEPAGES = "5120Mi"  # as fleetform/kueue.py: what a pod using EFA asks of the EFA driver's huge pages
+GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")  # as fleetform/k8s.py: the GPU Operator tolerates it
+SYSTEM_SELECTOR = (("fleetform.dev/node-group", "system"),)
+
+
+@frozen
+class SlinkyMount:
+    name: str  # the volume's name in the pod
+    claim: str  # the PersistentVolumeClaim, named after the blueprint's storage entry
+    mount_path: str
+
+
+@frozen
+class SlinkyConfig:
+    namespace: str
+    release: str  # the `slurm` chart's Helm release: the chart names its objects after it
+    chart_version: str
+    slurm_version: str
+    cluster_name: str  # slurm.conf ClusterName
+    controller_host: str  # slurm.conf SlurmctldHost: <release>-controller-0(<release>-controller.<namespace>)
+    state_dir: str  # StateSaveLocation: /var/spool/slurmctld/<ClusterName> (controller_app.go clusterSpoolDir)
+    nodeset: str  # the NodeSet's key in the chart's values: the Slurm NodeSet, feature and partition name
+    replicas: int  # slurmd pods, one per node of the group
+    max_node_count: int
+    node_names: str  # the names slurmd pods register with: <nodeset>-0 .. <nodeset>-<replicas - 1>
+    gpu_type: str
+    gpus: int  # per pod: every GPU of a node, the nvidia.com/gpu limit
+    gres: str  # the NodeSet's Gres=: gpu:<type>:<gpus>
+    gres_types: tuple[str, ...]  # slurm.conf GresTypes (the controller's extraConf)
+    gres_file: str  # gres.conf File=
+    gres_type: str  # gres.conf Type=
+    gres_devices: int  # how many devices gres.conf's File= names
+    features: str
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    real_memory_mib: int
+    mem_spec_limit_mib: int
+    def_cpu_per_gpu: int
+    def_mem_per_gpu_mib: int
+    efa: int  # per pod: the node's EFA interfaces (0: TCP)
+    hugepages: str | None
+    cpu: str  # the slurmd pod's request and limit
+    cpu_m: int
+    memory: str
+    memory_mib: int
+    partition: str
+    partition_config: str  # appended to the operator's PartitionName=<nodeset> Nodes=<nodeset> line
+    node_labels: tuple[tuple[str, str], ...]
+    node_taints: tuple[tuple[str, str, str], ...]
+    system_selector: tuple[tuple[str, str], ...]  # controller, login and restapi pods: the system nodes
+    env: tuple[tuple[str, str], ...]  # the fleet's NCCL environment, in the login pod: sbatch exports it to jobs
+    mounts: tuple[SlinkyMount, ...]
+    operator_namespace: str
+
+    @property
+    def extra_conf(self) -> tuple[str, ...]:
+        """The controller's extraConf lines: what fleetform's slurm.conf sets that the operator does not."""
+        return (f"GresTypes={','.join(self.gres_types)}", "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core_Memory", f"DefCpuPerGPU={self.def_cpu_per_gpu}",
+                f"DefMemPerGPU={self.def_mem_per_gpu_mib}", "ReturnToService=2", "DisableRootJobs=YES")
+
+    @property
+    def node_conf(self) -> str:
+        """The NodeSet's extraConf: slurmd's `--conf` (worker_app.go slurmdConfArgs adds Features=<nodeset>)."""
+        return (f"CPUs={self.cpus} Sockets={self.sockets} CoresPerSocket={self.cores_per_socket} "
+                f"ThreadsPerCore={self.threads_per_core} RealMemory={self.real_memory_mib} "
+                f"MemSpecLimit={self.mem_spec_limit_mib} Gres={self.gres} Features={self.features}")
+
+
+def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
+    """The Slinky cluster of a training fleet scheduled by `slinky`; None when its scheduler, instance or size is
+    unknown (a rule says why). nccl_env: the fleet's nccl.env variables; storage: the blueprint's storage."""
+    from .cluster import cpu_reserved_m, memory_reserved_mib
+    from .kueue import SCHEDULER_SPECIFIC
+    from .slurm import gpu_defaults, gpu_files, node_facts
+
+    scheduler, shape, instance, size = fleet.scheduler, fleet.shape, fleet.instance, fleet.nodes
+    if scheduler is None or scheduler.type != "slinky" or shape is None or instance is None or size is None:
+        return None
+    if size.max < 1 or shape.sockets is None or shape.cores_per_socket is None or shape.threads_per_core is None:
+        return None
+    type_, features, cpus, memory, mem_spec = node_facts(fleet)
+    ident = fleet.cloud_name
+    release = f"slurm-{ident}"  # contains the chart's name: the chart's fullname is the release name (_helpers.tpl)
+    cpu_m = math.floor((instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)) * POD_SHARE)
+    memory_mib = math.floor((instance.mem_gib * 1024 - memory_reserved_mib()) * POD_SHARE)
+    # a Slurm fleet's RealMemory (95% of the node) is more than the slurmd pod's memory limit: Slurm would give
+    # jobs memory the kubelet's cgroup then takes back by OOM-killing the pod; the node line says what the pod has
+    memory = min(memory, memory_mib)
+    def_cpu, def_mem = gpu_defaults(fleet, cpus, memory, mem_spec)
+    efa = instance.max_efa if fleet.interconnect is not None and fleet.interconnect.fabric == "efa" else 0
+    mounts = []
+    for name in fleet.storage:
+        entry = next((s for s in storage if s.name == name), None)
+        if entry is not None and entry.type == "fsx-lustre" and entry.mount_path:
+            mounts.append(SlinkyMount(f"fsx-{entry.name}", entry.name, entry.mount_path))
+    replicas = size.max
+    nodeset = ident
+    return SlinkyConfig(
+        namespace=scheduler.namespace, release=release, chart_version=SLINKY_VERSION, slurm_version=SLURM_VERSION,
+        cluster_name=scheduler.cluster_name or fleet.name.replace("-", "_"),
+        # api/v1beta1/controller_keys.go: PrimaryName <controller>-controller-0, ServiceFQDNShort <service>.<namespace>;
+        # the chart names the Controller after the release (templates/controller/controller-cr.yaml)
+        controller_host=f"{release}-controller-0({release}-controller.{scheduler.namespace})",
+        state_dir=f"{STATE_DIR}/{scheduler.cluster_name or fleet.name.replace('-', '_')}", nodeset=nodeset, replicas=replicas,
+        max_node_count=MAX_NODE_COUNT,
+        node_names=f"{nodeset}-0" if replicas == 1 else f"{nodeset}-[0-{replicas - 1}]",
+        gpu_type=type_, gpus=shape.gpu_count, gres=f"gpu:{type_}:{shape.gpu_count}", gres_types=("gpu",),
+        gres_file=gpu_files(shape.gpu_count), gres_type=type_, gres_devices=shape.gpu_count,
+        features=features, cpus=cpus, sockets=shape.sockets, cores_per_socket=shape.cores_per_socket,
+        threads_per_core=shape.threads_per_core, real_memory_mib=memory, mem_spec_limit_mib=mem_spec,
+        def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
+        efa=efa, hugepages=EFA_HUGEPAGES if efa else None,
+        cpu=f"{cpu_m}m", cpu_m=cpu_m, memory=f"{memory_mib}Mi", memory_mib=memory_mib,
+        partition=nodeset, partition_config="Default=YES MaxTime=UNLIMITED State=UP",
+        node_labels=(("fleetform.dev/fleet", ident), ("fleetform.dev/role", "training")),
+        node_taints=(GPU_TAINT,), system_selector=SYSTEM_SELECTOR,
+        # as a JobSet pod's (fleetform/kueue.py SCHEDULER_SPECIFIC): a pod's network namespace has its own interfaces
+        env=tuple((v.name, v.value) for v in nccl_env if v.name not in SCHEDULER_SPECIFIC), mounts=tuple(mounts), operator_namespace=OPERATOR_NAMESPACE,
+    )
+
+
+def node_group(fleet):
+    """The fleet's EKS node group as the cluster rules see it: tainted and labelled as a Kueue training group, GPUs
+    and EFA interfaces per node (providers/aws/slinky.py builds it with EFA interfaces in a placement group)."""
+    from .cluster import (ACCELERATOR_LABEL, EVICTION_NODEFS, ROOT_GIB, NodeGroup, _well_known, accelerator,
+                          cpu_reserved_m, gfd_product, memory_reserved_mib)
+
+    s, instance = fleet.slinky, fleet.instance
+    devices = ((GPU_RESOURCE, instance.gpu_count),) + (((EFA_RESOURCE, instance.max_efa),) if s.efa else ())
+    return NodeGroup(
+        fleet.name, fleet.name, instance.name, fleet.nodes.min, fleet.nodes.max,
+        s.node_labels + ((ACCELERATOR_LABEL, accelerator(fleet)),),
+        (("nvidia.com/gpu.product", gfd_product(fleet)),) + _well_known(instance.name, fleet.capacity_type),
+        s.node_taints, instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus),
+        instance.mem_gib * 1024 - memory_reserved_mib(), math.floor(ROOT_GIB * (1 - EVICTION_NODEFS)),
+        devices, fleet.capacity_type, fleet.reservation_id, False, fleet.path)
+
+
+def workloads(fleet):
+    """The slurmd pods as the cluster rules see them: one per GPU node, every GPU and EFA interface of it. One
+    replica stands for all: each pod takes a node of its own, so one that fits a node is the whole check."""
+    from .cluster import Toleration, Workload
+
+    s = fleet.slinky
+    devices = ((GPU_RESOURCE, s.gpus),) + (((EFA_RESOURCE, s.efa),) if s.efa else ())
+    return [Workload(f"{fleet.name}/{s.release}-worker-{s.nodeset}", f"fleet {fleet.name}", "NodeSet", 1, 1,
+                     s.cpu_m, s.memory_mib, 0, devices, s.node_labels,
+                     tuple(Toleration(k, "Equal", e) for k, _, e in s.node_taints), fleet.name, fleet.scheduler.path)]

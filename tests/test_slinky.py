@@ -1,0 +1,362 @@
+"""Training fleets scheduled by Slurm on EKS through SchedMD's Slinky (fleetform/slinky.py): the slurm.conf the
+operator's slurmctld reads passes the real slurmctld with the node line slurmd pods register with; the `slurm`
+chart's values fleetform renders, and the operator's, use only keys of the pinned charts' values.yaml
+(tests/data/slurm-1.2.1-values.yaml, slurm-operator-1.2.1-values.yaml); the NodeSet, Controller and LoginSet the
+chart makes of them pass slurm-operator v1.2.1's CRD schemas (tests/crd/slinky.slurm.net_v1beta1_*.json); the
+node line and gres.conf are a Slurm fleet's; the cluster admits the slurmd pods; the releases come in order.
+
+Debian's slurmctld here is 22.05; Slinky's chart 1.2.1 runs Slurm 26.05 (the operator needs 25.11 or later). The
+check proves what 22.05 already parses: the NodeSet and partition lines, the registered node line, MaxNodeCount,
+auth/jwt with its key, select/cons_tres, DefCpuPerGPU/DefMemPerGPU, cgroup.conf. It does not prove GRES: 22.05's
+slurmctld accepts a gres.conf key it does not know and Gres= without GresTypes (measured), so the slinky-gres rule
+checks those. auth/slurm and cred/slurm (23.11+) are replaced by auth/none as for every fleet (tests/slurmctld.py),
+and whatever 25.11+ parses differently from 22.05 is not proven here.
+
+What only a real EKS cluster would prove (not run here): that the operator makes the pods, that slurmd registers
+with 8 GPUs and 32 EFA devices visible, that NCCL crosses nodes over EFA, and that a job submitted from the login
+pod runs."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from conftest import ROOT, require
+from fleetform.cluster import addons_data
+from fleetform.pipeline import check
+from fleetform.plan import record
+from fleetform.render import render
+from fleetform.rules import REGISTRY, Reporter
+
+EXAMPLE = ROOT / "blueprints/slurm-on-eks.yaml"
+TEXT = EXAMPLE.read_text()
+CHART = yaml.safe_load((ROOT / "tests/data/slurm-1.2.1-values.yaml").read_text())
+OPERATOR_CHART = yaml.safe_load((ROOT / "tests/data/slurm-operator-1.2.1-values.yaml").read_text())
+CRDS = {kind: __import__("json").loads((ROOT / f"tests/crd/slinky.slurm.net_v1beta1_{kind}.json").read_text())
+        for kind in ("NodeSet", "Controller", "LoginSet")}
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _check(text: str, tmp_path):
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    return check(path)
+
+
+def _model(text: str, tmp_path):
+    result = _check(text, tmp_path)
+    assert result.model is not None, [f.to_text() for f in result.findings]
+    return result.model
+
+
+def _rules(text: str, tmp_path, rule: str) -> list[str]:
+    return [f.message for f in _check(text, tmp_path).findings if f.rule == rule]
+
+
+def _run(rule: str, bp) -> list[str]:
+    reporter = Reporter()
+    reporter.current = REGISTRY[rule]
+    REGISTRY[rule].check(bp, reporter)
+    return [i.message for i in reporter.issues]
+
+
+def _with_slinky(bp, **changes):
+    fleet = bp.fleets[0]
+    return replace(bp, fleets=(replace(fleet, slinky=replace(fleet.slinky, **changes)),) + bp.fleets[1:])
+
+
+def test_the_example_validates_clean_and_renders_the_chart_values_and_slurm_files(tmp_path):
+    result = _check(TEXT, tmp_path)
+    assert [f.to_text() for f in result.findings] == []
+    files = render(result.model)
+    assert {p for p in files if p.startswith("train/")} == {
+        "train/k8s/namespace.yaml", "train/k8s/kustomization.yaml", "train/nccl.env", "train/slinky/values.yaml",
+        "train/slinky/slurm.conf", "train/slinky/gres.conf"}
+    assert not any(p.startswith("train/slurm/") for p in files)  # no controller instance, no slurm/bin programs
+    namespace = yaml.safe_load(files["train/k8s/namespace.yaml"])
+    kubernetes_validate.validate(namespace, "1.35.0", strict=True)
+    assert namespace["metadata"]["name"] == result.model.fleets[0].slinky.namespace == "slurm"
+    kubectl = require("kubectl", "kubernetes-client")
+    for name, data in files.items():
+        (tmp_path / "out" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "out" / name).write_bytes(data)
+    built = subprocess.run([kubectl, "kustomize", str(tmp_path / "out/train/k8s")], capture_output=True, text=True)
+    assert built.returncode == 0 and yaml.safe_load(built.stdout)["kind"] == "Namespace", built.stderr
+
+
+def test_render_check_accepts_the_examples_own_render(tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "fleetform", "render", str(EXAMPLE), "-o", str(out)]
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    assert subprocess.run(command + ["--check"], capture_output=True).returncode == 0
+    (out / "train/slinky/values.yaml").write_text("replicas: 1\n")
+    stale = subprocess.run(command + ["--check"], capture_output=True, text=True)
+    assert stale.returncode == 1 and "train/slinky/values.yaml" in stale.stdout + stale.stderr
+
+
+def _registered(conf_text: str, values: dict) -> str:
+    """The node line slurmctld holds once the NodeSet's slurmd pods registered: `slurmd -Z --conf` with the
+    NodeSet's extraConf, Features= merged after the NodeSet's own name (slurm-operator v1.2.1
+    internal/builder/workerbuilder/worker_app.go slurmdConfArgs), one per pod <nodeset>-<ordinal>."""
+    (name, nodeset), = values["nodesets"].items()
+    conf = dict(item.split("=", 1) for item in nodeset["extraConf"].split())
+    conf["Features"] = f"{name},{conf['Features']}" if "Features" in conf else name
+    names = f"{name}-[0-{nodeset['replicas'] - 1}]" if nodeset["replicas"] > 1 else f"{name}-0"
+    return conf_text + f"NodeName={names} " + " ".join(f"{k}={v}" for k, v in sorted(conf.items())) + "\n"
+
+
+def _slurm_folder(files: dict, folder, jwt: bool = True):
+    """<fleet>/slinky/ as the operator mounts it in slurmctld's /etc/slurm: slurm.conf, gres.conf (configFiles),
+    the operator's own cgroup.conf (controller_config.go buildCgroupConf) and the JWT key the chart generates."""
+    import slurmctld  # noqa: F401  (tests/slurmctld.py)
+
+    folder.mkdir()
+    values = yaml.safe_load(files["train/slinky/values.yaml"])
+    text = files["train/slinky/slurm.conf"].decode().replace("/etc/slurm/", f"{folder}/")
+    (folder / "slurm.conf").write_text(_registered(text, values))
+    (folder / "gres.conf").write_text(values["configFiles"]["gres.conf"])
+    assert values["configFiles"]["gres.conf"] in files["train/slinky/gres.conf"].decode()
+    (folder / "cgroup.conf").write_text("CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n")
+    if jwt:
+        (folder / "jwt.key").write_bytes(os.urandom(32))
+    return folder
+
+
+def test_slurmctld_reads_the_operators_slurm_conf_with_the_registered_nodes(tmp_path):
+    require("slurmctld", "slurmctld")
+    import slurmctld
+
+    files = render(_model(TEXT, tmp_path))
+    outcome = slurmctld.check(_slurm_folder(files, tmp_path / "etc"))
+    assert outcome.ok, slurmctld.problems(outcome) or outcome.output[-2000:]
+    # negative controls: the same check fails on a partition naming another NodeSet and without the JWT key the
+    # operator's AuthAltTypes=auth/jwt needs. slurmctld 22.05 does not refuse a gres.conf key it does not know, a
+    # Gres= type missing from GresTypes, or no GresTypes at all (measured): the slinky-gres rule must.
+    part = _slurm_folder(files, tmp_path / "bad-partition")
+    conf = part / "slurm.conf"
+    conf.write_text(conf.read_text().replace("PartitionName=train Nodes=train", "PartitionName=train Nodes=nope-[0-1]"))
+    assert not slurmctld.check(part).ok
+    assert not slurmctld.check(_slurm_folder(files, tmp_path / "no-jwt", jwt=False)).ok
+
+
+FREE_FORM = ("nodeSelector",)
+"""Maps whose keys are the user's (Kubernetes label selectors), though the chart's default has one."""
+
+
+def _missing_keys(values, chart, path=()) -> list[tuple]:
+    """Paths of `values` the chart's values.yaml does not have. A chart default that is empty ({} or [] or null)
+    is free-form (resources, nodeSelector, extraConf); nodesets.<name> and loginsets.<name> are checked against
+    the chart's nodesetDefaults and loginsetDefaults, which its templates merge under each (nodeset-cr.yaml)."""
+    out = []
+    for key, value in values.items():
+        here = path + (key,)
+        if path in (("nodesets",), ("loginsets",)) and not chart:
+            default = CHART["nodesetDefaults" if path == ("nodesets",) else "loginsetDefaults"]
+            out += _missing_keys(value, default, here) if isinstance(value, dict) else []
+            continue
+        if not isinstance(chart, dict) or key not in chart:
+            out.append(here)
+            continue
+        if isinstance(value, dict) and (chart[key] or here in (("nodesets",), ("loginsets",))) and key not in FREE_FORM:
+            out += _missing_keys(value, chart[key], here)
+    return out
+
+
+def test_the_rendered_values_use_only_keys_of_the_slurm_chart_1_2_1(tmp_path):
+    values = yaml.safe_load(render(_model(TEXT, tmp_path))["train/slinky/values.yaml"])
+    assert _missing_keys(values, CHART) == []
+    assert _missing_keys({"nodesets": {"x": {"slurmd": {"resourcez": {}}}}, "controler": {}, "clusterName": "x"},
+                         CHART) == [("nodesets", "x", "slurmd", "resourcez"), ("controler",)]
+
+
+def test_the_operator_is_a_pinned_release_with_keys_of_its_chart_before_the_fleets_slurm_release(tmp_path):
+    model = _model(TEXT, tmp_path)
+    resources = record(model, render(model))
+    releases = {r["name"]: r for r in resources if r["type"] == RELEASE}
+    operator = releases["eks-slurm-operator"]["inputs"]
+    assert (operator["chart"], operator["version"]) == ("oci://ghcr.io/slinkyproject/charts/slurm-operator", "1.2.1")
+    assert operator["values"]["crds"] == {"enabled": True}  # the CRDs come with the operator, before any NodeSet
+    assert _missing_keys(operator["values"], OPERATOR_CHART) == []
+    fleet = releases["train-slurm"]
+    assert (fleet["inputs"]["chart"], fleet["inputs"]["version"], fleet["inputs"]["name"]) == (
+        "oci://ghcr.io/slinkyproject/charts/slurm", "1.2.1", "slurm-train")
+    assert "eks-slurm-operator" in fleet["depends_on"] and "train-gpu" in fleet["depends_on"]
+    assert fleet["inputs"]["values"] == yaml.safe_load(render(model)["train/slinky/values.yaml"])
+    # the GPU nodes: EFA on every network card (p5.48xlarge: 32) in a cluster placement group
+    (template,) = [r for r in resources if r["name"] == "train-nodes"]
+    interfaces = template["inputs"]["networkInterfaces"]
+    # card 0: an interface and an efa-only device, every other card an efa-only device (DESIGN.md, EFA launch templates)
+    assert len(interfaces) == 33 and [i["interfaceType"] for i in interfaces].count("efa-only") == 32
+    assert template["inputs"]["placement"]["groupName"]
+    (group,) = [r for r in resources if r["name"] == "train-placement"]
+    assert group["inputs"]["strategy"] == "cluster"
+    assert "aws-efa-k8s-device-plugin" in {r.name for r in model.cluster.releases}
+    assert addons_data()["charts"]["slurm-operator"]["version"] == "1.2.1"
+
+
+def _crs(values: dict) -> dict:
+    """The NodeSet, Controller and LoginSet the `slurm` chart 1.2.1 makes of these values, built as its templates
+    do (helm/slurm/templates/nodeset/nodeset-cr.yaml, controller/controller-cr.yaml, loginset/loginset-cr.yaml):
+    each entry merged over the chart's defaults, containers with the image formatted, the pod template's spec."""
+    def merged(defaults, value):
+        out = copy.deepcopy(defaults)
+        for key, item in value.items():
+            out[key] = merged(out[key], item) if isinstance(item, dict) and isinstance(out.get(key), dict) else item
+        return out
+
+    def container(c):
+        image = c["image"]
+        return {**{k: v for k, v in c.items() if k != "image"}, "image": f"{image['repository']}:{image['tag']}"}
+
+    chart = merged(CHART, values)
+    (key, ns), = values["nodesets"].items()
+    ns = merged(CHART["nodesetDefaults"], ns)
+    nodeset = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "NodeSet", "metadata": {"name": f"slurm-worker-{key}"},
+               "spec": {"controllerRef": {"name": "slurm"}, "extraConf": ns["extraConf"],
+                        "partition": {"enabled": ns["partition"]["enabled"], "config": ns["partition"]["config"]},
+                        "scalingMode": ns["scalingMode"], "replicas": ns["replicas"],
+                        "slurmd": container(ns["slurmd"]), "logfile": container(ns["logfile"]),
+                        "template": {"spec": {**ns["podSpec"], "hostname": f"{key}-"}},
+                        "updateStrategy": ns["updateStrategy"], "ordinalPadding": ns["ordinalPadding"],
+                        "pinToNode": ns["pinToNode"], "workloadDisruptionProtection": ns["workloadDisruptionProtection"],
+                        "pruneSlurmNodeRecords": ns["pruneSlurmNodeRecords"],
+                        "oversubscribeNode": ns["oversubscribeNode"]}}
+    ctl = chart["controller"]
+    controller = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller", "metadata": {"name": "slurm"},
+                  "spec": {"clusterName": chart["clusterName"], "extraConf": ctl["extraConf"],
+                           "configFileRefs": [{"name": "slurm-config"}],
+                           "slurmKeyRef": {"name": "slurm-auth-slurm", "key": "slurm.key"},
+                           "jwtKeyRef": {"name": "slurm-auth-jwths256", "key": "jwt_hs256.key"},
+                           "slurmctld": container(ctl["slurmctld"]), "reconfigure": container(ctl["reconfigure"]),
+                           "logfile": container(ctl["logfile"]), "template": {"spec": ctl["podSpec"]}}}
+    (lkey, ls), = values["loginsets"].items()
+    ls = merged(CHART["loginsetDefaults"], ls)
+    loginset = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "LoginSet", "metadata": {"name": f"slurm-login-{lkey}"},
+                "spec": {"controllerRef": {"name": "slurm"}, "replicas": ls["replicas"], "login": container(ls["login"]),
+                         "initconf": container(ls["initconf"]), "template": {"spec": ls["podSpec"]},
+                         "service": ls["service"], "sssdConfRef": {"name": "slurm-sssd-conf", "key": "sssd.conf"}}}
+    return {"NodeSet": nodeset, "Controller": controller, "LoginSet": loginset}
+
+
+def test_the_charts_custom_resources_pass_slurm_operators_crd_schemas(tmp_path):
+    values = yaml.safe_load(render(_model(TEXT, tmp_path))["train/slinky/values.yaml"])
+    crs = _crs(values)
+    for kind, obj in crs.items():
+        errors = [e.message for e in jsonschema.Draft202012Validator(CRDS[kind]).iter_errors(obj)]
+        assert errors == [], (kind, errors)
+    # negative controls: a replica count as a string, a partition config as a map, an unknown spec field
+    broken = copy.deepcopy(crs["NodeSet"])
+    broken["spec"]["replicas"] = "4"
+    broken["spec"]["partition"]["config"] = {"Default": "YES"}
+    broken["spec"]["gres"] = "gpu:8"  # slurm-operator#106 patched a `gres` field the NodeSet does not have
+    assert len(list(jsonschema.Draft202012Validator(CRDS["NodeSet"]).iter_errors(broken))) == 3
+
+
+def test_the_node_line_and_gres_conf_are_a_slurm_fleets_of_the_same_instance(tmp_path):
+    """fleetform/slurm.py derives both: a Slurm fleet of 4 p5.48xlarge says the same CPUs, sockets, Gres=,
+    features, MemSpecLimit and gres.conf devices; RealMemory is the smaller of its and the pod's memory limit."""
+    slurm_text = re.sub(r"    scheduler:\n(      .*\n)+", "    scheduler:\n      type: slurm\n", TEXT).replace(
+        "  eks:\n    system_nodes: {instance_type: m7i.xlarge, nodes: 2}\n", "")
+    slurm_fleet = _model(slurm_text, tmp_path).fleets[0]
+    s = _model(TEXT, tmp_path).fleets[0].slinky
+    node, gres = slurm_fleet.slurm.nodes[0], slurm_fleet.slurm.gres[0]
+    conf = dict(item.split("=", 1) for item in s.node_conf.split())
+    assert (int(conf["CPUs"]), int(conf["Sockets"]), int(conf["CoresPerSocket"]), int(conf["ThreadsPerCore"])) == (
+        node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core)
+    assert (conf["Gres"], conf["Features"], int(conf["MemSpecLimit"])) == (node.gres, node.features,
+                                                                             node.mem_spec_limit_mib)
+    assert (s.gres_type, s.gres_file, s.gres_devices) == (gres.type, gres.file, gres.devices)
+    assert int(conf["RealMemory"]) == min(node.real_memory_mib, s.memory_mib) == s.memory_mib < node.real_memory_mib
+    assert s.def_cpu_per_gpu == slurm_fleet.slurm.def_cpu_per_gpu
+
+
+def test_the_login_pods_nccl_environment_is_the_fleets_nccl_env_but_the_host_interface(tmp_path):
+    """Jobs inherit the environment sbatch runs in (sbatch --export=ALL is the default): the login pod carries
+    nccl.env's variables, except NCCL_SOCKET_IFNAME, which names a host interface a pod does not have."""
+    text = TEXT.replace("    nccl:\n      debug: WARN\n", "    nccl:\n      debug: WARN\n      env: {NCCL_SOCKET_IFNAME: ens}\n")
+    files = render(_model(text, tmp_path))
+    env_file = dict(line.split("=", 1) for line in files["train/nccl.env"].decode().splitlines()
+                    if line and not line.startswith("#"))
+    login = yaml.safe_load(files["train/slinky/values.yaml"])["loginsets"]["train"]["login"]["env"]
+    assert "NCCL_SOCKET_IFNAME" in env_file
+    assert "the env of its login pod slurm-train-login-train" in files["train/nccl.env"].decode()  # not a node's file
+    assert {e["name"]: e["value"] for e in login} == {k: v.strip('"') for k, v in env_file.items()
+                                                      if k != "NCCL_SOCKET_IFNAME"}
+
+
+def test_the_cluster_admits_the_slurmd_pods_and_refuses_one_a_node_cannot_hold(tmp_path):
+    model = _model(TEXT, tmp_path)
+    (pod,) = [w for w in model.cluster.workloads if w.kind == "NodeSet"]
+    assert dict(pod.devices) == {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 32}
+    assert _run("cluster-admission", model) == []
+    greedy = replace(pod, devices=(("nvidia.com/gpu", 8), ("vpc.amazonaws.com/efa", 33)))
+    big = tuple(greedy if w is pod else w for w in model.cluster.workloads)
+    assert _run("cluster-admission", replace(model, cluster=replace(model.cluster, workloads=big)))
+
+
+def test_gres_rule_finds_the_operators_known_mismatches(tmp_path):
+    model = _model(TEXT, tmp_path)
+    assert _run("slinky-gres", model) == [] and _run("slinky-memory", model) == []
+    assert any("GresTypes" in m for m in _run("slinky-gres", _with_slinky(model, gres_types=())))
+    assert any("Gres=(null)" in m for m in _run("slinky-gres", _with_slinky(model, gres="gpu:nvidia_h100_80gb_hbm3:8")))
+    assert any("nvidia.com/gpu limit 1" in m for m in _run("slinky-gres", _with_slinky(model, gpus=1)))
+    s = model.fleets[0].slinky
+    assert _run("slinky-memory", _with_slinky(model, real_memory_mib=s.memory_mib + 1))
+
+
+def test_size_rules_refuse_a_range_and_more_nodes_than_max_node_count(tmp_path):
+    assert _rules(TEXT.replace("    nodes: 4\n", "    nodes: {min: 2, max: 4}\n"), tmp_path, "slinky-size")
+    assert any("MaxNodeCount=1024" in m for m in
+               _rules(TEXT.replace("    nodes: 4\n", "    nodes: 1025\n"), tmp_path, "slinky-size"))
+    assert _rules(TEXT, tmp_path, "slinky-size") == []
+
+
+def test_schema_refuses_fields_of_other_schedulers(tmp_path):
+    bad = TEXT.replace("      cluster_name: train\n", "      cluster_name: train\n      job_image: x:1\n")
+    assert any(f.rule == "schema" and "job_image" in f.path for f in _check(bad, tmp_path).findings)
+    missing = TEXT.replace('      version: "1.35"\n      namespace: slurm\n', "      namespace: slurm\n")
+    assert any(f.rule == "schema" for f in _check(missing, tmp_path).findings)
+
+
+@pytest.mark.parametrize("cloud_text", ["onprem"])
+def test_placement_rule_refuses_slinky_off_aws(tmp_path, cloud_text):
+    from fleetform.model import SlinkyScheduler
+
+    model = _model(TEXT, tmp_path)
+    assert _run("slinky-placement", model) == []
+    assert isinstance(model.fleets[0].scheduler, SlinkyScheduler)
+    assert _run("slinky-placement", replace(model, cloud=cloud_text))
+
+
+def test_plan_and_diff_cover_the_fleet_like_other_training_fleets(tmp_path):
+    """plan sizes and prices the fleet; diff prices a change and calls a change of the NodeSet a node roll: the
+    operator drains each old slurmd pod's Slurm node and replaces the pod once its jobs end (slurm-operator v1.2.1
+    nodeset_sync.go syncRollingUpdate, doPodScale), not an update nothing running notices."""
+    plan = subprocess.run([sys.executable, "-m", "fleetform", "plan", str(EXAMPLE)], capture_output=True, text=True)
+    assert plan.returncode == 0 and "train (training)" in plan.stdout and "train           p5.48xlarge  4" in plan.stdout
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(TEXT.replace("instance_type: p5.48xlarge", "instance_type: p5en.48xlarge"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True)
+    assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
+    assert "train: 4 x p5.48xlarge ($160,717 a month) -> 4 x p5en.48xlarge" in diff.stdout
+
+
+def test_namespace_rule_refuses_kubernetes_a_charts_and_another_fleets_namespace(tmp_path):
+    assert _rules(TEXT, tmp_path, "slinky-namespace") == []
+    for namespace, why in (("kube-system", "Kubernetes' own"), ("slinky", "the slurm-operator release's")):
+        found = _rules(TEXT.replace("      namespace: slurm\n", f"      namespace: {namespace}\n"), tmp_path,
+                       "slinky-namespace")
+        assert any(why in m for m in found), (namespace, found)
+    second = TEXT + TEXT[TEXT.index("  - name: train"):].replace("  - name: train", "  - name: train2").replace(
+        "cluster_name: train", "cluster_name: train2")
+    assert any("fleet 'train2''s too" in m for m in _rules(second, tmp_path, "slinky-namespace"))
