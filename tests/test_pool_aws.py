@@ -250,3 +250,24 @@ def test_a_lead_over_another_inference_window_is_an_overlap():
     assert pools.lead_overlaps(hybrid, {"train"}, {"serve"}) == []
     # a training fleet that did not lend early (no bin/pool-edge) would overlap at 08:00
     assert len(pools.lead_overlaps(hybrid, set(), {"serve"})) == 5
+
+
+def test_a_changed_action_is_made_again_not_updated_in_place(recorded, write):
+    """An update of a recurring scheduled action sends the StartTime the provider stored at creation (AWS
+    computed it: the first occurrence), so once that has passed AWS refuses it ("Given start time is in the past")
+    or runs the action at the old time: terraform-provider-aws resourceSchedulePut (`d.GetOk("start_time")`),
+    issues hashicorp/terraform-provider-aws#38983 and #41200, pulumi/pulumi-aws#2473. The action's name carries
+    its time, days and sizes, so only a change of the pool's time zone reaches an existing action: it is replaced,
+    the old one deleted first (both have one name on one group, and PutScheduledUpdateGroupAction is an upsert that
+    keeps an unspecified StartTime), so AWS computes the first occurrence in the new zone."""
+    from fleetform.changes import compare
+    from fleetform.plan import record
+
+    _, resources = recorded
+    schedules = [r for r in resources if r["type"] == SCHEDULE]
+    assert schedules and all(s["options"]["deleteBeforeReplace"] and "timeZone" in s["options"]["replaceOnChanges"]
+                             for s in schedules)
+    moved = check(write(HYBRID.read_text().replace("time_zone: Europe/Berlin", "time_zone: Europe/London"))).model
+    changes = compare(resources, record(moved, render(moved)))
+    assert sorted(c.action for c in changes if c.type == SCHEDULE) == ["replace", "replace"]
+
