@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from datetime import date, datetime, timedelta, timezone
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -123,21 +124,27 @@ def test_shellcheck_free_python_compiles():
     compile(PROGRAM.read_text(), str(PROGRAM), "exec")
 
 
+def _real_slurmctld_lend(tmp_path: Path) -> tuple[dict, datetime, datetime]:
+    """For a test against the real slurmctld: the programs it needs (CI fails without them), the hybrid pool
+    rendered into tmp_path/rendered, pool.json's config, the test's clock (UTC, whole minutes) and the first whole
+    Berlin hour at least 20 minutes away, where a lend may start with time to make its reservation."""
+    require("scontrol", "slurm-client")
+    if not slurmctld.available():
+        require("slurmctld", "slurmctld")
+    model, config = _rendered()
+    write(render(model), tmp_path / "rendered")
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    soon = (now + timedelta(minutes=20)).astimezone(ZoneInfo("Europe/Berlin"))
+    return config, now, (soon + timedelta(hours=1)).replace(minute=0) if soon.minute else soon
+
+
 def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
     """The rendered hybrid-pool Slurm files under the real slurmctld; pool-edge makes the reservation with the
     real scontrol for a lend starting at the next whole hour at least 20 minutes away (Berlin time, from the
     test's clock). `sbatch --test-only` asks slurmctld where and when a job would start: a job on a lent node
     that ends before the lend starts is placed at once, one that would run past it is refused on those nodes; a
     node that is not lent takes the long job."""
-    require("scontrol", "slurm-client")
-    if not slurmctld.available():
-        require("slurmctld", "slurmctld")
-    model, config = _rendered()
-    write(render(model), tmp_path / "rendered")
-    tz = ZoneInfo("Europe/Berlin")
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    local = (now + timedelta(minutes=20)).astimezone(tz)
-    begin_local = (local + timedelta(hours=1)).replace(minute=0) if local.minute else local
+    config, now, begin_local = _real_slurmctld_lend(tmp_path)
     begin = begin_local.astimezone(UTC)
     until = int((begin - now).total_seconds() // 60)
     config = {**config, "lead_minutes": until + 60, "warmup_minutes": 0,
@@ -176,7 +183,7 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
         assert elsewhere.returncode == 0 and "on nodes train-001" in elsewhere.stderr, elsewhere.stderr
 
         # the edge: a lend that began an hour ago is reserved from now on and its nodes are powered down
-        started = (now - timedelta(hours=1)).astimezone(tz).replace(minute=0)
+        started = (now - timedelta(hours=1)).astimezone(begin_local.tzinfo).replace(minute=0)
         under_way = {**config, "lends": [{"days": [started.weekday()], "start": started.hour, "hours": 3,
                                           "nodes": "train-[006-007]"}]}
         path.write_text(json.dumps(under_way))
@@ -248,16 +255,8 @@ def test_real_slurmctld_takes_overlapping_lends_of_different_node_sets(tmp_path)
     Each lend its own reservation, Slurm refused the second ("Requested reservation overlaps with another
     reservation"); merged per node, every reservation is made. (Touching ones, one ending the second the next
     starts, Slurm 22.05 takes as they are: seen here; they are merged all the same, one stretch per node.)"""
-    require("scontrol", "slurm-client")
-    if not slurmctld.available():
-        require("slurmctld", "slurmctld")
-    model, config = _rendered()
-    write(render(model), tmp_path / "rendered")
-    tz = ZoneInfo("Europe/Berlin")
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    soon = (now + timedelta(minutes=20)).astimezone(tz)
-    first = (soon + timedelta(hours=1)).replace(minute=0) if soon.minute else soon
-    second = (first.astimezone(UTC) + timedelta(hours=1)).astimezone(tz)
+    config, now, first = _real_slurmctld_lend(tmp_path)
+    second = (first.astimezone(UTC) + timedelta(hours=1)).astimezone(first.tzinfo)
     config = {**config, "lead_minutes": 240, "warmup_minutes": 0,
               "lends": [{"days": [first.weekday()], "start": first.hour, "hours": 2, "nodes": "train-[003-007]"},
                         {"days": [second.weekday()], "start": second.hour, "hours": 2, "nodes": "train-[005-007]"}]}
