@@ -181,7 +181,7 @@ def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
                     report(share.path + ("windows",), f"the node group of fleet '{fleet.name}' rises at "
                            f"{action.recurrence!r} ({pool.time_zone}), {action.lead_min} min before its window, and a "
                            f"clock change can fall between the two: they rise {said} (the KEDA cron trigger "
-                           "too; bin/pool-edge's lend is on time)",
+                           "starts at the same local time; bin/pool-edge's lend counts real minutes)",
                            "open the window at an hour further from the clock change (in Europe 01:00-03:00 local)")
 
 
