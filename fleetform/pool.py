@@ -642,12 +642,13 @@ def scaling_actions(pool: Pool, fleet: str) -> tuple[ScalingAction, ...]:
     return tuple(out)
 
 
-def lead_misses(pool: Pool, action: ScalingAction, year: int) -> list[date]:
+def lead_misses(pool: Pool, action: ScalingAction, year: int) -> list[tuple[date, int]]:
     """The days of `year` (local days of the share's change) on which a rising action, a cron line in local wall
     clock, does not fire `lead_min` real minutes before the change: its local time is skipped or repeated by a
     clock change between the two (a lead of 15 min before a 03:00 window in Berlin is 02:45, which the last Sunday
-    of March does not have). Read as Python reads a local time (fold=0); bin/pool-edge counts real minutes and
-    never misses. Pure."""
+    of March does not have). Each day comes with the minutes the action fires after (+, a skipped hour: late) or
+    before (-, a repeated hour read as its first occurrence: early) the lead's start. Read as Python reads a local
+    time (fold=0); bin/pool-edge counts real minutes and never misses. Pure."""
     tz = zone(pool.time_zone)
     if tz is None or not action.rise or not action.lead_min:
         return []
@@ -660,7 +661,7 @@ def lead_misses(pool: Pool, action: ScalingAction, year: int) -> list[date]:
             fire_day = day + timedelta(days=shift)
             fired = datetime(fire_day.year, fire_day.month, fire_day.day, at // 60, at % 60, tzinfo=tz).astimezone(UTC)
             if fired != wanted:
-                out.append(day)
+                out.append((day, round((fired - wanted).total_seconds() / 60)))
         day += timedelta(days=1)
     return out
 

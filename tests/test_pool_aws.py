@@ -222,7 +222,7 @@ def test_a_lead_across_a_clock_change_is_a_finding(write):
     time, occurrence: an hour and 15 minutes early). The example's 08:00 windows never miss."""
     pool = _pool([_share("serve", 0, [((6,), 3, 9, 2)]), _share("train", 0, remainder=True)], lead=15)
     (rise,) = [a for a in pools.scaling_actions(pool, "serve") if a.rise]
-    assert pools.lead_misses(pool, rise, 2026) == [date(2026, 3, 29), date(2026, 10, 25)]
+    assert pools.lead_misses(pool, rise, 2026) == [(date(2026, 3, 29), 60), (date(2026, 10, 25), -60)]
     model = check(HYBRID).model
     serve = next(f for f in model.fleets if f.name == "serve")
     assert all(pools.lead_misses(model.pools[0], a, 2026) == [] for a in serve.pool_scaling)
@@ -230,7 +230,8 @@ def test_a_lead_across_a_clock_change_is_a_finding(write):
                                       '{days: [sun], start: "03:00", end: "20:00", nodes: 6}')
     result = check(write(text))
     (finding,) = [f for f in result.findings if f.rule == "pool-inference-warmup"]
-    assert "rises at '47 2 * * 0' (Europe/Berlin), 13 min before its window; on Sun 2026-03-29" in finding.message
+    assert ("rises at '47 2 * * 0' (Europe/Berlin), 13 min before its window, and a clock change can fall between "
+            "the two: they rise on Sun 2026-03-29 60 min late") in finding.message
 
 
 def test_a_lead_over_another_inference_window_is_an_overlap():
@@ -250,3 +251,40 @@ def test_a_lead_over_another_inference_window_is_an_overlap():
     assert pools.lead_overlaps(hybrid, {"train"}, {"serve"}) == []
     # a training fleet that did not lend early (no bin/pool-edge) would overlap at 08:00
     assert len(pools.lead_overlaps(hybrid, set(), {"serve"})) == 5
+
+
+def test_a_changed_action_is_made_again_not_updated_in_place(recorded, write):
+    """An update of a recurring scheduled action sends the StartTime the provider stored at creation (AWS
+    computed it: the first occurrence), so once that has passed AWS refuses it ("Given start time is in the past")
+    or runs the action at the old time: terraform-provider-aws resourceSchedulePut (`d.GetOk("start_time")`),
+    issues hashicorp/terraform-provider-aws#38983 and #41200, pulumi/pulumi-aws#2473. The action's name carries
+    its time, days and sizes, so only a change of the pool's time zone reaches an existing action: it is replaced,
+    the old one deleted first (both have one name on one group, and PutScheduledUpdateGroupAction is an upsert that
+    keeps an unspecified StartTime), so AWS computes the first occurrence in the new zone."""
+    from fleetform.changes import compare
+    from fleetform.plan import record
+
+    _, resources = recorded
+    schedules = [r for r in resources if r["type"] == SCHEDULE]
+    assert schedules and all(s["options"]["deleteBeforeReplace"] and "timeZone" in s["options"]["replaceOnChanges"]
+                             for s in schedules)
+    moved = check(write(HYBRID.read_text().replace("time_zone: Europe/Berlin", "time_zone: Europe/London"))).model
+    changes = compare(resources, record(moved, render(moved)))
+    assert sorted(c.action for c in changes if c.type == SCHEDULE) == ["replace", "replace"]
+
+
+def test_a_lead_miss_says_whether_the_nodes_rise_late_or_early(write):
+    """A clock change between a rising action and its window makes the nodes rise late (the skipped hour: after the
+    window opened) or early (the repeated hour, read as its first occurrence: while training still holds the
+    nodes). In Sydney the year's first miss is April's repeated hour, so the finding must not call it a rise
+    without the lead; lead_misses gives each day with the minutes the action fires off its lead."""
+    sydney = _pool([_share("serve", 0, [((6,), 3, 9, 2)]), _share("train", 0, remainder=True)], lead=15,
+                   tz="Australia/Sydney")
+    (rise,) = [a for a in pools.scaling_actions(sydney, "serve") if a.rise]
+    assert pools.lead_misses(sydney, rise, 2026) == [(date(2026, 4, 5), -60), (date(2026, 10, 4), 60)]
+    text = (HYBRID.read_text().replace("time_zone: Europe/Berlin", "time_zone: Australia/Sydney")
+            .replace('{days: [mon, tue, wed, thu, fri], start: "08:00", end: "20:00", nodes: 6}',
+                     '{days: [sun], start: "03:00", end: "20:00", nodes: 6}'))
+    (finding,) = [f for f in check(write(text)).findings if f.rule == "pool-inference-warmup"]
+    assert ("they rise on Sun 2026-04-05 60 min early, while training still holds the nodes, and on Sun 2026-10-04 "
+            "60 min late, after the window opened") in finding.message

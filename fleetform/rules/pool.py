@@ -172,10 +172,16 @@ def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
             for action in fleet.pool_scaling:  # the node group's rises: cron lines in local wall clock
                 missed = pools.lead_misses(pool, action, pool.week.year)
                 if missed:
+                    firsts = sorted({off > 0: (day, off) for day, off in reversed(missed)}.values())  # each way's first
+                    said = ", and ".join(
+                        f"on {day:%a %Y-%m-%d} " + (
+                            f"{off} min late" + (", after the window opened" if off > action.lead_min else "") if off > 0
+                            else f"{-off} min early, while training still holds the nodes")
+                        for day, off in firsts)
                     report(share.path + ("windows",), f"the node group of fleet '{fleet.name}' rises at "
-                           f"{action.recurrence!r} ({pool.time_zone}), {action.lead_min} min before its window; on "
-                           f"{missed[0].strftime('%a %Y-%m-%d')} a clock change falls between the two, and the nodes "
-                           "rise without their warm-up lead (bin/pool-edge's lend is on time)",
+                           f"{action.recurrence!r} ({pool.time_zone}), {action.lead_min} min before its window, and a "
+                           f"clock change can fall between the two: they rise {said} (the KEDA cron trigger "
+                           "starts at the same local time; bin/pool-edge's lend counts real minutes)",
                            "open the window at an hour further from the clock change (in Europe 01:00-03:00 local)")
 
 

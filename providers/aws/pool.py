@@ -18,6 +18,13 @@ would undo the window now open, and a changed share of the pool reaches the grou
 actions at their next occurrence. A `pulumi up` in the middle of a window creates the actions without running
 them: the group has its floor until the Cluster Autoscaler adds nodes for the KEDA cron minimum's pending pods,
 or the next action runs.
+
+An action is never updated in place: an update sends the StartTime the provider stored when AWS computed it at
+creation (terraform-provider-aws resourceSchedulePut; hashicorp/terraform-provider-aws#38983, pulumi/pulumi-aws#2473),
+which AWS refuses once it has passed ("Given start time is in the past") or keeps, running the action at the old
+time. Its name carries its time, days and sizes, so a change of those makes a new action; what remains (the pool's
+time zone) replaces it, deleting the old one first: both have one name on one group, and
+PutScheduledUpdateGroupAction is an upsert that keeps what it is not sent.
 """
 
 from __future__ import annotations
@@ -34,6 +41,10 @@ POOLED_SCALING_IGNORED = ("scalingConfig.desiredSize", "scalingConfig.minSize", 
 the whole scaling_config, named field by field (the desired size is the autoscaler's on every node group)."""
 
 
+SCHEDULE_REPLACED_ON = ("desiredCapacity", "maxSize", "minSize", "recurrence", "timeZone")
+"""The inputs of a scheduled action whose change replaces it rather than update it in place (module docstring)."""
+
+
 def asg_name(node_group: aws.eks.NodeGroup) -> pulumi.Output:
     """The name of the Auto Scaling group EKS made for a managed node group."""
     return node_group.resources.apply(lambda resources: resources[0].autoscaling_groups[0].name)
@@ -47,4 +58,5 @@ def schedules(name: str, fleet: Fleet, node_group: aws.eks.NodeGroup, parent: pu
         recurrence=action.recurrence, time_zone=action.time_zone,
         # all three sizes, never the provider's defaults: each action states the fleet's whole share then
         min_size=action.nodes, desired_capacity=action.nodes, max_size=action.nodes,
-        opts=_opts(parent, depends_on=[node_group])) for action in fleet.pool_scaling]
+        opts=_opts(parent, depends_on=[node_group], replace_on_changes=list(SCHEDULE_REPLACED_ON),
+                   delete_before_replace=True)) for action in fleet.pool_scaling]
