@@ -333,3 +333,20 @@ def test_the_rules_and_their_controls(tmp_path):
     assert [r for r, _ in _rules(unknown, tmp_path)] == ["lora-unsized"]
     # the schema refuses what vLLM's LoRAConfig refuses outright: a max_lora_rank it does not list
     assert any(f.rule == "schema" for f in _check(_blueprint(S3_AND_HUB, "        max_lora_rank: 24\n"), tmp_path).findings)
+
+
+def test_a_hub_adapter_without_a_commit_is_unpinned_like_hub_weights(tmp_path):
+    """snapshot_download(revision=None) takes the repository's `main` when each replica starts (FETCH_SCRIPT), so
+    replicas started on different days may serve different adapters under one name: hf-revision-unpinned warns,
+    as it does for Hub weights (the blueprint's weights are pinned, so every warning here is an adapter's)."""
+    pinned = _blueprint(S3_AND_HUB)
+    assert _rules(pinned, tmp_path, "hf-revision-unpinned") == []  # control: a commit id, and an S3 folder
+    floating = _blueprint(S3_AND_HUB.replace(f", revision: {LLAMA_REVISION}", ""))
+    found = [f for f in _check(floating, tmp_path).findings if f.rule == "hf-revision-unpinned"]
+    assert [(f.severity, f.path) for f in found] == [("warning", "fleets[0].models[0].adapters[1].source")]
+    assert "adapter 'law'" in found[0].message and "`main`" in found[0].message
+    branch = _blueprint(S3_AND_HUB.replace(f"revision: {LLAMA_REVISION}", "revision: v2"))
+    assert [r for r, _ in _rules(branch, tmp_path, "hf-revision-unpinned")] == ["hf-revision-unpinned"]
+    # a malformed Hub id is lora-source's error alone
+    bad = _blueprint(S3_AND_HUB.replace(f"acme/law-lora, revision: {LLAMA_REVISION}", "hf://acme/law"))
+    assert _rules(bad, tmp_path, "hf-revision-unpinned") == []

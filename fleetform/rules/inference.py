@@ -9,6 +9,7 @@ from functools import lru_cache
 from importlib import resources
 
 from ..k8s import OWNED_FLAGS
+from ..lora import HUB_REPO
 from ..model import Blueprint, Model
 from ..records import frozen
 from . import Reporter, did_you_mean, rule
@@ -174,7 +175,8 @@ HF_COMMIT = re.compile(r"[0-9a-f]{40}")
 """A Hub commit id: 40 lower-case hex digits (a branch or tag name is a pointer the repository can move)."""
 
 
-@rule("hf-revision-unpinned", "warning", "weights from the Hugging Face Hub name the commit to load (weights.revision)")
+@rule("hf-revision-unpinned", "warning", "weights and LoRA adapters from the Hugging Face Hub name the commit to load "
+      "(weights.revision, an adapter's revision)")
 def hf_revision_unpinned(bp: Blueprint, report: Reporter) -> None:
     """Without --revision vLLM loads the repository's `main` as it is when each replica starts (vLLM 0.11
     ModelConfig.revision, which --revision fills through vllm/engine/arg_utils.py: "The specific model version to use. It can be a branch
@@ -198,6 +200,24 @@ def hf_revision_unpinned(bp: Blueprint, report: Reporter) -> None:
                         "move: replicas started at different times may load different weights")
             report(path, what, "set weights: {revision: <the 40-digit commit id>} (the model page's Files and "
                    "versions, History), or stream the weights from S3 (weights: {source: s3, uri: ...})")
+        # LoRA adapters from the Hub (fleetform/lora.py FETCH_SCRIPT): the init container's snapshot_download
+        # takes revision=None as the repository's `main` when each replica starts, the same drift
+        for model in fleet.models:
+            for adapter in model.lora.adapters if model.lora is not None else ():
+                if adapter.kind != "hub" or not HUB_REPO.match(adapter.source):
+                    continue  # S3 folders have no revisions; a malformed id is lora-source's
+                if adapter.revision is not None and HF_COMMIT.fullmatch(adapter.revision):
+                    continue
+                if adapter.revision is None:
+                    path = adapter.path + ("source",)
+                    what = (f"adapter '{adapter.name}' comes from '{adapter.source}' on the Hugging Face Hub without a "
+                            "revision: every replica downloads whatever `main` is when it starts")
+                else:
+                    path = adapter.path + ("revision",)
+                    what = (f"revision '{adapter.revision}' of adapter '{adapter.name}' is a branch or tag name, which "
+                            "the repository can move: replicas started at different times may serve different adapters")
+                report(path, what, "set the adapter's revision to the 40-digit commit id (the repository's Files and "
+                       "versions, History), or copy the adapter into an S3 folder of its own")
 
 
 @rule("weight-source", "error", "a model's weight source has what it needs, and only that")
