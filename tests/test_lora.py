@@ -350,3 +350,36 @@ def test_a_hub_adapter_without_a_commit_is_unpinned_like_hub_weights(tmp_path):
     # a malformed Hub id is lora-source's error alone
     bad = _blueprint(S3_AND_HUB.replace(f"acme/law-lora, revision: {LLAMA_REVISION}", "hf://acme/law"))
     assert _rules(bad, tmp_path, "hf-revision-unpinned") == []
+
+
+ONPREM = """apiVersion: fleetform/v1
+kind: Blueprint
+metadata: {{name: lora, version: 1.0.0}}
+provider: {{cloud: onprem}}
+fleets:
+  - name: serve
+    role: inference
+    hardware: {{gpu: H100-80GB, gpu_count: 8, sockets: 2, cores_per_socket: 56, threads_per_core: 2, memory_gib: 2048}}
+    hosts: gpu-[01-02]
+    scheduler: {{type: kubernetes, version: "1.35", namespace: serve}}
+    models:
+      - name: chat
+        image: vllm/vllm-openai:v0.11.0
+        model: meta-llama/Llama-3.1-8B-Instruct
+        weights: {{revision: {revision}}}
+        precision: bf16
+        tensor_parallel: 1
+        max_model_len: 8192
+        replicas: 1
+        adapters:
+{adapters}"""
+
+
+def test_an_s3_adapter_needs_aws_where_its_init_container_has_pod_identity(tmp_path):
+    """The S3 init container's `aws s3 sync` reads credentials from EKS Pod Identity (adapter_fetchers); on another
+    provider it has none and every replica stays in Init:CrashLoopBackOff, as weights from s3 would (weight-source)."""
+    s3 = ONPREM.format(revision=LLAMA_REVISION, adapters=S3_AND_HUB)
+    found = [(f.rule, f.path) for f in _check(s3, tmp_path).findings if f.severity == "error"]
+    assert found == [("lora-source", "fleets[0].models[0].adapters[0].source")]
+    hub_only = ONPREM.format(revision=LLAMA_REVISION, adapters=S3_AND_HUB.splitlines(keepends=True)[1])
+    assert [f.rule for f in _check(hub_only, tmp_path).findings if f.severity == "error"] == []  # control
