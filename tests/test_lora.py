@@ -333,3 +333,53 @@ def test_the_rules_and_their_controls(tmp_path):
     assert [r for r, _ in _rules(unknown, tmp_path)] == ["lora-unsized"]
     # the schema refuses what vLLM's LoRAConfig refuses outright: a max_lora_rank it does not list
     assert any(f.rule == "schema" for f in _check(_blueprint(S3_AND_HUB, "        max_lora_rank: 24\n"), tmp_path).findings)
+
+
+def test_a_hub_adapter_without_a_commit_is_unpinned_like_hub_weights(tmp_path):
+    """snapshot_download(revision=None) takes the repository's `main` when each replica starts (FETCH_SCRIPT), so
+    replicas started on different days may serve different adapters under one name: hf-revision-unpinned warns,
+    as it does for Hub weights (the blueprint's weights are pinned, so every warning here is an adapter's)."""
+    pinned = _blueprint(S3_AND_HUB)
+    assert _rules(pinned, tmp_path, "hf-revision-unpinned") == []  # control: a commit id, and an S3 folder
+    floating = _blueprint(S3_AND_HUB.replace(f", revision: {LLAMA_REVISION}", ""))
+    found = [f for f in _check(floating, tmp_path).findings if f.rule == "hf-revision-unpinned"]
+    assert [(f.severity, f.path) for f in found] == [("warning", "fleets[0].models[0].adapters[1].source")]
+    assert "adapter 'law'" in found[0].message and "`main`" in found[0].message
+    branch = _blueprint(S3_AND_HUB.replace(f"revision: {LLAMA_REVISION}", "revision: v2"))
+    assert [r for r, _ in _rules(branch, tmp_path, "hf-revision-unpinned")] == ["hf-revision-unpinned"]
+    # a malformed Hub id is lora-source's error alone
+    bad = _blueprint(S3_AND_HUB.replace(f"acme/law-lora, revision: {LLAMA_REVISION}", "hf://acme/law"))
+    assert _rules(bad, tmp_path, "hf-revision-unpinned") == []
+
+
+ONPREM = """apiVersion: fleetform/v1
+kind: Blueprint
+metadata: {{name: lora, version: 1.0.0}}
+provider: {{cloud: onprem}}
+fleets:
+  - name: serve
+    role: inference
+    hardware: {{gpu: H100-80GB, gpu_count: 8, sockets: 2, cores_per_socket: 56, threads_per_core: 2, memory_gib: 2048}}
+    hosts: gpu-[01-02]
+    scheduler: {{type: kubernetes, version: "1.35", namespace: serve}}
+    models:
+      - name: chat
+        image: vllm/vllm-openai:v0.11.0
+        model: meta-llama/Llama-3.1-8B-Instruct
+        weights: {{revision: {revision}}}
+        precision: bf16
+        tensor_parallel: 1
+        max_model_len: 8192
+        replicas: 1
+        adapters:
+{adapters}"""
+
+
+def test_an_s3_adapter_needs_aws_where_its_init_container_has_pod_identity(tmp_path):
+    """The S3 init container's `aws s3 sync` reads credentials from EKS Pod Identity (adapter_fetchers); on another
+    provider it has none and every replica stays in Init:CrashLoopBackOff, as weights from s3 would (weight-source)."""
+    s3 = ONPREM.format(revision=LLAMA_REVISION, adapters=S3_AND_HUB)
+    found = [(f.rule, f.path) for f in _check(s3, tmp_path).findings if f.severity == "error"]
+    assert found == [("lora-source", "fleets[0].models[0].adapters[0].source")]
+    hub_only = ONPREM.format(revision=LLAMA_REVISION, adapters=S3_AND_HUB.splitlines(keepends=True)[1])
+    assert [f.rule for f in _check(hub_only, tmp_path).findings if f.severity == "error"] == []  # control

@@ -9,6 +9,7 @@ from functools import lru_cache
 from importlib import resources
 
 from ..k8s import OWNED_FLAGS
+from ..lora import HUB_REPO
 from ..model import Blueprint, Model
 from ..records import frozen
 from . import Reporter, did_you_mean, rule
@@ -180,7 +181,8 @@ HF_COMMIT = re.compile(r"[0-9a-f]{40}")
 """A Hub commit id: 40 lower-case hex digits (a branch or tag name is a pointer the repository can move)."""
 
 
-@rule("hf-revision-unpinned", "warning", "weights from the Hugging Face Hub name the commit to load (weights.revision)")
+@rule("hf-revision-unpinned", "warning", "weights and LoRA adapters from the Hugging Face Hub name the commit to load "
+      "(weights.revision, an adapter's revision)")
 def hf_revision_unpinned(bp: Blueprint, report: Reporter) -> None:
     """Without --revision vLLM loads the repository's `main` as it is when each replica starts (vLLM 0.11
     ModelConfig.revision, which --revision fills through vllm/engine/arg_utils.py: "The specific model version to use. It can be a branch
@@ -189,21 +191,33 @@ def hf_revision_unpinned(bp: Blueprint, report: Reporter) -> None:
     for fleet in _inference(bp):
         for model in fleet.models:
             weights = model.weights
-            if weights is not None and weights.source != "hub":
-                continue
-            revision = weights.revision if weights is not None else None
-            if revision is not None and HF_COMMIT.fullmatch(revision):
-                continue
-            if revision is None:
-                path = model.path + ("model",)
-                what = (f"'{model.model}' comes from the Hugging Face Hub without a revision: every replica loads "
-                        "whatever `main` is when it starts")
-            else:
-                path = weights.path + ("revision",)
-                what = (f"revision '{revision}' of '{model.model}' is a branch or tag name, which the repository can "
-                        "move: replicas started at different times may load different weights")
-            report(path, what, "set weights: {revision: <the 40-digit commit id>} (the model page's Files and "
-                   "versions, History), or stream the weights from S3 (weights: {source: s3, uri: ...})")
+            if weights is None or weights.source == "hub":
+                revision = weights.revision if weights is not None else None
+                _unpinned(report, revision, model.path + ("model",), weights.path + ("revision",) if weights else None,
+                          f"'{model.model}' comes from the Hugging Face Hub", f"of '{model.model}'", "load different weights",
+                          "set weights: {revision: <the 40-digit commit id>} (the model page's Files and versions, "
+                          "History), or stream the weights from S3 (weights: {source: s3, uri: ...})")
+            # LoRA adapters from the Hub (fleetform/lora.py FETCH_SCRIPT): the init container's snapshot_download
+            # takes revision=None as the repository's `main` when each replica starts, the same drift
+            for adapter in model.lora.adapters if model.lora is not None else ():
+                if adapter.kind == "hub" and HUB_REPO.match(adapter.source):  # a malformed id is lora-source's
+                    _unpinned(report, adapter.revision, adapter.path + ("source",), adapter.path + ("revision",),
+                              f"adapter '{adapter.name}' comes from '{adapter.source}' on the Hugging Face Hub",
+                              f"of adapter '{adapter.name}'", "serve different adapters under its name",
+                              "set the adapter's revision to the 40-digit commit id (the repository's Files and "
+                              "versions, History), or copy the adapter into an S3 folder of its own")
+
+
+def _unpinned(report: Reporter, revision: str | None, path, revision_path, source: str, of: str, drift: str,
+              hint: str) -> None:
+    """hf-revision-unpinned's finding for one download from the Hub: none without a revision that is a commit."""
+    if revision is not None and HF_COMMIT.fullmatch(revision):
+        return
+    if revision is None:
+        report(path, f"{source} without a revision: every replica loads whatever `main` is when it starts", hint)
+    else:
+        report(revision_path, f"revision '{revision}' {of} is a branch or tag name, which the repository can move: "
+               f"replicas started at different times may {drift}", hint)
 
 
 @rule("weight-source", "error", "a model's weight source has what it needs, and only that")

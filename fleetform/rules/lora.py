@@ -19,8 +19,8 @@ def _served(bp: Blueprint):
                 yield fleet, model
 
 
-@rule("lora-source", "error", "an adapter's source is an S3 folder s3://BUCKET/PREFIX/ or a Hugging Face repository "
-      "id ORG/NAME, and only a Hub adapter names a revision")
+@rule("lora-source", "error", "an adapter's source is an S3 folder s3://BUCKET/PREFIX/ (on AWS) or a Hugging Face "
+      "repository id ORG/NAME, and only a Hub adapter names a revision")
 def lora_source(bp: Blueprint, report: Reporter) -> None:
     """The init containers hand the source to `aws s3 sync` or huggingface_hub's snapshot_download: anything else
     fails every replica's start (a Hub id that is not ORG/NAME is refused by huggingface_hub validate_repo_id; an
@@ -38,6 +38,13 @@ def lora_source(bp: Blueprint, report: Reporter) -> None:
                     report(adapter.path + ("revision",),
                            f"adapter '{adapter.name}' comes from S3, which has no revisions",
                            "remove revision, or put each version of the adapter in its own folder")
+                if bp.cloud != "aws":
+                    # the init container's `aws s3 sync` reads the pod's EKS Pod Identity (k8s.py adapter_fetchers);
+                    # elsewhere it finds no credentials and every replica stays in Init:CrashLoopBackOff
+                    report(adapter.path + ("source",),
+                           f"adapter '{adapter.name}' comes from S3, which the init container reads with EKS Pod "
+                           f"Identity, and this blueprint's provider is {bp.cloud}",
+                           "serve the adapter from the Hugging Face Hub (ORG/NAME with a revision) on this provider")
             elif "://" in source or not HUB_REPO.match(source):
                 report(adapter.path + ("source",),
                        f"adapter '{adapter.name}': '{source}' is neither an S3 folder nor a Hugging Face repository id",
