@@ -26,6 +26,23 @@ def efa_interfaces(fleet: Fleet, security_groups: list) -> list[dict]:
             for i in efa_layout(fleet.instance)]
 
 
+def efa_launch_extras(component, fleet: Fleet, tags: dict, efa: bool) -> dict:
+    """launch_template's extra arguments for a node group whose pods talk NCCL across nodes (a Kueue training
+    fleet, an inference fleet of LeaderWorkerSet groups: providers/aws/lws.py): where efa, its EFA interfaces with
+    the EKS cluster security group (node <-> control plane, CoreDNS) and the blueprint's, whose self-referencing
+    rules admit EFA traffic between the nodes, on each interface and never also in vpc_security_group_ids (EC2
+    refuses both); and the fleet's own placement group."""
+    more: dict = {}
+    if efa:
+        groups = [component.eks.cluster.vpc_config.cluster_security_group_id, component.eks.security_group]
+        more["network_interfaces"] = efa_interfaces(fleet, groups)
+    if own_placement_group(fleet):
+        placement = aws.ec2.PlacementGroup(f"{component.name}-placement", strategy=fleet.placement, tags=tags,
+                                           opts=_opts(component))
+        more["placement"] = {"group_name": placement.name}
+    return more
+
+
 class KubeTrainingFleet(InferenceFleet):
     """As an inference fleet's node group and objects (the same order: namespaces, PriorityClass and
     ConfigMaps before the releases, the Kueue objects after them), with EFA interfaces and a cluster placement
@@ -37,15 +54,6 @@ class KubeTrainingFleet(InferenceFleet):
     TYPE = "fleetform:aws:KubeTrainingFleet"
 
     def _launch_template(self, name: str, fleet: Fleet, group, tags: dict):
-        more: dict = {}
-        if fleet.interconnect is not None and fleet.interconnect.fabric == "efa":
-            # the EKS cluster security group (node <-> control plane, CoreDNS) and the blueprint's, whose
-            # self-referencing rules admit EFA traffic between the nodes; on the interfaces, never also in
-            # vpc_security_group_ids (EC2 refuses both)
-            groups = [self.eks.cluster.vpc_config.cluster_security_group_id, self.eks.security_group]
-            more["network_interfaces"] = efa_interfaces(fleet, groups)
-        if own_placement_group(fleet):
-            placement = aws.ec2.PlacementGroup(f"{self.name}-placement", strategy=fleet.placement, tags=tags,
-                                               opts=_opts(self))
-            more["placement"] = {"group_name": placement.name}
+        efa = fleet.interconnect is not None and fleet.interconnect.fabric == "efa"
+        more = efa_launch_extras(self, fleet, tags, efa)
         return launch_template(name, group, None, tags, self, ROOT_GIB, **more)
