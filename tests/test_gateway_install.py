@@ -193,6 +193,10 @@ def test_a_version_bump_is_an_update_and_a_removed_gateway_leaves_its_crds(examp
     changes = [c for c in compare(before, gone) if c.type == CRD_TYPE]
     assert len(changes) == 9 and all(c.action == DELETE for c in changes)
     assert all(any("in the cluster (retain_on_delete)" in e for e in c.effects) for c in changes)
+    # and says what adding a gateway back costs: pulumi-kubernetes 4.29+ creates with a plain create, which the API
+    # server refuses for an object that exists (CHANGELOG 4.29.0, #2926), unless upsertExistingObjects is on
+    assert all(any("AlreadyExists" in e and "PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true" in e for e in c.effects)
+               for c in changes)
 
 
 @pytest.mark.parametrize("mode, expected", [("", None), ("gateway-open", "without the API key was not refused"),
