@@ -228,8 +228,12 @@ def _effects(change: Change, old: dict | None, new: dict | None, data: dict) -> 
     if change.action == DELETE and (old or {}).get("options", {}).get("retainOnDelete"):
         # pulumi up forgets it and leaves it in place (providers/aws/gateway.py: a CRD's deletion deletes every
         # object of its kind in the cluster)
+        # and a later `pulumi up` that declares it again creates it: pulumi-kubernetes 4.29+ sends a plain create,
+        # which the API server refuses for an existing object (its CHANGELOG, 4.29.0, #2926), unless the provider's
+        # upsertExistingObjects (read from PULUMI_K8S_UPSERT_EXISTING_OBJECTS) adopts it
         effects.append(f"leaves {kind} {change.name} in the cluster (retain_on_delete): `pulumi up` only stops "
-                       "managing it")
+                       "managing it; declaring it again later fails on AlreadyExists unless that `pulumi up` runs "
+                       "with PULUMI_K8S_UPSERT_EXISTING_OBJECTS=true, which adopts the object left in the cluster")
     if kind == "Instance":
         itype = res["inputs"].get("instanceType", "?")
         if change.action == REPLACE:

@@ -17,7 +17,8 @@ For every model of every inference fleet, in order, and stops at the first failu
 5. for a fleet with a gateway: the Gateway is Programmed (kgateway, installed by `pulumi up`, has made its
    proxy), and from a pod in the fleet's namespace, through the Gateway's address (status.addresses, Gateway
    API v1), one completion per model answers with the model's X-Gateway-Model-Name header and the API key,
-   and the same request without the key is refused with an HTTP error (curl --fail: exit code 22).
+   and the same request without the key is refused with vLLM's 401 (not any HTTP error: a 404 or
+   503 says nothing about the key).
 
 The probe pods satisfy the namespaces' restricted Pod Security level (non-root, no privilege escalation,
 all capabilities dropped, the runtime's seccomp profile).
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -143,6 +145,12 @@ def check_model(kubectl: Kubectl, server, say) -> None:
 
 HTTP_ERROR_EXIT_CODE = 22
 """curl --fail's exit code for an HTTP status of 400 or more (curl(1), EXIT CODES: "HTTP page not retrieved")."""
+UNAUTHORIZED = 401
+"""vLLM's answer to a /v1 request without the key (vllm/entrypoints/openai/api_server.py, AuthenticationMiddleware:
+`JSONResponse(content={"error": "Unauthorized"}, status_code=401)`). Any other error (the Gateway's 404 for an
+unmatched route, a 503 from a pool with no replica, a 500 from a failing picker) says nothing about the key."""
+STATUS_MARK = "fleetform-http-status="
+"""What the keyless probe prints before the status (curl -w, written out even when --fail ends the transfer)."""
 
 
 def check_gateway(kubectl: Kubectl, fleet, say) -> None:
@@ -166,11 +174,14 @@ def check_gateway(kubectl: Kubectl, fleet, say) -> None:
         if not ok or not json.loads(log or "{}").get("choices"):
             raise CheckFailed(f"{ns}/{name}: POST /v1/completions for {picker.model} through the Gateway did not "
                               f"answer: {log[:300]}")
-        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-{picker.pool}-nokey", ns, header + curl_args(url, body)))
-        if ok or kubectl.last_exit_code != HTTP_ERROR_EXIT_CODE:
+        status = ["-o", "/dev/null", "-w", STATUS_MARK + "%{http_code}\n"]
+        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-{picker.pool}-nokey", ns, header + status + curl_args(url, body)))
+        answered = re.findall(rf"{STATUS_MARK}(\d+)", log or "")
+        if ok or kubectl.last_exit_code != HTTP_ERROR_EXIT_CODE or answered != [str(UNAUTHORIZED)]:
             raise CheckFailed(f"{ns}/{name}: a request for {picker.model} without the API key was not refused "
-                              f"with an HTTP error (curl exit code {kubectl.last_exit_code}; {HTTP_ERROR_EXIT_CODE} "
-                              f"expected): {log[:300]}")
+                              f"by vLLM's {UNAUTHORIZED} (curl exit code {kubectl.last_exit_code}, HTTP status "
+                              f"{answered[-1] if answered else 'none'}; {HTTP_ERROR_EXIT_CODE} and {UNAUTHORIZED} "
+                              f"expected): {(log or '')[:300]}")
         say(f"{ns}/{name}: {picker.model} answers through the Gateway with the key, and refuses without it")
 
 
