@@ -179,3 +179,17 @@ def test_the_gateways_pods_are_counted_where_they_run(tmp_path):
                                                 "system_nodes: {instance_type: m7i.large, nodes: 2}"))
     found = [f.message for f in check(path).findings if f.rule == "cluster-admission"]
     assert len(found) == 2 and all("-epp" in m and "CPU 2000m > 1770m allocatable" in m for m in found)
+
+
+def test_the_proxy_speaks_http2_to_the_router():
+    """ext-proc is gRPC, which runs over HTTP/2 only; kgateway builds a Service's cluster as HTTP/2 only when the
+    port's appProtocol (or, without one, its name) is exactly one of http2, grpc, grpc-web or kubernetes.io/h2c
+    (kgateway internal/kgateway/ir ParseAppProtocol, read from the port by plugins/kubernetes/k8s.go), else
+    HTTP/1.1, which the router's gRPC server refuses. The chart marks its port `appProtocol: HTTP2`; kgateway's
+    match is exact (case-sensitive), so the port says `grpc`. Only a cluster proves the stream is set up."""
+    template = (BBR / "templates-bbr.yaml").read_text()
+    assert "appProtocol: HTTP2" in template
+    _, _, objs = _objects()
+    ref = objs["GatewayExtension"][ROUTER]["spec"]["extProc"]["grpcService"]["backendRef"]
+    (port,) = [p for p in objs["Service"][ROUTER]["spec"]["ports"] if p["port"] == ref["port"]]
+    assert port.get("appProtocol", port["name"]) in {"http2", "grpc", "grpc-web", "kubernetes.io/h2c"}
