@@ -193,3 +193,21 @@ def test_the_proxy_speaks_http2_to_the_router():
     ref = objs["GatewayExtension"][ROUTER]["spec"]["extProc"]["grpcService"]["backendRef"]
     (port,) = [p for p in objs["Service"][ROUTER]["spec"]["ports"] if p["port"] == ref["port"]]
     assert port.get("appProtocol", port["name"]) in {"http2", "grpc", "grpc-web", "kubernetes.io/h2c"}
+
+
+def test_a_node_drain_leaves_a_router_running():
+    """Two replicas keep the endpoint up through a drain only if they are on different nodes and the drain may
+    not evict both at once: the router fails closed, so with both gone every request fails. kubectl drain and the
+    Cluster Autoscaler evict through the Eviction API, which honours a PodDisruptionBudget; the scheduler spreads
+    the replicas over nodes by hostname (soft, as the model servers' Deployments do, so one system node still
+    schedules both)."""
+    _, files, objs = _objects()
+    pod = objs["Deployment"][ROUTER]["spec"]["template"]
+    selector = objs["Deployment"][ROUTER]["spec"]["selector"]["matchLabels"]
+    (spread,) = pod["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["maxSkew"] == 1
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway" and spread["labelSelector"]["matchLabels"] == selector
+    pdb = objs["PodDisruptionBudget"][ROUTER]["spec"]
+    assert pdb["maxUnavailable"] == 1 and pdb["selector"]["matchLabels"] == selector
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert f"{ROUTER}-pdb.yaml" in yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
