@@ -30,6 +30,7 @@ class RouteCost:
     qps_per_gpu: float
     usd_per_gpu_hour: float
     devices_per_node: int
+    device: str  # what one device is (fleet.devices()): a GPU's name, a MIG slice or a time-sliced share
     instance_usd_hour: float
     busy_at_peak: float  # peak_qps over the sized replicas' capacity, 0-1
 
@@ -45,7 +46,7 @@ class RouteCost:
     @property
     def formula(self) -> str:
         return (f"1,000 / ({self.qps_per_gpu:g} QPS per GPU x 3,600 s) x ${self.instance_usd_hour:g}/h / "
-                f"{self.devices_per_node} GPUs per instance; over {self.busy_at_peak:.0%} busy at the sized peak")
+                f"{self.devices_per_node} x {self.device} per instance; over {self.busy_at_peak:.0%} busy at the sized peak")
 
     @property
     def result(self) -> str:
@@ -60,8 +61,8 @@ def route_cost(fleet, model, replicas: int, qps_per_gpu: float) -> RouteCost | N
     price = fleet.instance.price_usd_hr if fleet.instance is not None else None
     if slo is None or devices is None or price is None or fleet.capacity_type not in ("on-demand", "reservation"):
         return None
-    per_node = devices[0]
+    per_node, _, device = devices
     capacity = replicas * model.gpus * qps_per_gpu
     busy = min(1.0, slo.peak_qps / capacity) if capacity > 0 else 1.0
-    return RouteCost(model.name, qps_per_gpu, price / per_node, per_node, price, busy)
+    return RouteCost(model.name, qps_per_gpu, price / per_node, per_node, device, price, busy)
 

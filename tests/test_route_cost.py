@@ -23,7 +23,7 @@ def test_reference_70b_route_costs_its_gpu_seconds_at_the_catalog_price():
     busy = 100 / (2 * 4 * 30)
     assert step.result == f"${full:.4f} at full throughput, ${full / busy:.4f} at the sized peak"
     assert step.result == "$0.0637 at full throughput, $0.1529 at the sized peak"
-    assert "30 QPS per GPU" in step.formula and "$55.04/h / 8 GPUs per instance" in step.formula
+    assert "30 QPS per GPU" in step.formula and "$55.04/h / 8 x H100-80GB per instance" in step.formula
 
 
 def test_a_shared_gpu_is_priced_per_device_the_slo_counts(tmp_path):
@@ -40,7 +40,8 @@ def test_a_shared_gpu_is_priced_per_device_the_slo_counts(tmp_path):
     small = next(f for f in sizing(result.model) if f.fleet == "small-models")
     step = next(s for s in small.steps if s.what == "llama-8b: cost per 1,000 requests")
     price = result.model.fleets[2].instance.price_usd_hr
-    assert "16 GPUs per instance" in step.formula
+    # the plan names the device it divides by: a p4de has 8 GPUs, not 16; the 16 are MIG slices
+    assert "16 x 3g.40gb MIG slice per instance" in step.formula and "16 GPUs" not in step.formula
     assert step.result.startswith(f"${1000 / (5 * 3600) * price / 16:.4f} at full throughput")
 
 

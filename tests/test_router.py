@@ -102,11 +102,12 @@ def test_the_header_the_router_sets_is_the_one_the_routes_match():
     served = set()
     for route in objs["HTTPRoute"].values():
         (rule,) = route["spec"]["rules"]
-        (match,) = rule["matches"]
-        (header,) = match["headers"]
-        assert header["name"] in upstream_headers and header["type"] == "Exact"
-        served.add(header["value"])
-    assert served == {"qwen-7b", "llama-8b"}  # the `model` a client sends: vLLM's --served-model-name
+        for match in rule["matches"]:  # the model's name, then its LoRA adapters' (fleetform/lora.py)
+            (header,) = match["headers"]
+            assert header["name"] in upstream_headers and header["type"] == "Exact"
+            served.add(header["value"])
+    # the `model` a client sends: vLLM's --served-model-name, and llama-8b's two adapters' --lora-modules names
+    assert served == {"qwen-7b", "llama-8b", "llama-8b-sql", "llama-8b-support"}
 
 
 def test_the_router_is_admitted_and_reachable():
@@ -179,3 +180,35 @@ def test_the_gateways_pods_are_counted_where_they_run(tmp_path):
                                                 "system_nodes: {instance_type: m7i.large, nodes: 2}"))
     found = [f.message for f in check(path).findings if f.rule == "cluster-admission"]
     assert len(found) == 2 and all("-epp" in m and "CPU 2000m > 1770m allocatable" in m for m in found)
+
+
+def test_the_proxy_speaks_http2_to_the_router():
+    """ext-proc is gRPC, which runs over HTTP/2 only; kgateway builds a Service's cluster as HTTP/2 only when the
+    port's appProtocol (or, without one, its name) is exactly one of http2, grpc, grpc-web or kubernetes.io/h2c
+    (kgateway internal/kgateway/ir ParseAppProtocol, read from the port by plugins/kubernetes/k8s.go), else
+    HTTP/1.1, which the router's gRPC server refuses. The chart marks its port `appProtocol: HTTP2`; kgateway's
+    match is exact (case-sensitive), so the port says `grpc`. Only a cluster proves the stream is set up."""
+    template = (BBR / "templates-bbr.yaml").read_text()
+    assert "appProtocol: HTTP2" in template
+    _, _, objs = _objects()
+    ref = objs["GatewayExtension"][ROUTER]["spec"]["extProc"]["grpcService"]["backendRef"]
+    (port,) = [p for p in objs["Service"][ROUTER]["spec"]["ports"] if p["port"] == ref["port"]]
+    assert port.get("appProtocol", port["name"]) in {"http2", "grpc", "grpc-web", "kubernetes.io/h2c"}
+
+
+def test_a_node_drain_leaves_a_router_running():
+    """Two replicas keep the endpoint up through a drain only if they are on different nodes and the drain may
+    not evict both at once: the router fails closed, so with both gone every request fails. kubectl drain and the
+    Cluster Autoscaler evict through the Eviction API, which honours a PodDisruptionBudget; the scheduler spreads
+    the replicas over nodes by hostname (soft, as the model servers' Deployments do, so one system node still
+    schedules both)."""
+    _, files, objs = _objects()
+    pod = objs["Deployment"][ROUTER]["spec"]["template"]
+    selector = objs["Deployment"][ROUTER]["spec"]["selector"]["matchLabels"]
+    (spread,) = pod["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["maxSkew"] == 1
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway" and spread["labelSelector"]["matchLabels"] == selector
+    pdb = objs["PodDisruptionBudget"][ROUTER]["spec"]
+    assert pdb["maxUnavailable"] == 1 and pdb["selector"]["matchLabels"] == selector
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert f"{ROUTER}-pdb.yaml" in yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]

@@ -9,7 +9,7 @@ from .jinja import render
 
 EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", "deployment", "networkpolicy",
                "servicemonitor")
-BBR_OBJECTS = ("serviceaccount", "deployment", "service", "networkpolicy", "gatewayextension", "trafficpolicy",
+BBR_OBJECTS = ("serviceaccount", "deployment", "pdb", "service", "networkpolicy", "gatewayextension", "trafficpolicy",
                "backendconfigpolicy")
 
 
