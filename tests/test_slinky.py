@@ -360,3 +360,16 @@ def test_namespace_rule_refuses_kubernetes_a_charts_and_another_fleets_namespace
     second = TEXT + TEXT[TEXT.index("  - name: train"):].replace("  - name: train", "  - name: train2").replace(
         "cluster_name: train", "cluster_name: train2")
     assert any("fleet 'train2''s too" in m for m in _rules(second, tmp_path, "slinky-namespace"))
+
+
+def test_diff_does_not_tell_a_slinky_fleets_nodes_to_install_its_nccl_env(tmp_path):
+    """No node of a Slinky fleet reads nccl.env (its variables are the login pod's env, which sbatch copies into a job
+    when it is submitted): diff must not say that every node installs the file before its next job, as it does for a
+    Slurm fleet's keeper, but that the login pod is replaced and jobs submitted from the new one get the change."""
+    changed = tmp_path / "debug.yaml"
+    changed.write_text(TEXT.replace("debug: WARN", "debug: INFO"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stderr
+    line = next(x for x in diff.stdout.splitlines() if "train/nccl.env:" in x)
+    assert "every node installs it" not in line and "login pod" in line, line
