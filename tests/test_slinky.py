@@ -373,3 +373,13 @@ def test_diff_does_not_tell_a_slinky_fleets_nodes_to_install_its_nccl_env(tmp_pa
     assert diff.returncode == 0, diff.stderr
     line = next(x for x in diff.stdout.splitlines() if "train/nccl.env:" in x)
     assert "every node installs it" not in line and "login pod" in line, line
+
+
+def test_readme_says_what_diff_says_of_a_nodeset_change_and_why_no_job_runs_yet():
+    """README's Slinky section must agree with fleetform/changes.py (a NodeSet change is a node roll, jobs finish on
+    the old pods), not claim diff calls it an update in place; and it must say why the documented sbatch does not
+    run yet: the login pod's shell is root and the controller's extraConf refuses root's jobs (DisableRootJobs)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Slurm on Kubernetes (Slinky"):text.index("## Pools")]
+    assert "an update in place" not in section and "node roll" in section
+    assert "DisableRootJobs=YES" in section and "StorageClass" in section
