@@ -465,6 +465,18 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
             return Disruption("drain", what, "KubeRay recreates every pod of the RayCluster (upgradeStrategy "
                                              "Recreate; its spec changed beyond the worker counts): running Ray "
                                              "jobs end, let them finish first")
+    if kind == "Release" and not gone and any(
+            i.path.startswith("values.nodesets.") and i.path.endswith(".replicas") and isinstance(i.old, (int, float))
+            and isinstance(i.new, (int, float)) and i.new < i.old for i in change.inputs):
+        # a Slinky fleet's NodeSet scales in with its node group: the operator drains the Slurm nodes of the pods it
+        # removes (nodeset_sync.go processCondemned), but EKS terminates the instances the node group's Auto Scaling
+        # group picks when its size falls (EKS API NodegroupScalingConfig desiredSize; its drain of a managed node
+        # lasts minutes, EKS User Guide "Delete a managed node group"), whichever slurmd pods and jobs they run
+        return Disruption("drain", what, "Slinky's NodeSet scales in: the operator drains the Slurm nodes of the "
+                                         "slurmd pods it removes, but the smaller node group makes EKS terminate "
+                                         "instances its Auto Scaling group picks, whichever slurmd pods run there: "
+                                         "jobs on them end; drain the fleet's Slurm nodes and wait for their jobs "
+                                         "first")
     if kind == "Release" and not gone and any(i.path.startswith("values.nodesets.")
                                               and not i.path.endswith(".replicas") for i in change.inputs):
         # a Slinky fleet's `slurm` release (fleetform/slinky.py): slurm-operator v1.2.1 rolls the NodeSet

@@ -383,3 +383,21 @@ def test_readme_says_what_diff_says_of_a_nodeset_change_and_why_no_job_runs_yet(
     section = text[text.index("## Slurm on Kubernetes (Slinky"):text.index("## Pools")]
     assert "an update in place" not in section and "node roll" in section
     assert "DisableRootJobs=YES" in section and "StorageClass" in section
+
+
+def test_diff_says_a_nodeset_scale_in_can_end_jobs(tmp_path):
+    """Fewer nodes: the operator drains only the slurmd pods it removes, but the smaller node group lets EKS terminate
+    whichever instances its Auto Scaling group picks, and the jobs of the slurmd pods there end; diff must not say
+    nothing running notices (it said so of the release's replicas and of the node group's size)."""
+    fewer = tmp_path / "fewer.yaml"
+    fewer.write_text(TEXT.replace("nodes: 4", "nodes: 2"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(fewer)],
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stderr
+    assert "most disruptive: drain" in diff.stdout and "[drain] Release train-slurm: Slinky's NodeSet scales in" \
+        in diff.stdout, diff.stdout
+    more = tmp_path / "more.yaml"
+    more.write_text(TEXT.replace("nodes: 4", "nodes: 6"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(more)],
+                          capture_output=True, text=True)
+    assert "scales in" not in diff.stdout
