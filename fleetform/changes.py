@@ -484,6 +484,18 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
             return Disruption("drain", what, "KubeRay recreates every pod of the RayCluster (upgradeStrategy "
                                              "Recreate; its spec changed beyond the worker counts): running Ray "
                                              "jobs end, let them finish first")
+    if kind == "Release" and not gone and any(
+            i.path.startswith("values.nodesets.") and i.path.endswith(".replicas") and isinstance(i.old, (int, float))
+            and isinstance(i.new, (int, float)) and i.new < i.old for i in change.inputs):
+        # a Slinky fleet's NodeSet scales in with its node group: the operator drains the Slurm nodes of the pods it
+        # removes (nodeset_sync.go processCondemned), but EKS terminates the instances the node group's Auto Scaling
+        # group picks when its size falls (EKS API NodegroupScalingConfig desiredSize; its drain of a managed node
+        # lasts minutes, EKS User Guide "Delete a managed node group"), whichever slurmd pods and jobs they run
+        return Disruption("drain", what, "Slinky's NodeSet scales in: the operator drains the Slurm nodes of the "
+                                         "slurmd pods it removes, but the smaller node group makes EKS terminate "
+                                         "instances its Auto Scaling group picks, whichever slurmd pods run there: "
+                                         "jobs on them end; drain the fleet's Slurm nodes and wait for their jobs "
+                                         "first")
     if kind == "Release" and not gone and any(i.path.startswith("values.nodesets.")
                                               and not i.path.endswith(".replicas") for i in change.inputs):
         # a Slinky fleet's `slurm` release (fleetform/slinky.py): slurm-operator v1.2.1 rolls the NodeSet
@@ -510,13 +522,28 @@ def ray_fleets(*models) -> frozenset[str]:
                      if f.scheduler is not None and f.scheduler.type == "ray")
 
 
+def slinky_fleets(*models) -> frozenset[str]:
+    """The names of the fleets scheduled by Slinky on either side of a diff (their nccl.env reaches no node)."""
+    return frozenset(f.name for m in models if m is not None for f in m.fleets
+                     if f.scheduler is not None and f.scheduler.type == "slinky")
+
+
 def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes | None = None,
-                    ray: frozenset[str] = frozenset()) -> Disruption | None:
+                    ray: frozenset[str] = frozenset(), slinky: frozenset[str] = frozenset()) -> Disruption | None:
     """What a changed rendered file does on the machines (the day-2 contract: `pulumi up` uploads the
     rendered folder; each training fleet's controller keeper applies it within about a minute).
     `old` and `new` are the file's two versions, where its content decides (fleet.json's generation);
-    `ray`: the fleets scheduled by Ray (ray_fleets), whose nodes run no keeper."""
+    `ray`: the fleets scheduled by Ray (ray_fleets), whose nodes run no keeper; `slinky`: those scheduled by
+    Slinky (slinky_fleets), whose slurmd pods run none either."""
     parts = path.split("/")
+    if parts[1:] == ["nccl.env"] and parts[0] in slinky:
+        # fleetform/slinky.py: the variables are the login pod's env (values.loginsets.<fleet>.login.env); the chart's
+        # LoginSet is a Deployment's pod template, so a changed env replaces the login pod; sbatch copies the
+        # submitter's environment into the job when it is submitted (--export=ALL)
+        return Disruption("next job", path, "no node reads this file on a Slinky fleet: the same variables are its "
+                                            "login pod's env, and the new login pod replaces the old one (shells "
+                                            "in it end); jobs submitted from the new pod get them, jobs already "
+                                            "submitted keep the environment they were submitted with")
     if parts[1:] == ["nccl.env"] and parts[0] in ray:
         return Disruption("drain", path, "no node reads this file on a Ray fleet: its workers get the same variables "
                                          "from the RayCluster's env, and KubeRay recreates every pod of the RayCluster "

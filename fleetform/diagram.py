@@ -351,7 +351,7 @@ def merge(old: Graph, new: Graph, touched: dict[tuple, list[tuple[str, str]]],
 def touched_parts(old_bp, new_bp, changes, disruptions, components, files) -> dict[tuple, list[tuple[str, str]]]:
     """key -> [(mark, disruption class)] of every resource change (with its disruption, in the same
     order) and changed rendered file ({path, change} with its class, or "in place")."""
-    from .changes import file_disruption, ray_fleets
+    from .changes import file_disruption, ray_fleets, slinky_fleets
 
     out: dict[tuple, list[tuple[str, str]]] = {}
     for change, disruption in zip(changes, disruptions, strict=False):
@@ -359,13 +359,13 @@ def touched_parts(old_bp, new_bp, changes, disruptions, components, files) -> di
         key = part_of(side, change.type, change.name, components.get(change.name, ("", "")))
         if key is not None:
             out.setdefault(key, []).append((_ACTION_MARK[change.action], disruption.cls))
-    ray = ray_fleets(old_bp, new_bp)
+    ray, slinky = ray_fleets(old_bp, new_bp), slinky_fleets(old_bp, new_bp)
     for item, old, new in files:
         side = old_bp if item["change"] == "-" else new_bp
         key = file_part(side, item["path"])
         if key is None:
             continue
-        found = file_disruption(item["path"], item["change"], old, new, ray)
+        found = file_disruption(item["path"], item["change"], old, new, ray, slinky)
         out.setdefault(key, []).append(("updated", found.cls if found is not None else "in place"))
     return out
 

@@ -360,3 +360,44 @@ def test_namespace_rule_refuses_kubernetes_a_charts_and_another_fleets_namespace
     second = TEXT + TEXT[TEXT.index("  - name: train"):].replace("  - name: train", "  - name: train2").replace(
         "cluster_name: train", "cluster_name: train2")
     assert any("fleet 'train2''s too" in m for m in _rules(second, tmp_path, "slinky-namespace"))
+
+
+def test_diff_does_not_tell_a_slinky_fleets_nodes_to_install_its_nccl_env(tmp_path):
+    """No node of a Slinky fleet reads nccl.env (its variables are the login pod's env, which sbatch copies into a job
+    when it is submitted): diff must not say that every node installs the file before its next job, as it does for a
+    Slurm fleet's keeper, but that the login pod is replaced and jobs submitted from the new one get the change."""
+    changed = tmp_path / "debug.yaml"
+    changed.write_text(TEXT.replace("debug: WARN", "debug: INFO"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stderr
+    line = next(x for x in diff.stdout.splitlines() if "train/nccl.env:" in x)
+    assert "every node installs it" not in line and "login pod" in line, line
+
+
+def test_readme_says_what_diff_says_of_a_nodeset_change_and_why_no_job_runs_yet():
+    """README's Slinky section must agree with fleetform/changes.py (a NodeSet change is a node roll, jobs finish on
+    the old pods), not claim diff calls it an update in place; and it must say why the documented sbatch does not
+    run yet: the login pod's shell is root and the controller's extraConf refuses root's jobs (DisableRootJobs)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Slurm on Kubernetes (Slinky"):text.index("## Pools")]
+    assert "an update in place" not in section and "node roll" in section
+    assert "DisableRootJobs=YES" in section and "StorageClass" in section
+
+
+def test_diff_says_a_nodeset_scale_in_can_end_jobs(tmp_path):
+    """Fewer nodes: the operator drains only the slurmd pods it removes, but the smaller node group lets EKS terminate
+    whichever instances its Auto Scaling group picks, and the jobs of the slurmd pods there end; diff must not say
+    nothing running notices (it said so of the release's replicas and of the node group's size)."""
+    fewer = tmp_path / "fewer.yaml"
+    fewer.write_text(TEXT.replace("nodes: 4", "nodes: 2"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(fewer)],
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stderr
+    assert "most disruptive: drain" in diff.stdout and "[drain] Release train-slurm: Slinky's NodeSet scales in" \
+        in diff.stdout, diff.stdout
+    more = tmp_path / "more.yaml"
+    more.write_text(TEXT.replace("nodes: 4", "nodes: 6"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(more)],
+                          capture_output=True, text=True)
+    assert "scales in" not in diff.stdout

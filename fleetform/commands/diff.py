@@ -236,7 +236,7 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
     change does to running machines (its disruption class), which models are swapped, what a region
     move loses, and the findings of the change itself (rollout-fit, replace-stateful)."""
     from ..changes import CLASSES, SIGNS, Disruption, classify, compare, file_disruption, model_changes, \
-        region_move, rollout_fit, _components, cluster_id_change, ray_fleets
+        region_move, rollout_fit, _components, cluster_id_change, ray_fleets, slinky_fleets
     from ..pool import schedule_delta
     from ..rules import EKS_VERSION_STEP, REPLACE_STATEFUL, ROLLOUT_FIT
     from ..rules.eks import version_step
@@ -254,10 +254,10 @@ def compute(old_label: str, old_built, new_label: str, new_built, old_result=Non
         disruptions = [classify(c, owners.get(c.name, ("", ""))) for c in resources]
     per_resource = list(disruptions)  # one per resource change, in its order: the diagram marks their parts
     grouped: dict[tuple, list] = {}  # the files of one fleet that do the same, on one line
-    ray = ray_fleets(old_model, new_model)
+    ray, slinky = ray_fleets(old_model, new_model), slinky_fleets(old_model, new_model)
     for item in files:
         found = file_disruption(item["path"], item["change"], old_files.get(item["path"]), new_files.get(item["path"]),
-                                ray)
+                                ray, slinky)
         if found is not None and not (found.cls == "rolling" and not unrecorded):  # resources show the Deployment
             grouped.setdefault((item["path"].split("/")[0], found.cls, found.how), []).append(found.what)
     for (_, cls, how), paths in grouped.items():
