@@ -1,5 +1,6 @@
-"""Monitoring of a Slurm training fleet on AWS (issue 20; docs/monitoring.md): every compute node runs
-Prometheus' node exporter and NVIDIA's dcgm-exporter, the controller runs Prometheus and scrapes them.
+"""Monitoring of a Slurm training fleet (issue 20; docs/monitoring.md): every compute node runs
+Prometheus' node exporter and NVIDIA's dcgm-exporter, the controller runs Prometheus and scrapes them
+(on AWS; on-prem the site runs them, and fleetform renders the scrape configuration and its targets).
 Kubernetes fleets get the same exporters from the GPU Operator and kube-prometheus-stack instead.
 
 What runs where, and why:
@@ -29,6 +30,8 @@ that Slurm powered down is not.
 """
 
 from __future__ import annotations
+
+import hostlist
 
 from .records import frozen
 
@@ -69,11 +72,19 @@ class MonitoringConfig:
     retention_size_gb: int
     targets_file: str
     config_file: str
+    nodes: tuple[str, ...] = ()  # on-prem: every compute node, named in the file_sd file fleetform renders
+
+    @property
+    def onprem(self) -> bool:
+        return bool(self.nodes)
 
     @property
     def local_targets(self) -> tuple[str, str]:
-        """(Prometheus itself, the controller's node exporter), scraped on the controller."""
-        return f"localhost:{self.prometheus_port}", f"localhost:{self.node_exporter_port}"
+        """(Prometheus itself, the controller's node exporter): on AWS Prometheus runs on the controller and
+        scrapes it as localhost; on-prem it runs where the site runs it and scrapes the controller by name."""
+        controller = f"{self.controller_host}:{self.node_exporter_port}" if self.onprem \
+            else f"localhost:{self.node_exporter_port}"
+        return f"localhost:{self.prometheus_port}", controller
 
     @property
     def jobs(self) -> tuple[tuple[str, str], ...]:
@@ -90,11 +101,14 @@ class MonitoringConfig:
 
 
 def build(fleet) -> MonitoringConfig | None:
-    """Every training fleet that Slurm schedules on AWS; on-prem the site runs its own monitoring."""
+    """Every training fleet that Slurm schedules. On AWS the bootstrap installs the exporters and Prometheus
+    (above); on-prem the site installs them (the same ports, docs/monitoring.md), and fleetform renders the
+    scrape configuration with a file_sd file naming every node of the fleet, which is fixed there."""
     slurm = fleet.slurm
-    if slurm is None or slurm.ec2 is None:
+    if slurm is None:
         return None
-    return MonitoringConfig(
+    nodes = () if slurm.ec2 is not None else tuple(hostlist.expand_hostlist(slurm.all_nodes))
+    return MonitoringConfig(nodes=nodes,
         fleet=fleet.name, cluster_label=fleet.name, controller_host=slurm.controller_host,
         node_exporter_port=NODE_EXPORTER_PORT, dcgm_exporter_port=DCGM_EXPORTER_PORT, prometheus_port=PROMETHEUS_PORT,
         dcgm_exporter_image=DCGM_EXPORTER_IMAGE, node_exporter_package=NODE_EXPORTER_PACKAGE,

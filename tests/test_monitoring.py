@@ -45,13 +45,32 @@ def rendered(tmp_path_factory) -> Path:
     return out / "train" / "slurm"
 
 
-def test_only_aws_slurm_fleets_get_monitoring(rendered, tmp_path):
-    """On-prem the site runs its own monitoring; a fleet on EKS has kube-prometheus-stack."""
+def test_slurm_fleets_get_monitoring_and_an_eks_fleet_does_not(rendered, tmp_path):
+    """A fleet on EKS has kube-prometheus-stack; on-prem the site runs the exporters and Prometheus, and gets the
+    scrape configuration with every node in its file_sd file, but no program (nothing of ours runs there)."""
     assert (rendered / "bin" / "monitoring.json").is_file()
-    for name in ("onprem-ib", "train-eks"):
-        out = tmp_path / name
-        assert run_cli("render", str(ROOT / "blueprints" / f"{name}.yaml"), "-o", str(out)).returncode == 0
-        assert not [p for p in out.rglob("*") if "monitoring" in p.name], name
+    out = tmp_path / "train-eks"
+    assert run_cli("render", str(ROOT / "blueprints" / "train-eks.yaml"), "-o", str(out)).returncode == 0
+    assert not [p for p in out.rglob("*") if "monitoring" in p.name]
+    out = tmp_path / "onprem-ib"
+    assert run_cli("render", str(ROOT / "blueprints" / "onprem-ib.yaml"), "-o", str(out)).returncode == 0
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if "monitoring" in p.as_posix() and p.is_file()) \
+        == ["train/slurm/monitoring/nodes.json", "train/slurm/monitoring/prometheus.yml"]
+
+
+def test_an_on_prem_fleets_scrape_configuration_names_every_node_and_passes_promtool(tmp_path):
+    out = tmp_path / "onprem-ib"
+    assert run_cli("render", str(ROOT / "blueprints" / "onprem-ib.yaml"), "-o", str(out)).returncode == 0
+    folder = out / "train" / "slurm" / "monitoring"
+    groups = json.loads((folder / "nodes.json").read_text())
+    assert [g["targets"] for g in groups] == [[f"dgx-0{i}"] for i in range(1, 7)]  # hosts: dgx-[01-06]
+    assert groups[0]["labels"] == {"node": "dgx-01", "cluster": "train"}
+    text = (folder / "prometheus.yml").read_text()
+    assert 'targets: ["slurm-ctl:9100"]' in text and 'targets: ["localhost:9100"]' not in text  # not on the controller
+    config = tmp_path / "prometheus.yml"
+    config.write_text(text.replace(monitoring.TARGETS_FILE, str(folder / "nodes.json")))
+    result = promtool(config)
+    assert result.returncode == 0 and "does not exist" not in result.stdout + result.stderr, result.stdout
 
 
 def promtool(config: Path) -> subprocess.CompletedProcess:

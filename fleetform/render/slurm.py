@@ -75,6 +75,9 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
             out.update({f"{base}/bin/{name}": _program(name) for name in MONITORING_PROGRAMS})
         if fleet.login is not None:  # the users every machine's bootstrap creates (fleetform/login.py)
             out[f"{base}/bin/users.json"] = render("slurm/users.json.j2", u=fleet.login, **common)
+    if config.ec2 is None and fleet.monitoring is not None:  # on-prem: the site's Prometheus reads these two
+        out[f"{base}/monitoring/prometheus.yml"] = render("monitoring/prometheus.yml.j2", m=fleet.monitoring, **common)
+        out[f"{base}/monitoring/nodes.json"] = render("monitoring/nodes.json.j2", m=fleet.monitoring, **common)
     if config.ec2 is not None and fleet.pool_edge is not None:
         out[f"{base}/bin/pool.json"] = render("slurm/pool.json.j2", e=fleet.pool_edge)
         out.update({f"{base}/bin/{name}": _program(name) for name in POOL_PROGRAMS})
