@@ -281,3 +281,14 @@ def test_the_estimate_refuses_shared_gpus(tmp_path):
     findings = check(tmp_path / "bp.yaml").findings
     found = [f for f in findings if f.rule == "slo-inputs"]
     assert len(found) == 1 and "whole GPUs" in found[0].message, [f.to_text() for f in findings]
+
+
+def test_a_tensor_parallel_the_node_lacks_is_the_tensor_parallel_rules_error_not_a_crash(tmp_path):
+    # g6e.xlarge has 1 GPU: the estimate's nodes (replicas / (GPUs per node // TP)) divided by zero, and
+    # validate exited 3 (internal error) instead of reporting the blueprint's error
+    result = _blueprint(tmp_path, "{peak_qps: 8, input_tokens: 1024, output_tokens: 256, itl_s: 0.05, "
+                                  "ttft_p90_s: 1}", tp=2)
+    assert any(f.rule == "tensor-parallel" for f in result.findings), [f.to_text() for f in result.findings]
+    out = subprocess.run([sys.executable, "-m", "fleetform", "validate", str(tmp_path / "bp.yaml")],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 1 and "[tensor-parallel]" in out.stdout and "internal error" not in out.stderr
