@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, assert_render_check_sees
 from fleetform import slo
 from fleetform.pipeline import check
 
@@ -249,14 +249,8 @@ def test_the_example_is_the_cheapest_shape_meeting_its_slo_with_the_replicas_it_
 def test_render_check_holds_the_examples_render(tmp_path):
     """`fleetform render --check` accepts the example's own render (tests/test_golden.py holds it equal to
     tests/golden/inference-slo) and reports the ScaledObject stale once the SLO's TTFT target changes."""
-    command = [sys.executable, "-m", "fleetform", "render"]
-    out = tmp_path / "out"
-    assert subprocess.run(command + [str(EXAMPLE), "-o", str(out)], capture_output=True).returncode == 0
-    assert subprocess.run(command + [str(EXAMPLE), "-o", str(out), "--check"], capture_output=True).returncode == 0
-    changed = tmp_path / "inference-slo.yaml"
-    changed.write_text(EXAMPLE.read_text().replace("ttft_p90_s: 0.8 ", "ttft_p90_s: 0.7 "))
-    result = subprocess.run(command + [str(changed), "-o", str(out), "--check"], capture_output=True, text=True)
-    assert result.returncode == 1 and "chat/k8s/llama-8b-scaledobject.yaml" in result.stdout, result.stdout
+    assert_render_check_sees(EXAMPLE, "ttft_p90_s: 0.8 ", "ttft_p90_s: 0.7 ", "chat/k8s/llama-8b-scaledobject.yaml",
+                             tmp_path)
 
 
 def test_plan_shows_the_estimate_beside_a_measured_figure(tmp_path):
