@@ -353,13 +353,15 @@ def _candidate(model, arch_fn, hw: Hardware, tp: int, gpus_per_node: int, name: 
 def for_model(fleet, model, instances=None) -> SloSizing | None:
     """The SLO sizing of one served model of an inference fleet; None where the estimate cannot run: no
     complete SLO workload, a model the model catalog does not list (no attention layout), an unknown
-    shape, or shared GPUs (MIG, time-slicing, MPS: the roofline is of whole GPUs)."""
+    shape, a tensor_parallel that does not divide the node's GPUs, or shared GPUs (MIG, time-slicing, MPS: the roofline is of whole GPUs)."""
     from .catalog import load_catalog
     from .fit import fits, kv_dtype_bytes
 
     work = workload_of(model.slo)
     if work is None or model.spec is None or fleet.shape is None or fleet.gpu_sharing.strategy != "none":
         return None
+    if fleet.shape.gpu_count % model.tensor_parallel:
+        return None  # a replica that no node holds whole: the tensor-parallel rule says why
     kv = kv_dtype_bytes(model)
 
     def arch_fn():

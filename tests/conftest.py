@@ -32,6 +32,20 @@ def run_cli(*args: str, cwd: Path | None = None, input: bytes | None = None) -> 
                           capture_output=True, text=input is None, timeout=120)
 
 
+def assert_render_check_sees(example: Path, old: str, new: str, stale: str, tmp_path: Path) -> None:
+    """`fleetform render --check` accepts `example`'s own render, and reports `stale` (a rendered file's path)
+    once `old` in the blueprint becomes `new`: a render holds what the blueprint says, and a change reaches it."""
+    out = tmp_path / "out"
+    assert run_cli("render", str(example), "-o", str(out)).returncode == 0
+    assert run_cli("render", str(example), "-o", str(out), "--check").returncode == 0
+    text = example.read_text()
+    assert old in text, old
+    changed = tmp_path / example.name
+    changed.write_text(text.replace(old, new))
+    result = run_cli("render", str(changed), "-o", str(out), "--check")
+    assert result.returncode == 1 and stale in result.stdout, result.stdout
+
+
 def require(program: str, package: str) -> str:
     """The path of a program a test runs. Missing, the test is skipped on a developer's machine and
     fails in CI (`CI` set), where .ci/run installs it: a CI run never passes by skipping."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, assert_render_check_sees
 from fleetform.gateway import cold_start
 from fleetform.k8s import KV_CACHE_METRIC, LOAD_GB_PER_S, READY_OVERHEAD_S, TTFT_METRIC
 from fleetform.pipeline import check
@@ -131,14 +131,5 @@ def test_render_check_holds_the_render_and_sees_a_trigger_change(tmp_path):
     """`fleetform render --check` accepts the example's own render (tests/test_golden.py holds it equal to
     tests/golden/inference-gateway, which keeps the copied programs once, not per example), and reports the
     ScaledObject stale once the KV-cache target changes."""
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "fleetform", "render"]
-    out = tmp_path / "out"
-    assert subprocess.run(command + [str(EXAMPLE), "-o", str(out)], capture_output=True).returncode == 0
-    assert subprocess.run(command + [str(EXAMPLE), "-o", str(out), "--check"], capture_output=True).returncode == 0
-    changed = tmp_path / "inference-gateway.yaml"
-    changed.write_text(EXAMPLE.read_text().replace("kv_cache_target: 0.8 ", "kv_cache_target: 0.9 "))
-    result = subprocess.run(command + [str(changed), "-o", str(out), "--check"], capture_output=True, text=True)
-    assert result.returncode == 1 and "chat/k8s/qwen-7b-scaledobject.yaml" in result.stdout, result.stdout
+    assert_render_check_sees(EXAMPLE, "kv_cache_target: 0.8 ", "kv_cache_target: 0.9 ",
+                             "chat/k8s/qwen-7b-scaledobject.yaml", tmp_path)
