@@ -199,6 +199,15 @@ def test_a_changed_split_is_a_changed_mig_config_label(tmp_path):
     ("      mig_gpus: [4, 5, 6, 7]        # split into slices; GPUs 0-3 stay whole\n", "", "mig-split",
      "whole_gpus needs mig_gpus: without it every GPU is split into slices and none is left whole"),
     ("profile: 1g.20gb", "profile: 1g.5gb", "gpu-sharing", "'1g.5gb' is not a MIG profile of H100-80GB"),
+    # the whole GPUs' namespaces are the jobs' own, as kueue-namespace asks of a training fleet: the fleet's serving
+    # namespace enforces Pod Security restricted, which refuses the rendered Job's pod (root, no securityContext)
+    # after Kueue admits it; kube-system in managedJobsNamespaceSelector is refused by Kueue's config validation
+    # (kueue v0.19.2 pkg/config/validation.go), which stops Kueue
+    ("namespaces: [research]", "namespaces: [serve]", "mig-split",
+     "namespace 'serve' of fleet 'shared''s whole GPUs is inference fleet 'shared''s: its Pod Security Admission "
+     "(restricted) and NetworkPolicy would apply to training pods too"),
+    ("namespaces: [research]", "namespaces: [research, kube-system]", "mig-split",
+     "namespace 'kube-system' of fleet 'shared''s whole GPUs is Kubernetes' own"),
 ])
 def test_a_split_that_does_not_add_up_is_an_error(old, new, rule, message, tmp_path):
     assert old in TEXT
