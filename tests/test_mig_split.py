@@ -261,3 +261,23 @@ def test_the_gpu_operator_keys_of_a_split_node_exist_in_the_pinned_chart(tmp_pat
     mig_values = {k: v for k, v in release.values.items() if k in ("mig", "migManager")}
     assert mig_values and _missing(mig_values, chart) == []
     assert _missing({"migManager": {"config": {"defualt": "x"}}}, chart) == ["migManager.config.defualt"]
+
+
+def test_diff_says_a_changed_split_repartitions_the_running_nodes():
+    """EKS applies a node group's label update to its running nodes (EKS API UpdateNodegroupConfig, labels), and the
+    MIG manager then repartitions each of them at once, stopping only the GPU Operator's own pods and rebooting the
+    node where a busy GPU's MIG mode cannot change (NVIDIA/mig-parted pkg/mig/reconfigure/reconfigure.go, WITH_REBOOT):
+    diff must not call that "nothing running notices"."""
+    from fleetform.changes import classify, compare
+
+    def group(label: str) -> list[dict]:
+        return [{"type": "aws:eks/nodeGroup:NodeGroup", "name": "shared-gpu", "parent": None,
+                 "inputs": {"labels": {"fleetform.dev/fleet": "shared", "nvidia.com/mig.config": label}}}]
+
+    (change,) = compare(group("shared-split-1g.20gb-f0"), group("shared-split-1g.20gb-e0"))
+    disruption = classify(change, ("InferenceFleet", "shared"))
+    assert disruption.cls == "drain"
+    assert "without draining" in disruption.how and "reboots" in disruption.how
+    (other,) = compare(group("shared-split-1g.20gb-f0"), [{**group("x")[0], "inputs": {"labels": {
+        "fleetform.dev/fleet": "other", "nvidia.com/mig.config": "shared-split-1g.20gb-f0"}}}])
+    assert classify(other, ("InferenceFleet", "shared")).cls != "drain"
