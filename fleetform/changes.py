@@ -368,6 +368,20 @@ instance type, image, EFA/launch-template layout, placement: each node is draine
 launched again from the new version). Others (user data, tags) reach a node when it is next launched."""
 
 
+MIG_CONFIG_INPUT = "labels.nvidia.com/mig.config"
+MIG_RELABEL = (
+    "EKS relabels every running node of the group at once (nvidia.com/mig.config), and each node's GPU Operator MIG "
+    "manager repartitions its GPUs without draining the node or honouring PodDisruptionBudgets: it pauses the "
+    "device plugin and DCGM exporter, and a GPU whose MIG mode changes while a pod uses it cannot be reset, so with "
+    "WITH_REBOOT the node reboots, ending every model replica and training job on it; scale the fleet's models and "
+    "jobs off the nodes first, or move the layout to a new node group")
+"""A changed MIG layout: EKS applies a node group's label update to its running nodes (UpdateNodegroupConfig: "the
+Kubernetes labels to apply to the nodes in the node group after the update"); the MIG manager acts on a node whose
+nvidia.com/mig.config label changed (NVIDIA/mig-parted cmd/nvidia-mig-manager/main.go), and its reconfigure
+(pkg/mig/reconfigure/reconfigure.go) stops only the GPU Operator's own pods, then on a failed mode change reboots the
+node when WITH_REBOOT is set (fleetform/cluster.py sets it for MIG fleets)."""
+
+
 @dataclass
 class Disruption:
     cls: str
@@ -443,6 +457,8 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
                                                 "instance takes to boot; running jobs keep running on their nodes")
     if kind == "NodeGroup":
         nodes = "all nodes" if change.action == REPLACE else "the nodes"
+        if change.action == UPDATE and any(i.path == MIG_CONFIG_INPUT for i in change.inputs):
+            return Disruption("drain", what, MIG_RELABEL)
         if gone:
             return Disruption("drain", what, f"{nodes} of the node group are cordoned and drained (pods evicted "
                                              "within their PodDisruptionBudgets), then terminated")

@@ -140,6 +140,18 @@ def _gib_floor(value: float) -> int:
     return max(1, math.floor(value))
 
 
+def efa_count(fleet) -> int:
+    """The EFA interfaces each worker asks for: every one of its node's on an EFA fabric when the fleet can have two
+    nodes, else 0. One node's NCCL stays on NVLink and never uses EFA; and a single-node Ray fleet on an EFA instance
+    was valid before workers got EFA (ray-efa refused only multi-node ones), so giving it interfaces now would be a
+    new launch template version, rolling its running node on a fleetform upgrade, for nothing (as a TCP fleet gets no
+    placement group, providers/aws/ray.py)."""
+    net, instance, size = fleet.interconnect, fleet.instance, fleet.nodes
+    if net is None or net.fabric != "efa" or instance is None or size is None or size.max < 2:
+        return 0
+    return instance.max_efa
+
+
 def build(fleet, storage=()) -> RayConfig | None:
     """The RayCluster of a training fleet scheduled by Ray; None when its scheduler, size or node shape is
     unknown (a rule says why). storage: the blueprint's storage entries (FSx for Lustre ones are mounted)."""
@@ -159,8 +171,7 @@ def build(fleet, storage=()) -> RayConfig | None:
     # EFA: each worker asks for every EFA interface of its node, the count the catalog gives the instance (as a
     # Kueue job's pod does, fleetform/kueue.py); the EFA device plugin advertises one vpc.amazonaws.com/efa per
     # interface of the launch template (providers/aws/ray.py gives it the Slurm nodes' layout)
-    net, instance = fleet.interconnect, fleet.instance
-    efa = instance.max_efa if net is not None and net.fabric == "efa" and instance is not None else 0
+    efa = efa_count(fleet)  # 0 for a fleet of one node
     mounts = []
     for name in fleet.storage:
         entry = next((s for s in storage if s.name == name), None)

@@ -199,6 +199,15 @@ def test_a_changed_split_is_a_changed_mig_config_label(tmp_path):
     ("      mig_gpus: [4, 5, 6, 7]        # split into slices; GPUs 0-3 stay whole\n", "", "mig-split",
      "whole_gpus needs mig_gpus: without it every GPU is split into slices and none is left whole"),
     ("profile: 1g.20gb", "profile: 1g.5gb", "gpu-sharing", "'1g.5gb' is not a MIG profile of H100-80GB"),
+    # the whole GPUs' namespaces are the jobs' own, as kueue-namespace asks of a training fleet: the fleet's serving
+    # namespace enforces Pod Security restricted, which refuses the rendered Job's pod (root, no securityContext)
+    # after Kueue admits it; kube-system in managedJobsNamespaceSelector is refused by Kueue's config validation
+    # (kueue v0.19.2 pkg/config/validation.go), which stops Kueue
+    ("namespaces: [research]", "namespaces: [serve]", "mig-split",
+     "namespace 'serve' of fleet 'shared''s whole GPUs is inference fleet 'shared''s: its Pod Security Admission "
+     "(restricted) and NetworkPolicy would apply to training pods too"),
+    ("namespaces: [research]", "namespaces: [research, kube-system]", "mig-split",
+     "namespace 'kube-system' of fleet 'shared''s whole GPUs is Kubernetes' own"),
 ])
 def test_a_split_that_does_not_add_up_is_an_error(old, new, rule, message, tmp_path):
     assert old in TEXT
@@ -252,3 +261,23 @@ def test_the_gpu_operator_keys_of_a_split_node_exist_in_the_pinned_chart(tmp_pat
     mig_values = {k: v for k, v in release.values.items() if k in ("mig", "migManager")}
     assert mig_values and _missing(mig_values, chart) == []
     assert _missing({"migManager": {"config": {"defualt": "x"}}}, chart) == ["migManager.config.defualt"]
+
+
+def test_diff_says_a_changed_split_repartitions_the_running_nodes():
+    """EKS applies a node group's label update to its running nodes (EKS API UpdateNodegroupConfig, labels), and the
+    MIG manager then repartitions each of them at once, stopping only the GPU Operator's own pods and rebooting the
+    node where a busy GPU's MIG mode cannot change (NVIDIA/mig-parted pkg/mig/reconfigure/reconfigure.go, WITH_REBOOT):
+    diff must not call that "nothing running notices"."""
+    from fleetform.changes import classify, compare
+
+    def group(label: str) -> list[dict]:
+        return [{"type": "aws:eks/nodeGroup:NodeGroup", "name": "shared-gpu", "parent": None,
+                 "inputs": {"labels": {"fleetform.dev/fleet": "shared", "nvidia.com/mig.config": label}}}]
+
+    (change,) = compare(group("shared-split-1g.20gb-f0"), group("shared-split-1g.20gb-e0"))
+    disruption = classify(change, ("InferenceFleet", "shared"))
+    assert disruption.cls == "drain"
+    assert "without draining" in disruption.how and "reboots" in disruption.how
+    (other,) = compare(group("shared-split-1g.20gb-f0"), [{**group("x")[0], "inputs": {"labels": {
+        "fleetform.dev/fleet": "other", "nvidia.com/mig.config": "shared-split-1g.20gb-f0"}}}])
+    assert classify(other, ("InferenceFleet", "shared")).cls != "drain"

@@ -517,3 +517,18 @@ def test_a_node_range_upside_down_is_the_users_mistake_not_a_bug_to_report(tmp_p
     fleetform) stays quiet instead of saying '4-1 pods, but the fleet has 4-1 nodes'."""
     text = TEXT.replace("nodes: {min: 1, max: 4}", "nodes: {min: 4, max: 1}")
     assert len(_rules(text, tmp_path, "size-range")) == 1 and _rules(text, tmp_path, "ray-workers") == []
+
+
+def test_a_single_node_ray_fleet_on_an_efa_instance_gets_no_efa_interfaces(tmp_path):
+    """Before Ray workers got EFA, ray-efa refused only multi-node Ray fleets on EFA: a one-node fleet on an EFA
+    instance was valid and deployed with no EFA interfaces. Its one node's NCCL runs over NVLink and would never use
+    EFA, so giving it interfaces (a new launch template version) would roll its running node on a fleetform upgrade
+    for nothing, as adding a placement group to a TCP fleet would (providers/aws/ray.py)."""
+    one = EFA.replace("nodes: {min: 1, max: 4}", "nodes: {min: 1, max: 1}")
+    assert one != EFA
+    model = _model(one, tmp_path)
+    fleet = model.fleets[0]
+    assert fleet.interconnect.fabric == "efa" and fleet.ray.efa == 0 and fleet.ray.hugepages is None
+    (worker,) = _cluster(render(model))["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"]
+    assert "vpc.amazonaws.com/efa" not in worker["resources"]["limits"]
+    assert _rules(one, tmp_path, "ray-efa") == []

@@ -96,13 +96,11 @@ when the fleet goes (the API server refuses to delete default, kube-system and k
 managedJobsNamespaceSelector that matches kube-system (kueue v0.19.2 pkg/config/validation.go)."""
 
 
-@rule("kueue-namespace", "error", "a training fleet's namespaces are its own (not an inference fleet's, a chart's or "
-      "Kubernetes'), and its job template's namespace has a LocalQueue")
-def kueue_namespace(bp: Blueprint, report: Reporter) -> None:
+def taken_namespaces(bp: Blueprint) -> dict[str, str]:
+    """The namespaces a training job's namespace must not be, each with whose it is (also the mig-split rule's, for
+    the namespaces of a split node's whole GPUs)."""
     from ..cluster import addons_data
 
-    if bp.cloud != "aws":  # no cluster: kueue-cloud says so
-        return
     serving = {f.scheduler.namespace: f"inference fleet '{f.name}''s: its Pod Security Admission (restricted) and "
                "NetworkPolicy would apply to training pods too" for f in bp.fleets
                if not f.training and f.scheduler is not None and f.scheduler.type == "kubernetes"}
@@ -112,6 +110,15 @@ def kueue_namespace(bp: Blueprint, report: Reporter) -> None:
     taken.update(serving)
     taken.update({f.scheduler.namespace: f"Ray fleet '{f.name}''s, whose NetworkPolicy admits only its own pods"
                   for f in bp.fleets if f.scheduler is not None and f.scheduler.type == "ray"})
+    return taken
+
+
+@rule("kueue-namespace", "error", "a training fleet's namespaces are its own (not an inference fleet's, a chart's or "
+      "Kubernetes'), and its job template's namespace has a LocalQueue")
+def kueue_namespace(bp: Blueprint, report: Reporter) -> None:
+    if bp.cloud != "aws":  # no cluster: kueue-cloud says so
+        return
+    taken = taken_namespaces(bp)
     for fleet in _k8s_training(bp):
         scheduler = fleet.scheduler
         for i, namespace in enumerate(scheduler.queue_namespaces or (scheduler.namespace,)):

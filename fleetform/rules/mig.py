@@ -23,6 +23,8 @@ def mig_split(bp: Blueprint, report: Reporter) -> None:
             report(path + ("strategy",), "mig_gpus and whole_gpus split a node's GPUs between MIG slices and whole "
                    f"GPUs, which strategy {sharing.strategy} does not do", "set strategy: mig and mig_strategy: mixed")
             continue
+        if sharing.whole_gpus is not None and bp.cloud == "aws":
+            _whole_gpus_namespaces(bp, fleet, sharing.whole_gpus, report)
         if sharing.whole_gpus is not None and not sharing.mig_gpus:
             report(path + ("whole_gpus",), "whole_gpus needs mig_gpus: without it every GPU is split into slices "
                    "and none is left whole", "list the GPUs to split in mig_gpus")
@@ -58,3 +60,26 @@ def mig_split(bp: Blueprint, report: Reporter) -> None:
                    f"{fleet.instance_type} node has {whole} left whole ({count} GPUs, {count - whole} in MIG slices): "
                    "Kueue would never admit the job", f"ask for at most {whole}, or split fewer GPUs")
 
+
+
+def _whole_gpus_namespaces(bp: Blueprint, fleet, whole, report: Reporter) -> None:
+    """The training namespaces of a split node are the jobs' own, as a Kueue training fleet's are (kueue-namespace):
+    the fleet's own serving namespace enforces Pod Security restricted, which refuses the rendered Job's pod (root, no
+    securityContext) after Kueue admits it; kube-system in Kueue's managedJobsNamespaceSelector makes Kueue refuse its
+    configuration (kueue v0.19.2 pkg/config/validation.go); a chart's or another fleet's namespace would get a second
+    Namespace object, deleted with this fleet."""
+    from .kueue import _k8s_training, taken_namespaces
+
+    taken = taken_namespaces(bp)
+    for other in _k8s_training(bp):
+        for namespace in other.scheduler.queue_namespaces or (other.scheduler.namespace,):
+            taken.setdefault(namespace, f"training fleet '{other.name}''s, whose Namespace object fleetform makes")
+    for other in _split(bp):
+        if other.name != fleet.name and other.gpu_sharing.whole_gpus is not None:
+            for namespace in other.gpu_sharing.whole_gpus.namespaces:
+                taken.setdefault(namespace, f"the whole GPUs' of fleet '{other.name}', whose Namespace object "
+                                 "fleetform makes")
+    for i, namespace in enumerate(whole.namespaces):
+        if namespace in taken:
+            report(whole.path + ("namespaces", i), f"namespace '{namespace}' of fleet '{fleet.name}''s whole GPUs is "
+                   f"{taken[namespace]}", "give the training jobs a namespace of their own")

@@ -43,7 +43,9 @@ def ray_efa(bp: Blueprint, report: Reporter) -> None:
         net, r, instance = fleet.interconnect, fleet.ray, fleet.instance
         if net is None or net.fabric != "efa" or r is None or instance is None or not instance.max_efa:
             continue  # EFA on an instance without it: the interconnect rules say so
-        if r.efa != instance.max_efa or r.hugepages is None:
+        from ..ray import efa_count
+
+        if r.efa != efa_count(fleet) or (r.hugepages is None) != (r.efa == 0):
             report(fleet.scheduler.path, f"the Ray workers of fleet '{fleet.name}' ask for {r.efa} EFA interfaces "
                    f"(huge pages {r.hugepages}), but a {instance.name} node has {instance.max_efa}",
                    "report this: fleetform gives each worker every EFA interface of its node")
