@@ -360,8 +360,8 @@ def for_model(fleet, model, instances=None) -> SloSizing | None:
     work = workload_of(model.slo)
     if work is None or model.spec is None or fleet.shape is None or fleet.gpu_sharing.strategy != "none":
         return None
-    if fleet.shape.gpu_count % model.tensor_parallel:
-        return None  # a replica that no node holds whole: the tensor-parallel rule says why
+    if fleet.shape.gpu_count % model.tensor_parallel or model.pipeline_parallel > 1:
+        return None  # a replica that no node holds whole, or pipeline stages: slo-inputs says why
     kv = kv_dtype_bytes(model)
 
     def arch_fn():

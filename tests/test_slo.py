@@ -288,10 +288,34 @@ def test_the_estimate_refuses_shared_gpus(tmp_path):
 
 def test_a_tensor_parallel_the_node_lacks_is_the_tensor_parallel_rules_error_not_a_crash(tmp_path):
     # g6e.xlarge has 1 GPU: the estimate's nodes (replicas / (GPUs per node // TP)) divided by zero, and
-    # validate exited 3 (internal error) instead of reporting the blueprint's error
+    # validate exited 3 (internal error) instead of reporting the blueprint's error. A TP wider than a node is a
+    # replica spanning nodes since LeaderWorkerSets: lws-interconnect refuses it here (no EFA on g6e.xlarge), and
+    # slo-inputs says the estimate does not cover it
     result = _blueprint(tmp_path, "{peak_qps: 8, input_tokens: 1024, output_tokens: 256, itl_s: 0.05, "
                                   "ttft_p90_s: 1}", tp=2)
-    assert any(f.rule == "tensor-parallel" for f in result.findings), [f.to_text() for f in result.findings]
+    rules = {f.rule for f in result.findings}
+    assert {"lws-interconnect", "slo-inputs"} <= rules, [f.to_text() for f in result.findings]
     out = subprocess.run([sys.executable, "-m", "fleetform", "validate", str(tmp_path / "bp.yaml")],
                          capture_output=True, text=True, check=False)
-    assert out.returncode == 1 and "[tensor-parallel]" in out.stdout and "internal error" not in out.stderr
+    assert out.returncode == 1 and "[lws-interconnect]" in out.stdout and "internal error" not in out.stderr
+
+
+def test_a_multi_node_replica_is_not_estimated_and_says_so(tmp_path):
+    """The roofline is of one node's replica: a replica of TP x PP over two nodes (a LeaderWorkerSet group) or a
+    tensor parallel wider than a node gets slo-inputs asking for a measured figure, never a crash or a silent
+    one-node estimate; with a measured qps_per_gpu it sizes as before."""
+    from conftest import check_text
+
+    text = (ROOT / "blueprints/inference-multinode.yaml").read_text()
+    text = text.replace("meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.1-70B-Instruct").replace(
+        "model_params_billion: 405", "model_params_billion: 70")
+    slo = "        slo: {peak_qps: 2, input_tokens: 1024, output_tokens: 256, ttft_p90_s: 5, itl_s: 0.1, redundancy: 0}\n"
+    estimated = text.replace("        hf_token_secret: hf-token\n", slo + "        hf_token_secret: hf-token\n", 1)
+    for variant in (estimated, estimated.replace("tensor_parallel: 8 ", "tensor_parallel: 16").replace(
+            "pipeline_parallel: 2 ", "pipeline_parallel: 1 ")):
+        result = check_text(variant, tmp_path)
+        (finding,) = [f for f in result.findings if f.rule == "slo-inputs"]
+        assert "one node without pipeline parallel" in finding.message and finding.severity.value == "error"
+    measured = estimated.replace("itl_s: 0.1, redundancy: 0}", "itl_s: 0.1, redundancy: 0, qps_per_gpu: 0.5}")
+    result = check_text(measured, tmp_path)
+    assert not [f for f in result.findings if f.rule.startswith("slo")], [f.to_text() for f in result.findings]

@@ -43,6 +43,13 @@ def slo_inputs(bp: Blueprint, report: Reporter) -> None:
         elif slo.qps_per_gpu is None and fleet.gpu_sharing.strategy != "none":
             report(slo.path, f"model '{model.name}': the SLO estimate is of whole GPUs, and the fleet shares them "
                    f"({fleet.gpu_sharing.strategy})", "give a measured qps_per_gpu for a shared GPU")
+        elif slo.qps_per_gpu is None and (model.pipeline_parallel > 1 or fleet.shape is not None
+                                          and model.tensor_parallel > fleet.shape.gpu_count):
+            # the roofline is of one node's replica: pipeline stages and a replica spanning nodes (a LeaderWorkerSet
+            # group) add bubbles and inter-node transfers it does not model
+            report(slo.path, f"model '{model.name}': the SLO estimate is of a replica on one node without pipeline "
+                   f"parallel, and this one is TP {model.tensor_parallel} x PP {model.pipeline_parallel}",
+                   "give a measured qps_per_gpu for the multi-node replica (vllm bench serve against one group)")
 
 
 def _estimates(bp: Blueprint):
