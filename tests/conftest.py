@@ -67,6 +67,18 @@ def check_text(text: str, tmp_path: Path):
     return check(path)
 
 
+def checked_model(text: str, tmp_path: Path):
+    """The model of a blueprint text that must check without errors (the findings shown when it does not)."""
+    result = check_text(text, tmp_path)
+    assert result.model is not None, [f.to_text() for f in result.findings]
+    return result.model
+
+
+def rule_findings(text: str, tmp_path: Path, rule: str) -> list[str]:
+    """The messages one rule gives on a blueprint text, in a whole check."""
+    return [f.message for f in check_text(text, tmp_path).findings if f.rule == rule]
+
+
 def rule_messages(rule: str, model) -> list[str]:
     """The messages of one registered rule run alone on a model (its negative controls need no whole check)."""
     from fleetform.rules import REGISTRY, Reporter

@@ -22,29 +22,12 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from conftest import ROOT
-from fleetform.pipeline import check
+from conftest import ROOT, check_text as _check, checked_model as _model, rule_findings as _found
 from fleetform.render import render
 from test_kueue import _docs, _errors
 
 EXAMPLE = ROOT / "blueprints/shared-node.yaml"
 TEXT = EXAMPLE.read_text()
-
-
-def _check(text: str, tmp_path):
-    path = tmp_path / "bp.yaml"
-    path.write_text(text)
-    return check(path)
-
-
-def _model(text: str, tmp_path):
-    result = _check(text, tmp_path)
-    assert result.model is not None, [f.to_text() for f in result.findings]
-    return result.model
-
-
-def _found(text: str, tmp_path, rule: str) -> list[str]:
-    return [f.message for f in _check(text, tmp_path).findings if f.rule == rule]
 
 
 def _mig_parted_errors(config: dict, gpus: int) -> list[str]:

@@ -18,7 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import ROOT, check_text as _check, require, rule_messages as _run
+from conftest import ROOT, check_text as _check, checked_model as _model, require, rule_findings as _rules, \
+    rule_messages as _run
 from fleetform.cluster import addons_data
 from fleetform.pipeline import check
 from fleetform.plan import record
@@ -29,16 +30,6 @@ TEXT = EXAMPLE.read_text()
 EFA = TEXT.replace("    interconnect:\n      fabric: tcp\n", "")  # g6e.48xlarge has EFA: the default fabric
 CRDS = {kind: json.loads((ROOT / f"tests/crd/ray.io_v1_{kind}.json").read_text()) for kind in ("RayCluster", "RayJob")}
 RELEASE = "kubernetes:helm.sh/v3:Release"
-
-
-def _model(text: str, tmp_path):
-    result = _check(text, tmp_path)
-    assert result.model is not None, [f.to_text() for f in result.findings]
-    return result.model
-
-
-def _rules(text: str, tmp_path, rule: str) -> list[str]:
-    return [f.message for f in _check(text, tmp_path).findings if f.rule == rule]
 
 
 def _crd_errors(doc: dict) -> list[str]:
