@@ -45,7 +45,7 @@ GATEWAY_CLASS = "kgateway"
 Extension v1.1.0 getting-started guide installs with `--set inferenceExtension.enabled=true`
 (kubernetes-sigs/gateway-api-inference-extension f5bce5a2, site-src/guides/index.md), and a conformant
 implementation of the extension (its conformance/reports/v1.0.0/gateway/kgateway). It runs its Envoy proxy
-in the Gateway's namespace behind a LoadBalancer Service, which EKS serves like any other; GKE's is GKE only,
+in the Gateway's namespace behind a Service that the Gateway's GatewayParameters (PROXY_SERVICE) keeps private; GKE's is GKE only,
 and the same guide installs Istio from a 1.28 development build for InferencePool v1."""
 KGATEWAY_VERSION = "v2.1.0"
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.1.0"
@@ -100,6 +100,26 @@ BBR_PROCESSING = (("requestHeaderMode", "SEND"), ("responseHeaderMode", "SKIP"),
 """The processing modes of the chart's Istio EnvoyFilter at v1.1.0 (templates/istio.yaml), in kgateway's
 ProcessingMode names and enums (kgateway.dev 2.1.x API reference): the router sees request headers and the
 streamed body (which is what `--streaming` expects), never the response."""
+
+
+PARAMETERS_GROUP = "gateway.kgateway.dev"
+PARAMETERS_KIND = "GatewayParameters"
+"""The Gateway names its proxy's parameters in spec.infrastructure.parametersRef (Gateway API v1.4.0
+LocalParametersReference: group, kind, name); kgateway deep-merges them over its defaults
+(kgateway-dev/kgateway 06ff8b9d internal/kgateway/deployer/merge.go)."""
+PROXY_SERVICE = {
+    # kgateway's default proxy Service is type LoadBalancer: on EKS without the AWS Load Balancer Controller the
+    # in-tree cloud provider makes an internet-facing Classic ELB on the public subnets (port 80 to 0.0.0.0/0)
+    "cluster": ("ClusterIP", ()),
+    # the in-tree AWS cloud provider makes its load balancer internal on aws-load-balancer-internal (any value but
+    # "false": kubernetes/website#15771); the AWS Load Balancer Controller reads aws-load-balancer-scheme (internal is
+    # its default since v2.2.0, the first annotation deprecated for it: kubernetes-sigs.github.io/aws-load-balancer-
+    # controller/latest/guide/service/annotations); both, so the Service is internal whichever controller takes it
+    "internal": ("LoadBalancer", (("service.beta.kubernetes.io/aws-load-balancer-internal", "true"),
+                                  ("service.beta.kubernetes.io/aws-load-balancer-scheme", "internal"))),
+}
+"""gateway.expose -> the proxy Service's type and extra annotations (kgateway 2.1 API reference, kgateway-dev/kgateway.dev
+85cd0fc8 content/docs/envoy/2.1.x/reference/api.md: KubernetesProxyConfig.service, Service.type, extraAnnotations)."""
 
 
 @frozen
@@ -159,6 +179,16 @@ class InferenceGateway:
     memory: str = EPP_MEMORY
     model_header: str = MODEL_HEADER
     path_prefix: str = ROUTE_PATH_PREFIX
+    expose: str = "cluster"  # gateway.expose
+    service_type: str = "ClusterIP"  # the proxy Service (PROXY_SERVICE)
+    service_annotations: tuple[tuple[str, str], ...] = ()
+    parameters_group: str = PARAMETERS_GROUP
+    parameters_kind: str = PARAMETERS_KIND
+
+    @property
+    def parameters_name(self) -> str:
+        """The GatewayParameters the Gateway references: the proxy's Service and its pod's security context."""
+        return self.name
 
     @property
     def request_timeout(self) -> str:
@@ -196,8 +226,10 @@ def build(fleet, kube) -> InferenceGateway | None:
                               adapters))
     name, router = gateway_name(fleet), router_name(fleet)
     selector = (("app.kubernetes.io/name", router), ("app.kubernetes.io/instance", router))
+    service_type, annotations = PROXY_SERVICE[spec.expose]
     return InferenceGateway(kube.namespace, name, GATEWAY_CLASS, LISTENER_PORT,
                             spec.request_timeout_s,
                             (("app.kubernetes.io/component", "gateway"),) + common, tuple(pickers),
                             BodyRouter(router, selector + (("app.kubernetes.io/component", "body-based-router"),) + common,
-                                       selector))
+                                       selector),
+                            expose=spec.expose, service_type=service_type, service_annotations=annotations)

@@ -277,6 +277,7 @@ class GatewaySpec:
 
     request_timeout_s: int
     path: Path
+    expose: str = "cluster"  # cluster: a ClusterIP Service | internal: an internal AWS load balancer in the VPC
 
 
 @frozen

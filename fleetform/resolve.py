@@ -218,7 +218,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
         models=tuple(_model(m, path + ("models", i)) for i, m in enumerate(item.get("models", ()))),
         renamed_from=tuple(item.get("renamed_from", ())),
         gateway=None if "gateway" not in item else GatewaySpec(
-            item["gateway"].get("request_timeout_s", 300), path + ("gateway",)),
+            item["gateway"].get("request_timeout_s", 300), path + ("gateway",),
+            item["gateway"].get("expose", "cluster")),
     )
 
 

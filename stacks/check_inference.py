@@ -5,6 +5,11 @@ runs it against a fake kubectl that records what it asks.
 
     python stacks/check_inference.py blueprints/reference.yaml
 
+First, for a fleet with a gateway, every model with replicas.min 0 is woken: the Gateway is Programmed, one
+completion through it for the model (the endpoint picker counts it, answered or refused, and the KEDA trigger on
+that counter takes the model off zero), then its Deployment must have a ready replica within the model's
+cold-start budget (autoscale.cold_start_latency_s). Without that, the model has no endpoint and step 2 fails.
+
 For every model of every inference fleet, in order, and stops at the first failure (exit 1):
 
 1. its Deployment finishes rolling out (weights load before a replica is ready);
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import subprocess
 import sys
@@ -153,10 +159,8 @@ STATUS_MARK = "fleetform-http-status="
 """What the keyless probe prints before the status (curl -w, written out even when --fail ends the transfer)."""
 
 
-def check_gateway(kubectl: Kubectl, fleet, say) -> None:
-    """The fleet's Gateway answers for each of its models (fleetform/gateway.py: an HTTPRoute per model on the
-    model-name header, paths under /v1), and not without the key (vLLM checks it behind the gateway)."""
-    gateway = fleet.inference_gateway
+def gateway_url(kubectl: Kubectl, gateway, say) -> str:
+    """The completions URL of a Programmed Gateway, at its first address (status.addresses, Gateway API v1)."""
     ns, name = gateway.namespace, gateway.name
     kubectl("-n", ns, "wait", "--for=condition=Programmed", f"gateway/{name}", "--timeout=10m")
     status = json.loads(kubectl("-n", ns, "get", "gateway", name, "-o", "json").stdout).get("status") or {}
@@ -164,8 +168,51 @@ def check_gateway(kubectl: Kubectl, fleet, say) -> None:
     if not addresses:
         raise CheckFailed(f"{ns}/{name}: the Gateway is Programmed but has no address")
     say(f"{ns}/{name}: Programmed at {addresses[0]}")
-    keys = {s.name: next((e.secret for e in s.secret_env if e.name == "VLLM_API_KEY"), None) for s in fleet.kube.servers}
-    url = f"http://{addresses[0]}:{gateway.listener_port}/v1/completions"
+    return f"http://{addresses[0]}:{gateway.listener_port}/v1/completions"
+
+
+def _api_key(server) -> str | None:
+    return next((e.secret for e in server.secret_env if e.name == "VLLM_API_KEY"), None)
+
+
+def wake_budget_s(model) -> int:
+    """How long a model at zero may take to get a ready replica: the blueprint's autoscale.cold_start_latency_s,
+    which the cold-start-budget rule holds the estimate (fleetform/gateway.py cold_start) to; the estimate where
+    the blueprint gives none."""
+    from fleetform.gateway import cold_start
+
+    budget = model.autoscale.cold_start_latency_s if model.autoscale is not None else None
+    return math.ceil(budget if budget is not None else cold_start(model).total_s)
+
+
+def wake_model(kubectl: Kubectl, fleet, server, url: str, budget_s: int, say) -> None:
+    """Take a model at replicas.min 0 off zero through the Gateway, as a client would: one completion for it (with
+    no replica the endpoint picker counts it and answers 503, fleetform/k8s.py wake_triggers; the request's own
+    outcome is not the check), then its Deployment must have a ready replica within the budget. kubectl waits on
+    .status.readyReplicas (a Deployment at 0 replicas is already Available, so condition=Available proves nothing;
+    rollout status likewise returns at once)."""
+    gateway = fleet.inference_gateway
+    ns, name = server.namespace, server.name
+    body = {"model": name, "prompt": "The capital of France is", "max_tokens": 1}
+    header = ["-H", f"{gateway.model_header}: {name}"]
+    kubectl.run_pod(probe_pod(f"e2e-gw-{name}-wake", ns, header + curl_args(url, body, api_key=True, max_time=30),
+                              _api_key(server)))
+    result = kubectl("-n", ns, "wait", "--for=jsonpath={.status.readyReplicas}=1", f"deploy/{name}",
+                     f"--timeout={budget_s}s", check=False)
+    if result.returncode != 0:
+        raise CheckFailed(f"{ns}/{name}: at 0 replicas, a request through the Gateway did not bring a ready replica "
+                          f"within its cold-start budget of {budget_s} s (autoscale.cold_start_latency_s): "
+                          f"{(result.stderr or result.stdout).strip()[:300]}")
+    say(f"{ns}/{name}: woken from 0 replicas through the Gateway within {budget_s} s")
+
+
+def check_gateway(kubectl: Kubectl, fleet, say) -> None:
+    """The fleet's Gateway answers for each of its models (fleetform/gateway.py: an HTTPRoute per model on the
+    model-name header, paths under /v1), and not without the key (vLLM checks it behind the gateway)."""
+    gateway = fleet.inference_gateway
+    ns, name = gateway.namespace, gateway.name
+    url = gateway_url(kubectl, gateway, say)
+    keys = {s.name: _api_key(s) for s in fleet.kube.servers}
     for picker in gateway.pickers:
         body = {"model": picker.model, "prompt": "The capital of France is", "max_tokens": 8}
         header = ["-H", f"{gateway.model_header}: {picker.model}"]
@@ -200,6 +247,14 @@ def main(argv: list[str] | None = None) -> int:
         "pod-security.kubernetes.io/enforce": "restricted"}}}
     try:
         kubectl("apply", "-f", "-", stdin=json.dumps(outsider))
+        for fleet in result.model.fleets:  # a model at zero has no endpoint for check_model until woken
+            asleep = [s for s in fleet.kube.servers if s.autoscaling is not None and s.autoscaling.min_replicas == 0] \
+                if fleet.inference_gateway is not None else []
+            if asleep:
+                url = gateway_url(kubectl, fleet.inference_gateway, print)
+                for server in asleep:
+                    model = next(m for m in fleet.models if m.name == server.name)
+                    wake_model(kubectl, fleet, server, url, wake_budget_s(model), print)
         for server in servers:
             check_model(kubectl, server, print)
         for fleet in result.model.fleets:

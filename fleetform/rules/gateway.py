@@ -72,8 +72,8 @@ def cold_start_budget(bp: Blueprint, report: Reporter) -> None:
 @rule("gateway-auth", "error",
       "a gateway fronts only Kubernetes inference fleets whose models all check an API key")
 def gateway_auth(bp: Blueprint, report: Reporter) -> None:
-    """The Gateway is a LoadBalancer reachable from outside the cluster, unlike the ClusterIP Services and
-    their NetworkPolicy; the request passes the gateway and its endpoint picker with its Authorization
+    """The Gateway's proxy answers any pod of the cluster (with gateway.expose: internal, any client in the VPC),
+    unlike the ClusterIP Services behind their NetworkPolicy; the request passes the gateway and its endpoint picker with its Authorization
     header, and vLLM checks it against VLLM_API_KEY from the model's Secret (vLLM 0.11 api_server.py, on
     /v1 paths). A model without api_key_secret would answer anyone the gateway lets in. The gateway's own
     authentication cannot replace it: kgateway 2.1's TrafficPolicy has no API-key or JWT authentication, only extAuth

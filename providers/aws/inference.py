@@ -113,5 +113,9 @@ class InferenceFleet(pulumi.ComponentResource):
     def apply(self) -> None:
         """The objects that use the releases' CRDs and the fleet's node group: after both."""
         after = [self.node_group, *self.early, *self.eks.crds, *self.eks.releases.values()]
+        # a Gateway after the GatewayParameters it names: kgateway provisions the proxy as soon as it sees the
+        # Gateway, and its default proxy Service is an internet-facing LoadBalancer (fleetform/gateway.py PROXY_SERVICE)
+        params = [self._object(o, after) for o in self._late if o["kind"] == "GatewayParameters"]
         for obj in self._late:
-            self._object(obj, after)
+            if obj["kind"] != "GatewayParameters":
+                self._object(obj, after + params if obj["kind"] == "Gateway" else after)
