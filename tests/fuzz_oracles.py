@@ -155,6 +155,8 @@ LINE_KEYS = {
                  "Gres", "Features", "Weight", "State", "NodeAddr", "Name", "Type", "File"},
     "PartitionName": {"PartitionName", "Nodes", "Default", "MaxTime", "PriorityTier", "State"},
     "SwitchName": {"SwitchName", "Nodes", "Switches"},
+    # slurm.conf(5), NODESET CONFIGURATION: NodeSet, Feature, Nodes (a Slinky fleet's slurm.conf)
+    "NodeSet": {"NodeSet", "Feature", "Nodes"},
 }
 
 

@@ -165,8 +165,11 @@ EDGES = [
     # 1,024 leaf switches at most: 2,048 nodes two a switch is 1,024; 2,049 makes 1,025
     ("slurm-topology", "fleets[0].scheduler.topology.nodes_per_switch", {"fleets.0.nodes": 2048},
      {"fleets.0.nodes": 2049}),
-    # tensor_parallel divides a node's 8 GPUs: 8 does, 16 is more than a node has
+    # tensor_parallel divides a node's 8 GPUs: 8 does, 6 does not
     ("tensor-parallel", "fleets[1].models[0].tensor_parallel", {"fleets.1.models.0.tensor_parallel": 8},
+     {"fleets.1.models.0.tensor_parallel": 6}),
+    # tensor parallel within a node: 8 is one p5's GPUs; 16 spans two nodes (a LeaderWorkerSet group)
+    ("lws-tp-within-node", "fleets[1].models[0].tensor_parallel", {"fleets.1.models.0.tensor_parallel": 8},
      {"fleets.1.models.0.tensor_parallel": 16}),
     # time-slicing shares each GPU 2 ways or more
     ("gpu-sharing", "fleets[2].gpu_sharing.replicas", {"fleets.2.gpu_sharing": {"strategy": "time-slicing", "replicas": 2}},

@@ -136,7 +136,7 @@ def test_explain_reads_the_shipped_schema_without_jsonschema():
 @pytest.mark.parametrize("path, shown", [
     # each default as fleetform/resolve.py applies it where the blueprint leaves the field out
     ("storage.versioning", "true"),                                  # item.get("versioning", True)
-    ("fleets.scheduler.namespace", "default"),                       # data.get("namespace", "default")
+    ("fleets.scheduler.namespace", "default (slinky: slurm)"),       # data.get("namespace", "default"); slinky.py
     ("fleets.scheduler.autoscaler", "keda"),                         # data.get("autoscaler", "keda")
     ("fleets.models.replicas", "1"),                                 # item.get("replicas", 1)
     ("fleets.capacity", "on-demand"),                                # {"type": "on-demand"}
