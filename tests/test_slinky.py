@@ -453,4 +453,6 @@ def test_users_rule_says_no_job_runs_until_the_fleet_has_users(tmp_path):
     assert "DisableRootJobs=YES" in message and "no job" in message
     (finding,) = [f for f in _check(TEXT, tmp_path).findings if f.rule == "slinky-users"]
     assert finding.severity == "warning" and "sssd" in finding.hint
+    # slurm-operator v1.2.1 nodeset-cr.yaml gives the slurmd pods the sssd.conf only under ssh.enabled
+    assert "nodesets.train.ssh.enabled: true" in finding.hint and "enabled" in CHART["nodesetDefaults"]["ssh"]
     assert "id_provider = proxy" in CHART["sssd"]["conf"]  # the default domain: the pod's own /etc/passwd
