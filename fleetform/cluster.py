@@ -409,7 +409,7 @@ def build(bp, eks: dict | None) -> Cluster | None:
                                 chart["source"], chart["namespace"], json.dumps(values, sort_keys=True)))
     workloads.append(_chart_workload(data["coredns"], "EKS add-on coredns", path))
     addons = list(data["addons"]) + optional_addons(data, fleets, training, any(f.ray.mounts for f in rays)
-                                                    or any(f.slinky.mounts for f in slurms))
+                                                    or any(f.slinky.mounts for f in slurms), bool(slurms))
     for name in addons:
         for item in (data["optional_addons"].get(name) or {}).get("workloads", ()):
             workloads.append(_chart_workload(item, f"EKS add-on {name}", path))
@@ -444,12 +444,13 @@ def volume_weights(fleets) -> bool:
     return any(m.weights is not None and m.weights.source == "volume" for f in fleets for m in f.models)
 
 
-def optional_addons(data: dict, fleets, training=(), ray_mounts: bool = False) -> list[str]:
+def optional_addons(data: dict, fleets, training=(), ray_mounts: bool = False, slinky: bool = False) -> list[str]:
     """The add-ons of providers/aws/addons.yaml `optional_addons` the cluster's fleets need: the FSx CSI driver
     where a model reads its weights from a claim, a training job mounts a file system or a Ray fleet mounts an
-    FSx for Lustre claim; metrics-server and the node monitoring agent on every cluster (each has GPU nodes)."""
+    FSx for Lustre claim; the EBS CSI driver where a Slinky fleet's slurmctld keeps its state on a claim;
+    metrics-server and the node monitoring agent on every cluster (each has GPU nodes)."""
     mounts = any(f.kueue.job is not None and f.kueue.job.volumes for f in training)
-    wanted = {"inference": True, "volume-weights": volume_weights(fleets) or mounts or ray_mounts}
+    wanted = {"inference": True, "volume-weights": volume_weights(fleets) or mounts or ray_mounts, "slinky": slinky}
     return [name for name, spec in data["optional_addons"].items() if wanted[spec["when"]]]
 
 

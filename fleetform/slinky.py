@@ -62,6 +62,14 @@ HUGEPAGES_RESOURCE = "hugepages-2Mi"
 EFA_HUGEPAGES = "5120Mi"  # as fleetform/kueue.py: what a pod using EFA asks of the EFA driver's huge pages
 GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")  # as fleetform/k8s.py: the GPU Operator tolerates it
 SYSTEM_SELECTOR = (("fleetform.dev/node-group", "system"),)
+EBS_PROVISIONER = "ebs.csi.aws.com"
+"""The EBS CSI driver's CSI name (kubernetes-sigs/aws-ebs-csi-driver docs/parameters.md, StorageClass
+`provisioner`): the `aws-ebs-csi-driver` EKS add-on providers/aws/addons.yaml installs with a Slinky fleet."""
+STATE_VOLUME = (("type", "gp3"), ("encrypted", "true"))
+"""The StorageClass parameters of slurmctld's state volume (aws-ebs-csi-driver docs/parameters.md: `type` gp3,
+`encrypted` "true": the account's default EBS key). The `slurm` chart 1.2.1 claims 4Gi ReadWriteOnce for it
+(values.yaml controller.persistence) and names no class; EKS >= 1.30 has no default StorageClass, so without one
+named the claim stays Pending and slurmctld never starts."""
 
 
 @frozen
@@ -114,6 +122,9 @@ class SlinkyConfig:
     env: tuple[tuple[str, str], ...]  # the fleet's NCCL environment, in the login pod: sbatch exports it to jobs
     mounts: tuple[SlinkyMount, ...]
     operator_namespace: str
+    storage_class: str  # slurmctld's state claim (values controller.persistence.storageClassName)
+    storage_provisioner: str
+    storage_parameters: tuple[tuple[str, str], ...]
 
     @property
     def extra_conf(self) -> tuple[str, ...]:
@@ -180,6 +191,8 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         node_taints=(GPU_TAINT,), system_selector=SYSTEM_SELECTOR,
         # as a JobSet pod's (fleetform/kueue.py SCHEDULER_SPECIFIC): a pod's network namespace has its own interfaces
         env=tuple((v.name, v.value) for v in nccl_env if v.name not in SCHEDULER_SPECIFIC), mounts=tuple(mounts), operator_namespace=OPERATOR_NAMESPACE,
+        # cluster-scoped: named after the release, which carries the fleet's name, so two fleets do not share one
+        storage_class=f"{release}-state", storage_provisioner=EBS_PROVISIONER, storage_parameters=STATE_VOLUME,
     )
 
 

@@ -89,7 +89,8 @@ def test_rules_lists_id_severity_and_summary():
                      "kueue-namespace", "kueue-gpu-sharing", "kueue-fixed-size", "kueue-topology", "ray-version",
                      "ray-placement", "ray-efa", "ray-workers", "ray-head", "ray-node-image", "ray-socket-ifname",
                      "mig-split", "lws-parallelism", "lws-interconnect", "lws-tp-within-node",
-                     "slinky-placement", "slinky-size", "slinky-gres", "slinky-memory", "slinky-namespace"):
+                     "slinky-placement", "slinky-size", "slinky-gres", "slinky-memory", "slinky-namespace",
+                     "slinky-users"):
         assert expected in ids
     assert all(r["severity"] in ("error", "warning") and r["summary"] for r in data)
     text = run_cli("rules").stdout.splitlines()

@@ -76,11 +76,12 @@ def _with_slinky(bp, **changes):
 
 def test_the_example_validates_clean_and_renders_the_chart_values_and_slurm_files(tmp_path):
     result = _check(TEXT, tmp_path)
-    assert [f.to_text() for f in result.findings] == []
+    # no error; one warning: no job user yet (test_users_rule_says_no_job_runs_until_the_fleet_has_users)
+    assert [f.rule for f in result.findings] == ["slinky-users"]
     files = render(result.model)
     assert {p for p in files if p.startswith("train/")} == {
-        "train/k8s/namespace.yaml", "train/k8s/kustomization.yaml", "train/nccl.env", "train/slinky/values.yaml",
-        "train/slinky/slurm.conf", "train/slinky/gres.conf"}
+        "train/k8s/namespace.yaml", "train/k8s/storageclass.yaml", "train/k8s/kustomization.yaml", "train/nccl.env",
+        "train/slinky/values.yaml", "train/slinky/slurm.conf", "train/slinky/gres.conf"}
     assert not any(p.startswith("train/slurm/") for p in files)  # no controller instance, no slurm/bin programs
     namespace = yaml.safe_load(files["train/k8s/namespace.yaml"])
     kubernetes_validate.validate(namespace, "1.35.0", strict=True)
@@ -90,7 +91,8 @@ def test_the_example_validates_clean_and_renders_the_chart_values_and_slurm_file
         (tmp_path / "out" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "out" / name).write_bytes(data)
     built = subprocess.run([kubectl, "kustomize", str(tmp_path / "out/train/k8s")], capture_output=True, text=True)
-    assert built.returncode == 0 and yaml.safe_load(built.stdout)["kind"] == "Namespace", built.stderr
+    assert built.returncode == 0, built.stderr
+    assert [o["kind"] for o in yaml.safe_load_all(built.stdout)] == ["Namespace", "StorageClass"]
 
 
 def test_render_check_accepts_the_examples_own_render(tmp_path):
@@ -383,6 +385,10 @@ def test_readme_says_what_diff_says_of_a_nodeset_change_and_why_no_job_runs_yet(
     section = text[text.index("## Slurm on Kubernetes (Slinky"):text.index("## Pools")]
     assert "an update in place" not in section and "node roll" in section
     assert "DisableRootJobs=YES" in section and "StorageClass" in section
+    # the controller's claim has its class and the add-on that provisions it; the submit example does not run as root
+    assert "aws-ebs-csi-driver" in section and "slinky-users" in section
+    example = section[section.index("Submitting a job"):]
+    assert example.index("su - ") < example.index("sbatch ")
 
 
 def test_diff_says_a_nodeset_scale_in_can_end_jobs(tmp_path):
@@ -401,3 +407,52 @@ def test_diff_says_a_nodeset_scale_in_can_end_jobs(tmp_path):
     diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(more)],
                           capture_output=True, text=True)
     assert "scales in" not in diff.stdout
+
+
+def test_the_controllers_claim_names_an_encrypted_gp3_class_the_ebs_csi_add_on_provisions(tmp_path):
+    """The chart's controller claims 4Gi for slurmctld's state and names no StorageClass; EKS >= 1.30 has no default
+    one and fleetform installed no EBS provisioner, so the claim stayed Pending and slurmctld never started. The
+    values name the fleet's own class (a key of the chart's values.yaml), the class is rendered before the release,
+    and the cluster gets the aws-ebs-csi-driver add-on with AmazonEBSCSIDriverPolicy through its Pod Identity
+    association on the controller's service account (EKS User Guide, "Amazon EBS CSI driver")."""
+    model = _model(TEXT, tmp_path)
+    files = render(model)
+    values = yaml.safe_load(files["train/slinky/values.yaml"])
+    assert "storageClassName" in CHART["controller"]["persistence"]
+    (sc,) = [o for o in yaml.safe_load_all(files["train/k8s/storageclass.yaml"])]
+    assert values["controller"]["persistence"] == {"storageClassName": sc["metadata"]["name"]}
+    assert sc["provisioner"] == "ebs.csi.aws.com" and sc["parameters"] == {"type": "gp3", "encrypted": "true"}
+    assert sc["volumeBindingMode"] == "WaitForFirstConsumer"  # an EBS volume is in one zone: the pod's
+    kubernetes_validate.validate(sc, "1.33.0", strict=True)
+    assert "storageclass.yaml" in yaml.safe_load(files["train/k8s/kustomization.yaml"])["resources"]
+    assert "aws-ebs-csi-driver" in model.cluster.addons
+    resources = record(model, files)
+    by_name = {(r["type"], r["name"]): r for r in resources}
+    addon = by_name[("aws:eks/addon:Addon", "eks-aws-ebs-csi-driver")]
+    (association,) = addon["inputs"]["podIdentityAssociations"]
+    assert association == {"roleArn": "arn:aws:mock:::role/eks-aws-ebs-csi-driver",
+                           "serviceAccount": "ebs-csi-controller-sa"}
+    assert "eks-eks-pod-identity-agent" in addon["depends_on"] and "eks-system" in addon["depends_on"]
+    attached = [r["inputs"] for r in resources if "Attachment" in r["type"] and r["name"] == "eks-aws-ebs-csi-driver"]
+    assert attached == [{"policyArn": "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
+                         "role": "eks-aws-ebs-csi-driver"}]
+    role = by_name[("aws:iam/role:Role", "eks-aws-ebs-csi-driver")]
+    assert "pods.eks.amazonaws.com" in role["inputs"]["assumeRolePolicy"]
+    release = by_name[(RELEASE, "train-slurm")]
+    assert f"train-storageclass-{sc['metadata']['name']}" in release["depends_on"]
+    # a cluster without a Slinky fleet gets no EBS driver it does not use
+    reference = check(ROOT / "blueprints/reference.yaml").model
+    assert "aws-ebs-csi-driver" not in reference.cluster.addons
+
+
+def test_users_rule_says_no_job_runs_until_the_fleet_has_users(tmp_path):
+    """The login pod's shell is root and DisableRootJobs=YES refuses root's jobs (kept: slurmd is privileged), and the
+    chart's default sssd.conf (id_provider = proxy over files) knows no other user: the example validates with a
+    warning naming what to configure, not silently."""
+    (message,) = _rules(TEXT, tmp_path, "slinky-users")
+    assert "DisableRootJobs=YES" in message and "no job" in message
+    (finding,) = [f for f in _check(TEXT, tmp_path).findings if f.rule == "slinky-users"]
+    assert finding.severity == "warning" and "sssd" in finding.hint
+    # slurm-operator v1.2.1 nodeset-cr.yaml gives the slurmd pods the sssd.conf only under ssh.enabled
+    assert "nodesets.train.ssh.enabled: true" in finding.hint and "enabled" in CHART["nodesetDefaults"]["ssh"]
+    assert "id_provider = proxy" in CHART["sssd"]["conf"]  # the default domain: the pod's own /etc/passwd

@@ -1,6 +1,7 @@
 """<fleet>/slinky/: a training fleet scheduled by Slurm on EKS through Slinky: values.yaml, the `slurm` chart's values
 that `pulumi up` installs as the fleet's release; slurm.conf and gres.conf as the operator's slurmctld reads them (for
-review and the offline slurmctld check); <fleet>/k8s/: its Namespace, applied before the release."""
+review and the offline slurmctld check); <fleet>/k8s/: its Namespace and the
+StorageClass of slurmctld's state claim, applied before the release."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     common = {"fleet": fleet.name, "s": s, "labels": labels}
     return {
         f"{fleet.name}/k8s/namespace.yaml": render("slinky/namespace.yaml.j2", **common),
+        f"{fleet.name}/k8s/storageclass.yaml": render("slinky/storageclass.yaml.j2", **common),
         f"{fleet.name}/k8s/kustomization.yaml": render("slinky/kustomization.yaml.j2", fleet=fleet.name,
-                                                       resources=["namespace.yaml"]),
+                                                       resources=["namespace.yaml", "storageclass.yaml"]),
         f"{fleet.name}/slinky/values.yaml": render("slinky/values.yaml.j2", **common),
         f"{fleet.name}/slinky/slurm.conf": render("slinky/slurm.conf.j2", **common),
         f"{fleet.name}/slinky/gres.conf": render("slinky/gres.conf.j2", **common),

@@ -109,3 +109,26 @@ def slinky_namespace(bp: Blueprint, report: Reporter) -> None:
         if why is not None:
             report(fleet.scheduler.path + ("namespace",), f"namespace '{namespace}' of Slinky fleet '{fleet.name}' is "
                    f"{why}: fleetform makes and deletes it with the fleet", "give the fleet a namespace of its own")
+
+
+@rule("slinky-users", "warning", "a Slinky fleet has users its jobs can run as (DisableRootJobs=YES refuses root)")
+def slinky_users(bp: Blueprint, report: Reporter) -> None:
+    """No job of a Slinky fleet can run as rendered: `kubectl exec` into the login pod gives root, and the controller's
+    extraConf has DisableRootJobs=YES (kept: slurmd runs privileged, so a root job would be root on the GPU node).
+    A job user must resolve to the same uid and gid on the login pod and every slurmd pod. slurm-operator v1.2.1 gives
+    the login pods the one sssd.conf of the `slurm` chart's `sssd` values (helm/slurm/templates/loginset/loginset-cr.yaml
+    sssdConfRef), and the slurmd pods the same one only when the NodeSet's `ssh.enabled` is true (nodeset-cr.yaml sets
+    ssh.sssdConfRef inside `if .enabled`; workerbuilder/worker_app.go mounts it under Spec.Ssh.Enabled). Its default
+    domain is `id_provider = proxy` over the pod's own /etc/passwd (values.yaml sssd.conf), which holds no user: users
+    come from a directory (LDAP, AD) the blueprint does not describe. Until it does, the finding says what to set."""
+    for fleet in _slinky_fleets(bp):
+        s = fleet.slinky
+        if s is None or "DisableRootJobs=YES" not in s.extra_conf:
+            continue
+        report(fleet.scheduler.path, f"no job of Slinky fleet '{fleet.name}' can run yet: its login pod's shell is "
+               f"root and slurm.conf has DisableRootJobs=YES, and neither the login pod nor the slurmd pods know "
+               f"another user",
+               f"give the `slurm` release (values of {fleet.name}/slinky/values.yaml) an `sssd.conf` or "
+               f"`sssd.secretRef` whose domain is a directory (LDAP or AD) holding the job users, and "
+               f"`nodesets.{s.nodeset}.ssh.enabled: true` so the slurmd pods read it too (same uid and gid on the "
+               f"login and slurmd pods); submit as one of them (`su - USER` in the login pod)")

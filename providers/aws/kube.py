@@ -56,14 +56,14 @@ DESIRED_SIZE_OWNED_BY_AUTOSCALER = "scalingConfig.desiredSize"
 """A node group's desired size is the Cluster Autoscaler's once the group exists: a later `pulumi up`
 that set it back to the minimum would terminate GPU nodes under load."""
 
-AFTER_NODES = {"coredns", "aws-fsx-csi-driver", "metrics-server"}
+AFTER_NODES = {"coredns", "aws-fsx-csi-driver", "aws-ebs-csi-driver", "metrics-server"}
 """EKS add-ons that run a Deployment: EKS reports them active only once a node runs their pods, so they
 are created after the system node group (an add-on a new cluster cannot schedule stays CREATING)."""
 
-EARLY_KINDS = {"Namespace", "PriorityClass", "ConfigMap", "ServiceAccount"}
+EARLY_KINDS = {"Namespace", "PriorityClass", "ConfigMap", "ServiceAccount", "StorageClass"}
 """Rendered kinds that need no CRD and that the Helm releases or the pods read (the GPU Operator
 reads the fleets' device plugin and MIG ConfigMaps; a vLLM pod starts only once its service account
-exists): applied before the releases."""
+exists; a Slinky release's slurmctld claim names its fleet's StorageClass): applied before the releases."""
 
 
 class KubeObject(pulumi.CustomResource):
@@ -238,6 +238,18 @@ class EksCluster(pulumi.ComponentResource):
         configuration = VPC_CNI_CONFIGURATION if addon == "vpc-cni" else \
             (addons_data()["optional_addons"].get(addon) or {}).get("configuration")
         extra = {"configuration_values": json.dumps(configuration, sort_keys=True)} if configuration else {}
+        identity = (addons_data()["optional_addons"].get(addon) or {}).get("pod_identity")
+        if identity:
+            # the add-on's own Pod Identity association (EKS User Guide, "Use Pod Identities to assign an IAM role
+            # to an Amazon EKS add-on"): EKS creates it with the add-on, so the controller's first pods already
+            # get the role; the AWS managed policy the add-on's page names, attached, nothing more
+            role = aws.iam.Role(f"{self.name}-{addon}", assume_role_policy=POD_IDENTITY_TRUST, tags=self.tags,
+                                opts=_opts(self))
+            attached = aws.iam.RolePolicyAttachment(f"{self.name}-{addon}", role=role.name,
+                                                    policy_arn=identity["managed_policy"], opts=_opts(self))
+            extra["pod_identity_associations"] = [aws.eks.AddonPodIdentityAssociationArgs(
+                role_arn=role.arn, service_account=identity["service_account"])]
+            depends_on = [*depends_on, attached]
         return aws.eks.Addon(f"{self.name}-{addon}", cluster_name=self.cluster.name, addon_name=addon,
                              resolve_conflicts_on_create="OVERWRITE", resolve_conflicts_on_update="OVERWRITE",
                              tags=self.tags, opts=_opts(self, depends_on=depends_on), **extra)
