@@ -47,6 +47,19 @@ EXECUTOR_ARGS = ("--distributed-executor-backend", "ray")
 """vLLM 0.11 picks Ray when the world size is more than the GPUs it sees (config/parallel.py), said outright here."""
 
 
+STOCK_IMAGES = ("vllm/vllm-openai", "docker.io/vllm/vllm-openai", "index.docker.io/vllm/vllm-openai")
+"""Images known to carry no EFA userspace (libfabric, aws-ofi-nccl): vLLM's docker/Dockerfile at v0.11.0
+installs none (vllm-project/vllm#55635 asks for it), so NCCL over them uses TCP sockets between nodes."""
+
+
+def lacks_efa_plugin(image: str) -> bool:
+    """Whether the image is the stock vllm/vllm-openai (any tag or digest), which has no aws-ofi-nccl."""
+    repository = image.split("@", 1)[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    return repository in STOCK_IMAGES
+
+
 def nodes_per_replica(model, per_node: int) -> int:
     """Nodes (pods) one replica of the model takes: 1 when its GPUs fit one node, else its GPUs over a node's
     (the lws-parallelism rule reports a count that is not a whole number of nodes)."""

@@ -223,3 +223,20 @@ def test_sizing_counts_nodes_per_replica(tmp_path):
     assert result.model is not None, [f.to_text() for f in result.findings]
     steps = {s.what: s for s in sizing(result.model)[0].steps}
     assert steps["llama-405b: replicas and nodes"].result == "1 replicas on 3 nodes"
+
+
+def test_the_stock_vllm_image_on_efa_is_a_warning_naming_an_image_with_aws_ofi_nccl(tmp_path):
+    # vllm/vllm-openai installs no libfabric/aws-ofi-nccl (vLLM docker/Dockerfile v0.11.0; vllm#55635): NCCL
+    # between the group's pods would use sockets although each pod holds 32 EFA interfaces
+    (finding,) = _rules(TEXT, tmp_path, "lws-efa-image")
+    assert finding.severity == "warning" and str(finding.path).endswith("image")
+    assert "TCP sockets" in finding.message and "aws-ofi-nccl" in finding.hint
+    assert "763104351884.dkr.ecr" in finding.hint  # AWS's vLLM DLC, built FROM vllm/vllm-openai + EFA installer
+    for image in ("docker.io/vllm/vllm-openai:v0.11.0", "vllm/vllm-openai@sha256:" + "0" * 64):
+        assert len(_rules(TEXT.replace("vllm/vllm-openai:v0.11.0", image), tmp_path, "lws-efa-image")) == 1
+    dlc = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11.0-gpu-py312-ec2"
+    assert _rules(TEXT.replace("vllm/vllm-openai:v0.11.0", dlc), tmp_path, "lws-efa-image") == []
+    # a model within one node has no NCCL between nodes: no finding
+    single = TEXT.replace("tensor_parallel: 8 ", "tensor_parallel: 4 ").replace("pipeline_parallel: 2 ",
+                                                                               "pipeline_parallel: 1 ")
+    assert _rules(single, tmp_path, "lws-efa-image") == []
