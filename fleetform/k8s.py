@@ -420,7 +420,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         # a replica spanning nodes is a group of pods, one per node, each with a node's share of its GPUs; its
         # Ray cluster may take the whole startup budget to form (fleetform/lws.py ray_wait_s)
         grouped = lws.group(model, shape.gpu_count, fleet.instance, selector, model.name,
-                            PROBE_PERIOD_S * math.ceil(startup_s / PROBE_PERIOD_S)) \
+                            PROBE_PERIOD_S * math.ceil(startup_s / PROBE_PERIOD_S), TMP_SIZE_GIB) \
             if sharing.strategy == "none" else None
         pod_gpus = model.gpus // grouped.size if grouped is not None else model.gpus
         # a split node's servers share the CPUs and memory of its MIG GPUs only; the rest is its whole GPUs'
@@ -499,6 +499,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             # (NCCL_SOCKET_IFNAME names a host interface, not a pod's: kueue.SCHEDULER_SPECIFIC)
             from .kueue import SCHEDULER_SPECIFIC
             env += [EnvVar(v.name, v.value) for v in fleet.nccl_env if v.name not in SCHEDULER_SPECIFIC]
+            env += [EnvVar(name, value) for name, value in grouped.ray_env]  # Ray's logs fit /tmp
         if model.api_key_secret:
             secret_env.append(SecretEnv("VLLM_API_KEY", model.api_key_secret, "VLLM_API_KEY"))
         access = None

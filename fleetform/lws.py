@@ -64,6 +64,26 @@ def worker_command(wait_s: int) -> tuple[str, ...]:
                           f'--ray_init_timeout={wait_s}')
 
 
+RAY_LOG_FILES = 32
+"""Log files one pod's Ray keeps growing at once, counted generously: the head's gcs_server, dashboard,
+dashboard_agent, runtime_env_agent, monitor, log_monitor and raylet (.out/.err each) plus a worker
+process per GPU of the node (vLLM's RayWorkerWrapper actors, .out/.err each)."""
+RAY_ROTATION_BACKUP_COUNT = 1
+"""Rotated copies kept per file (Ray's default 5)."""
+RAY_LOG_SHARE = 2
+"""Ray's logs may fill 1/RAY_LOG_SHARE of the pod's /tmp emptyDir (Ray's temp dir is /tmp/ray); the rest is
+for vLLM's and torch's temporary files."""
+
+
+def ray_log_env(tmp_gib: int) -> tuple[tuple[str, str], ...]:
+    """RAY_ROTATION_MAX_BYTES and RAY_ROTATION_BACKUP_COUNT (Ray's logging docs, "Log rotation"; ray_constants.py
+    LOGGING_ROTATE_BYTES 512 MiB and LOGGING_ROTATE_BACKUP_COUNT 5 by default) such that RAY_LOG_FILES files,
+    each with its backups, fit their share of /tmp: at Ray's defaults one file and its backups are 3 GiB of a
+    4 GiB emptyDir, and the kubelet evicts a pod whose emptyDir passes its sizeLimit."""
+    max_bytes = tmp_gib * 1024 ** 3 // RAY_LOG_SHARE // (RAY_LOG_FILES * (RAY_ROTATION_BACKUP_COUNT + 1))
+    return (("RAY_ROTATION_MAX_BYTES", str(max_bytes)), ("RAY_ROTATION_BACKUP_COUNT", str(RAY_ROTATION_BACKUP_COUNT)))
+
+
 EXECUTOR_ARGS = ("--distributed-executor-backend", "ray")
 """vLLM 0.11 picks Ray when the world size is more than the GPUs it sees (config/parallel.py), said outright here."""
 
@@ -112,13 +132,16 @@ class Group:
     hugepages: str | None  # hugepages-2Mi per pod where it uses EFA
     leader_selector: tuple[tuple[str, str], ...]  # the Service's and the InferencePool's: the leaders only
     network_policy: str  # the NetworkPolicy that lets a group's pods reach each other (Ray, NCCL bootstrap)
+    ray_env: tuple[tuple[str, str], ...]  # Ray's log rotation, bounded to the pod's /tmp (ray_log_env)
     startup_policy: str = STARTUP_POLICY
     restart_policy: str = RESTART_POLICY
 
 
-def group(model, per_node: int, instance, selector: tuple, name: str, startup_budget_s: int) -> Group | None:
+def group(model, per_node: int, instance, selector: tuple, name: str, startup_budget_s: int,
+          tmp_gib: int) -> Group | None:
     """The group of a model that spans nodes, None for one that fits a node. instance: the catalog's (EFA);
-    startup_budget_s: the leader's startup probe budget, which bounds the wait for the group's Ray cluster."""
+    startup_budget_s: the leader's startup probe budget, which bounds the wait for the group's Ray cluster;
+    tmp_gib: the size of the pods' /tmp emptyDir, where Ray writes its logs."""
     from .kueue import EFA_HUGEPAGES
 
     size = nodes_per_replica(model, per_node)
@@ -127,4 +150,4 @@ def group(model, per_node: int, instance, selector: tuple, name: str, startup_bu
     efa = instance.max_efa if instance is not None and instance.max_efa else 0
     wait = ray_wait_s(startup_budget_s)
     return Group(size, leader_command(wait), worker_command(wait), efa, EFA_HUGEPAGES if efa else None,
-                 tuple(selector) + ((WORKER_INDEX_LABEL, "0"),), f"{name}-group")
+                 tuple(selector) + ((WORKER_INDEX_LABEL, "0"),), f"{name}-group", ray_log_env(tmp_gib))

@@ -260,3 +260,24 @@ def test_the_group_waits_for_its_ray_cluster_as_long_as_the_leaders_startup_prob
     for pod in (leader, worker):
         assert f"--ray_init_timeout={budget} " in pod["command"][2] + " "
     assert lws.ray_wait_s(120) == lws.SCRIPT_WAIT_S  # never below the script's own default
+
+
+def _quantity_bytes(text: str) -> int:
+    return int(text[:-2]) * 1024 ** {"Mi": 2, "Gi": 3}[text[-2:]]
+
+
+def test_rays_rotated_logs_fit_half_the_pods_tmp(rendered):
+    # Ray writes its logs under /tmp/ray (the pod's 4 GiB /tmp emptyDir) and rotates at 512 MiB x 5 backups by
+    # default (ray_constants.py LOGGING_ROTATE_BYTES / LOGGING_ROTATE_BACKUP_COUNT): one file could pass the
+    # sizeLimit and get the pod evicted, restarting its group. RAY_ROTATION_* (Ray's logging docs) bound them.
+    _, files = rendered
+    doc = yaml.safe_load(files["big/k8s/llama-405b-leaderworkerset.yaml"])
+    for role in ("leaderTemplate", "workerTemplate"):
+        spec = doc["spec"]["leaderWorkerTemplate"][role]["spec"]
+        env = {e["name"]: e["value"] for e in spec["containers"][0]["env"] if "value" in e}
+        tmp = next(v for v in spec["volumes"] if v["name"] == "tmp")["emptyDir"]["sizeLimit"]
+        max_bytes, backups = int(env["RAY_ROTATION_MAX_BYTES"]), int(env["RAY_ROTATION_BACKUP_COUNT"])
+        assert lws.RAY_LOG_FILES * max_bytes * (backups + 1) <= _quantity_bytes(tmp) // 2
+        assert max_bytes >= 16 * 1024 ** 2  # still a useful log: 32 MiB a file at a 4 GiB /tmp
+        # Ray's defaults would not fit: one file and its five backups are 3 GiB
+        assert 512 * 1024 ** 2 * 6 * lws.RAY_LOG_FILES > _quantity_bytes(tmp) // 2
