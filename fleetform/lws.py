@@ -59,9 +59,14 @@ def leader_command(wait_s: int) -> tuple[str, ...]:
 
 
 def worker_command(wait_s: int) -> tuple[str, ...]:
-    """A worker: join the leader's Ray head (retried for wait_s) and block."""
-    return ("bash", "-c", f'exec bash {RAY_SCRIPT} worker --ray_address="$LWS_LEADER_ADDRESS" '
-                          f'--ray_init_timeout={wait_s}')
+    """A worker: join the leader's Ray head (retried for wait_s) and block. bash is the container's PID 1, and
+    the kernel drops a signal to a PID namespace's init that has no handler for it (pid_namespaces(7)): an
+    `exec`ed script without a trap ignored the kubelet's SIGTERM and every deletion waited the whole grace
+    period for the SIGKILL. The trap stops the node's Ray processes (`ray stop`) and exits; `wait` returns
+    as soon as the trapped signal arrives (bash(1), SIGNALS)."""
+    return ("bash", "-c", "trap 'ray stop; exit 143' TERM; "
+                          f'bash {RAY_SCRIPT} worker --ray_address="$LWS_LEADER_ADDRESS" '
+                          f'--ray_init_timeout={wait_s} & wait $!')
 
 
 RAY_LOG_FILES = 32

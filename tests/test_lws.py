@@ -71,7 +71,7 @@ def test_a_model_larger_than_a_node_is_a_leaderworkerset_of_whole_nodes(rendered
     # the Ray script, then vLLM with the args as "$@": nothing of the blueprint is spliced into shell text
     assert leader["command"][:2] == ["bash", "-c"] and leader["command"][2].endswith('exec vllm serve "$@"')
     assert leader["command"][3] == "vllm-leader" and len(leader["command"]) == 4
-    assert worker["command"][:2] == ["bash", "-c"] and worker["command"][2].startswith(f"exec bash {lws.RAY_SCRIPT} worker")
+    assert worker["command"][:2] == ["bash", "-c"] and f"bash {lws.RAY_SCRIPT} worker" in worker["command"][2]
     assert "args" not in worker and "startupProbe" not in worker
     assert '--ray_cluster_size="$LWS_GROUP_SIZE"' in leader["command"][2]
     assert '--ray_address="$LWS_LEADER_ADDRESS"' in worker["command"][2]
@@ -281,3 +281,47 @@ def test_rays_rotated_logs_fit_half_the_pods_tmp(rendered):
         assert max_bytes >= 16 * 1024 ** 2  # still a useful log: 32 MiB a file at a 4 GiB /tmp
         # Ray's defaults would not fit: one file and its five backups are 3 GiB
         assert 512 * 1024 ** 2 * 6 * lws.RAY_LOG_FILES > _quantity_bytes(tmp) // 2
+
+
+def test_the_worker_stops_ray_and_exits_on_sigterm_as_pid_1(tmp_path):
+    # The kubelet sends SIGTERM to the container's PID 1; the kernel drops it unless PID 1 has a handler
+    # (pid_namespaces(7)), so an exec'ed script made every deletion wait the full grace period. Run the
+    # worker's command as PID 1 of a new PID namespace, with a stand-in script that blocks as
+    # `ray start --block` does and a stand-in `ray` that records `ray stop`.
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--pid", "--fork", "--map-root-user", "true"],
+                                         capture_output=True).returncode:
+        if os.environ.get("CI"):
+            pytest.fail("unshare --pid --map-root-user must work in CI (util-linux, user namespaces)")
+        pytest.skip("no unprivileged PID namespaces here")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ray").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ray.log\n')
+    (bin_dir / "ray").chmod(0o755)
+    script = tmp_path / "multi-node-serving.sh"
+    script.write_text(f'echo "$@" > {tmp_path}/script.args\nexec sleep 300\n')
+    command = list(lws.worker_command(600))
+    command[2] = command[2].replace(lws.RAY_SCRIPT, str(script))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LWS_LEADER_ADDRESS": "leader.example"}
+    proc = subprocess.Popen([unshare, "--pid", "--fork", "--map-root-user", "--kill-child", *command], env=env)
+    try:
+        children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "script.args").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "script.args").read_text().split() == [
+            "worker", "--ray_address=leader.example", "--ray_init_timeout=600"]
+        (init,) = (int(p) for p in open(children).read().split())  # PID 1 of the namespace
+        os.kill(init, signal.SIGTERM)
+        assert proc.wait(timeout=5) == 143  # at once, not after the grace period
+        assert (tmp_path / "ray.log").read_text().split() == ["stop"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
