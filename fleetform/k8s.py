@@ -412,8 +412,15 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         object_labels = selector + (("app.kubernetes.io/part-of", blueprint_name),
                                     ("app.kubernetes.io/managed-by", "fleetform"),
                                     ("fleetform.dev/fleet", ident)) + tuple(sorted(labels.items()))
-        # a replica spanning nodes is a group of pods, one per node, each with a node's share of its GPUs
-        grouped = lws.group(model, shape.gpu_count, fleet.instance, selector, model.name) \
+        weights = model.weights
+        source = weights.source if weights is not None else "hub"
+        checkpoint_gb = model.checkpoint_gb
+        downloaded = source == "hub"
+        startup_s = STARTUP_BASE_S + STARTUP_S_PER_GB * (checkpoint_gb if downloaded else checkpoint_gb / 5)
+        # a replica spanning nodes is a group of pods, one per node, each with a node's share of its GPUs; its
+        # Ray cluster may take the whole startup budget to form (fleetform/lws.py ray_wait_s)
+        grouped = lws.group(model, shape.gpu_count, fleet.instance, selector, model.name,
+                            PROBE_PERIOD_S * math.ceil(startup_s / PROBE_PERIOD_S), TMP_SIZE_GIB) \
             if sharing.strategy == "none" else None
         pod_gpus = model.gpus // grouped.size if grouped is not None else model.gpus
         # a split node's servers share the CPUs and memory of its MIG GPUs only; the rest is its whole GPUs'
@@ -429,8 +436,6 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         # would leave vLLM 1/replicas of its share.
         split = sharing.replicas if device_plugin is not None and not mps else 1
         utilization = model.gpu_memory_utilization / split
-        weights = model.weights
-        source = weights.source if weights is not None else "hub"
         args = [model_location(model), "--served-model-name", model.name,
                 "--tensor-parallel-size", str(model.tensor_parallel)]
         if model.pipeline_parallel > 1:
@@ -449,9 +454,6 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         if model.lora is not None:
             args += model.lora.args()
         args += list(model.extra_args)
-        checkpoint_gb = model.checkpoint_gb
-        downloaded = source == "hub"
-        startup_s = STARTUP_BASE_S + STARTUP_S_PER_GB * (checkpoint_gb if downloaded else checkpoint_gb / 5)
         cache_gib = math.ceil(checkpoint_gb * CACHE_FACTOR + CACHE_EXTRA_GIB) if downloaded else CACHE_EXTRA_GIB
         autoscaling = None
         if model.replicas.elastic and model.autoscale is not None and scheduler.autoscaler in ("keda", "hpa"):
@@ -497,6 +499,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             # (NCCL_SOCKET_IFNAME names a host interface, not a pod's: kueue.SCHEDULER_SPECIFIC)
             from .kueue import SCHEDULER_SPECIFIC
             env += [EnvVar(v.name, v.value) for v in fleet.nccl_env if v.name not in SCHEDULER_SPECIFIC]
+            env += [EnvVar(name, value) for name, value in grouped.ray_env]  # Ray's logs fit /tmp
         if model.api_key_secret:
             secret_env.append(SecretEnv("VLLM_API_KEY", model.api_key_secret, "VLLM_API_KEY"))
         access = None

@@ -88,7 +88,7 @@ def test_rules_lists_id_severity_and_summary():
                      "tag-key-imds", "spread-placement", "kueue-cloud", "kueue-fields", "kueue-job-image",
                      "kueue-namespace", "kueue-gpu-sharing", "kueue-fixed-size", "kueue-topology", "ray-version",
                      "ray-placement", "ray-efa", "ray-workers", "ray-head", "ray-node-image", "ray-socket-ifname",
-                     "mig-split", "lws-parallelism", "lws-interconnect", "lws-tp-within-node",
+                     "mig-split", "lws-parallelism", "lws-interconnect", "lws-tp-within-node", "lws-efa-image",
                      "slinky-placement", "slinky-size", "slinky-gres", "slinky-memory", "slinky-namespace",
                      "slinky-users"):
         assert expected in ids

@@ -69,8 +69,10 @@ def test_a_model_larger_than_a_node_is_a_leaderworkerset_of_whole_nodes(rendered
     assert (flags["--tensor-parallel-size"], flags["--pipeline-parallel-size"],
             flags["--distributed-executor-backend"]) == ("8", "2", "ray")
     # the Ray script, then vLLM with the args as "$@": nothing of the blueprint is spliced into shell text
-    assert leader["command"] == list(lws.LEADER_COMMAND) and leader["command"][2].endswith('exec vllm serve "$@"')
-    assert worker["command"] == list(lws.WORKER_COMMAND) and "args" not in worker and "startupProbe" not in worker
+    assert leader["command"][:2] == ["bash", "-c"] and leader["command"][2].endswith('exec vllm serve "$@"')
+    assert leader["command"][3] == "vllm-leader" and len(leader["command"]) == 4
+    assert worker["command"][:2] == ["bash", "-c"] and f"bash {lws.RAY_SCRIPT} worker" in worker["command"][2]
+    assert "args" not in worker and "startupProbe" not in worker
     assert '--ray_cluster_size="$LWS_GROUP_SIZE"' in leader["command"][2]
     assert '--ray_address="$LWS_LEADER_ADDRESS"' in worker["command"][2]
     assert {p: leader[p]["httpGet"]["path"] for p in ("startupProbe", "readinessProbe", "livenessProbe")} == {
@@ -223,3 +225,103 @@ def test_sizing_counts_nodes_per_replica(tmp_path):
     assert result.model is not None, [f.to_text() for f in result.findings]
     steps = {s.what: s for s in sizing(result.model)[0].steps}
     assert steps["llama-405b: replicas and nodes"].result == "1 replicas on 3 nodes"
+
+
+def test_the_stock_vllm_image_on_efa_is_a_warning_naming_an_image_with_aws_ofi_nccl(tmp_path):
+    # vllm/vllm-openai installs no libfabric/aws-ofi-nccl (vLLM docker/Dockerfile v0.11.0; vllm#55635): NCCL
+    # between the group's pods would use sockets although each pod holds 32 EFA interfaces
+    (finding,) = _rules(TEXT, tmp_path, "lws-efa-image")
+    assert finding.severity == "warning" and str(finding.path).endswith("image")
+    assert "TCP sockets" in finding.message and "aws-ofi-nccl" in finding.hint
+    assert "763104351884.dkr.ecr" in finding.hint  # AWS's vLLM DLC, built FROM vllm/vllm-openai + EFA installer
+    for image in ("docker.io/vllm/vllm-openai:v0.11.0", "vllm/vllm-openai@sha256:" + "0" * 64):
+        assert len(_rules(TEXT.replace("vllm/vllm-openai:v0.11.0", image), tmp_path, "lws-efa-image")) == 1
+    dlc = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11.0-gpu-py312-ec2"
+    assert _rules(TEXT.replace("vllm/vllm-openai:v0.11.0", dlc), tmp_path, "lws-efa-image") == []
+    # a model within one node has no NCCL between nodes: no finding
+    single = TEXT.replace("tensor_parallel: 8 ", "tensor_parallel: 4 ").replace("pipeline_parallel: 2 ",
+                                                                               "pipeline_parallel: 1 ")
+    assert _rules(single, tmp_path, "lws-efa-image") == []
+
+
+def test_the_group_waits_for_its_ray_cluster_as_long_as_the_leaders_startup_probe(rendered):
+    # multi-node-serving.sh gives up after ray_init_timeout (300 s by default, examples/online_serving/
+    # multi-node-serving.sh at v0.11.0): a worker whose p5 node is still launching made the leader exit and
+    # RecreateGroupOnPodRestart recreate the group in a loop. Both pods wait the leader's startup budget.
+    _, files = rendered
+    doc = yaml.safe_load(files["big/k8s/llama-405b-leaderworkerset.yaml"])
+    template = doc["spec"]["leaderWorkerTemplate"]
+    leader = template["leaderTemplate"]["spec"]["containers"][0]
+    worker = template["workerTemplate"]["spec"]["containers"][0]
+    probe = leader["startupProbe"]
+    budget = probe["periodSeconds"] * probe["failureThreshold"]
+    # 405B in bf16 from the Hub: 600 s + 10 s/GB of its checkpoint, far beyond the script's 300 s
+    assert budget > 8000
+    for pod in (leader, worker):
+        assert f"--ray_init_timeout={budget} " in pod["command"][2] + " "
+    assert lws.ray_wait_s(120) == lws.SCRIPT_WAIT_S  # never below the script's own default
+
+
+def _quantity_bytes(text: str) -> int:
+    return int(text[:-2]) * 1024 ** {"Mi": 2, "Gi": 3}[text[-2:]]
+
+
+def test_rays_rotated_logs_fit_half_the_pods_tmp(rendered):
+    # Ray writes its logs under /tmp/ray (the pod's 4 GiB /tmp emptyDir) and rotates at 512 MiB x 5 backups by
+    # default (ray_constants.py LOGGING_ROTATE_BYTES / LOGGING_ROTATE_BACKUP_COUNT): one file could pass the
+    # sizeLimit and get the pod evicted, restarting its group. RAY_ROTATION_* (Ray's logging docs) bound them.
+    _, files = rendered
+    doc = yaml.safe_load(files["big/k8s/llama-405b-leaderworkerset.yaml"])
+    for role in ("leaderTemplate", "workerTemplate"):
+        spec = doc["spec"]["leaderWorkerTemplate"][role]["spec"]
+        env = {e["name"]: e["value"] for e in spec["containers"][0]["env"] if "value" in e}
+        tmp = next(v for v in spec["volumes"] if v["name"] == "tmp")["emptyDir"]["sizeLimit"]
+        max_bytes, backups = int(env["RAY_ROTATION_MAX_BYTES"]), int(env["RAY_ROTATION_BACKUP_COUNT"])
+        assert lws.RAY_LOG_FILES * max_bytes * (backups + 1) <= _quantity_bytes(tmp) // 2
+        assert max_bytes >= 16 * 1024 ** 2  # still a useful log: 32 MiB a file at a 4 GiB /tmp
+        # Ray's defaults would not fit: one file and its five backups are 3 GiB
+        assert 512 * 1024 ** 2 * 6 * lws.RAY_LOG_FILES > _quantity_bytes(tmp) // 2
+
+
+def test_the_worker_stops_ray_and_exits_on_sigterm_as_pid_1(tmp_path):
+    # The kubelet sends SIGTERM to the container's PID 1; the kernel drops it unless PID 1 has a handler
+    # (pid_namespaces(7)), so an exec'ed script made every deletion wait the full grace period. Run the
+    # worker's command as PID 1 of a new PID namespace, with a stand-in script that blocks as
+    # `ray start --block` does and a stand-in `ray` that records `ray stop`.
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import time
+
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--pid", "--fork", "--map-root-user", "true"],
+                                         capture_output=True).returncode:
+        if os.environ.get("CI"):
+            pytest.fail("unshare --pid --map-root-user must work in CI (util-linux, user namespaces)")
+        pytest.skip("no unprivileged PID namespaces here")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ray").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/ray.log\n')
+    (bin_dir / "ray").chmod(0o755)
+    script = tmp_path / "multi-node-serving.sh"
+    script.write_text(f'echo "$@" > {tmp_path}/script.args\nexec sleep 300\n')
+    command = list(lws.worker_command(600))
+    command[2] = command[2].replace(lws.RAY_SCRIPT, str(script))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LWS_LEADER_ADDRESS": "leader.example"}
+    proc = subprocess.Popen([unshare, "--pid", "--fork", "--map-root-user", "--kill-child", *command], env=env)
+    try:
+        children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "script.args").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "script.args").read_text().split() == [
+            "worker", "--ray_address=leader.example", "--ray_init_timeout=600"]
+        (init,) = (int(p) for p in open(children).read().split())  # PID 1 of the namespace
+        os.kill(init, signal.SIGTERM)
+        assert proc.wait(timeout=5) == 143  # at once, not after the grace period
+        assert (tmp_path / "ray.log").read_text().split() == ["stop"]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -67,3 +67,25 @@ def lws_tp_within_node(bp: Blueprint, report: Reporter) -> None:
             report(model.path + ("tensor_parallel",),
                    f"tensor_parallel {model.tensor_parallel} is more than the {per_node} GPUs of a node",
                    f"use tensor_parallel {per_node} and raise pipeline_parallel")
+
+
+@rule("lws-efa-image", "warning", "a replica spanning EFA nodes runs an image that carries aws-ofi-nccl")
+def lws_efa_image(bp: Blueprint, report: Reporter) -> None:
+    """NCCL reaches EFA only through the aws-ofi-nccl net plugin over libfabric's efa provider, both in the
+    container; without them it falls back to TCP sockets on the pod's network, silently, although every pod
+    holds the node's EFA interfaces. The stock vllm/vllm-openai image installs neither (vLLM's
+    docker/Dockerfile at v0.11.0 installs no EFA userspace; vllm-project/vllm#55635 asks for it). AWS's vLLM
+    Deep Learning Container is built FROM vllm/vllm-openai and runs the EFA installer (aws/deep-learning-containers
+    vllm/x86_64/gpu/Dockerfile: install_efa.sh, /opt/amazon/ofi-nccl/lib on LD_LIBRARY_PATH)."""
+    from ..lws import lacks_efa_plugin
+
+    for fleet, model, per_node in _spanning(bp):
+        if fleet.instance is None or not fleet.instance.max_efa or not lacks_efa_plugin(model.image):
+            continue
+        report(model.path + ("image",),
+               f"a replica of '{model.name}' spans {-(-model.gpus // per_node)} EFA nodes, but {model.image} carries "
+               f"no libfabric or aws-ofi-nccl: NCCL between the pods falls back to TCP sockets",
+               "use an image with the EFA installer and aws-ofi-nccl: AWS's vLLM Deep Learning Container "
+               "(763104351884.dkr.ecr.<region>.amazonaws.com/vllm, built FROM vllm/vllm-openai) or your own "
+               "FROM vllm/vllm-openai that runs the EFA installer (AWS docs: 'Install EFA in a container'; "
+               "aws-ofi-nccl README)")
