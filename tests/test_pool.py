@@ -298,8 +298,8 @@ def test_cron_replicas_share_the_windows_gpus():
     """Two models on one fleet share a window's GPUs by their most replicas x tensor parallel, within their ranges."""
     from types import SimpleNamespace as NS
 
-    models = (NS(name="big", replicas=NS(min=1, max=4), tensor_parallel=4),
-              NS(name="small", replicas=NS(min=2, max=16), tensor_parallel=1))
+    models = (NS(name="big", replicas=NS(min=1, max=4), tensor_parallel=4, gpus=4),
+              NS(name="small", replicas=NS(min=2, max=16), tensor_parallel=1, gpus=1))
     fleet = NS(name="serve", models=models, kube=NS(servers=()), devices=lambda: (8, 80.0, "H100"))
     pool = _pool([_share("serve", 1, [(WEEKDAYS, 8, 20, 4)]), _share("train", 0, remainder=True)])
     crons = pools.cron_windows(pool, fleet)

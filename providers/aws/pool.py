@@ -51,7 +51,10 @@ def asg_name(node_group: aws.eks.NodeGroup) -> pulumi.Output:
 
 
 def schedules(name: str, fleet: Fleet, node_group: aws.eks.NodeGroup, parent: pulumi.Resource) -> list:
-    """One aws.autoscaling.Schedule per scheduled action of the fleet (fleet.pool_scaling), named after it."""
+    """One aws.autoscaling.Schedule per scheduled action of the fleet (fleet.pool_scaling), named after it; none,
+    and no reading of the node group's Auto Scaling group, for a fleet outside a pool."""
+    if not fleet.pool_scaling:
+        return []
     group = asg_name(node_group)
     return [aws.autoscaling.Schedule(
         f"{name}-schedule-{action.name}", autoscaling_group_name=group, scheduled_action_name=action.name,
