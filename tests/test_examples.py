@@ -22,8 +22,11 @@ MEANT = {
     # llama-8b's wake from zero behind kgateway is unproven (kgateway-dev/kgateway#12219); the gateway's CRDs and
     # kgateway are installed by the Pulumi program (tests/test_gateway_install.py)
     "inference-gateway.yaml": [("warning", "gateway-wake")],
-    # the 405B model from the Hub without a pinned commit: fleetform found no source for one
-    "inference-multinode.yaml": [("warning", "hf-revision-unpinned")],
+    # the stock vLLM image has no aws-ofi-nccl, so the group's NCCL uses sockets (lws-efa-image names AWS's vLLM
+    # image); the 405B model from the Hub without a pinned commit: fleetform found no source for one
+    "inference-multinode.yaml": [("warning", "lws-efa-image"), ("warning", "hf-revision-unpinned")],
+    # no job runs until the fleet's users come from a directory the blueprint cannot describe (slinky-users)
+    "slurm-on-eks.yaml": [("warning", "slinky-users")],
 }
 
 
