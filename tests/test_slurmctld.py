@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 import slurmctld
 from conftest import EXAMPLES
@@ -39,7 +40,14 @@ def _assert_starts(folder: Path) -> None:
     assert outcome.ok, "slurmctld refused the rendered config:\n" + "\n".join(slurmctld.problems(outcome)[-10:])
 
 
-SLURM_EXAMPLES = [p for p in EXAMPLES if "slurm" in p.read_text()]
+def _has_slurm_fleet(path: Path) -> bool:
+    """A fleet scheduled by fleetform's own Slurm (a <fleet>/slurm/ folder); Slinky fleets render
+    <fleet>/slinky/, which tests/test_slinky.py starts with the registered node line."""
+    fleets = yaml.safe_load(path.read_text()).get("fleets", [])
+    return any((f.get("scheduler") or {}).get("type") == "slurm" for f in fleets)
+
+
+SLURM_EXAMPLES = [p for p in EXAMPLES if _has_slurm_fleet(p)]
 
 
 @pytest.mark.parametrize("path", SLURM_EXAMPLES, ids=lambda p: p.name)
