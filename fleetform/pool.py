@@ -673,8 +673,8 @@ class Handover:
     shrinks the group at the hour; EKS drains each node (its pods' preStop hooks and grace, at most
     EKS_DRAIN_LIMIT_S: drain_s) and the terminated instance's capacity comes back to the Capacity Block or
     reservation minutes later (cleanup_s). The training fleet's lend ends the lag after the hour, so Slurm resumes
-    no node into capacity still held (a failed resume holds the whole fleet's nodes down for the keeper's
-    INSUFFICIENT_CAPACITY_TIMEOUT_S)."""
+    no node into capacity still held (a failed resume leaves the node DOWN until the keeper retries, and a capacity
+    error code holds the fleet's powered-down nodes for the keeper's INSUFFICIENT_CAPACITY_TIMEOUT_S)."""
 
     node_ready_s: int
     node_ready_from: str
