@@ -219,7 +219,8 @@ def test_training_max_time_longer_than_the_night(write):
     assert finding.severity.value == "warning"
     # 12 h less the 26-minute warm-up lead (the next morning's lend starts at 07:34) and the 8-minute release lag
     # (tonight's lend ends at 20:08, when serve's nodes are gone)
-    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 26 min" in finding.message
+    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 26 min (from Mon "
+            "2026-01-05 20:08 CET)") in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")
     assert "pool-training-fit" not in _rules(ok)

@@ -129,6 +129,7 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
             # the next lend starts the warm-up lead early, and this stretch starts the release lag late (the
             # inference fleet's nodes drain and terminate after its window's end)
             shortest = end - start - timedelta(minutes=pool.lead_min + pool.lag_min)
+            start += timedelta(minutes=pool.lag_min)  # when training really has the nodes back
             if share.on_window == "requeue":
                 every = fleet.checkpoint.every_minutes if fleet.checkpoint else None
                 if every is None or timedelta(minutes=every) >= shortest:
