@@ -534,9 +534,11 @@ def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
 class CronWindow:
     """A KEDA cron trigger (keda.sh/docs/2.17/scalers/cron: metadata timezone, start, end, desiredReplicas; start
     and end are 5-field Linux cron, Minute Hour Dom Month Dow, Sunday 0): while it is active the model keeps at
-    least `replicas`. It starts the pool's warm-up lead (`lead_min`, Pool.lead_min) before the window opens, as do
-    the node group's scheduled scaling action and the training fleet's lend (bin/pool-edge), so the replicas are
-    ready when it opens; it ends when the window does."""
+    least `replicas`. It starts the pool's warm-up lead (`lead_min`, Pool.lead_min: node ready, image pull and the
+    startup probe budget) before the window opens, in the same minute as the node group's scheduled scaling action
+    and the training fleet's lend (bin/pool-edge): its pods never wait on a node not yet asked for, and rise no
+    earlier than the nodes do (they stay pending until a node is ready). It ends when the window does, as the node
+    group's fall does."""
 
     timezone: str
     start: str

@@ -360,3 +360,14 @@ def test_the_plans_pool_section_matches_its_golden(markdown):
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+def test_an_overlap_lasts_from_the_lead_to_the_lag():
+    """pool-warmup-overlap on two inference fleets handing over at 14:00 (corpus 461): chat's nodes rise from 13:34
+    (the 26-minute lead) and serve's are gone only at 14:08 (the 8-minute release lag), so the finding spans both
+    and its hint leaves lead plus lag between the windows."""
+    (finding,) = [f for f in check(ROOT / "tests/corpus/461-pool-warmup-overlap.yaml").findings
+                  if f.rule == "pool-warmup-overlap"]
+    assert finding.message.startswith("from Mon 13:34 to 14:08 (Europe/Berlin) the fleets of pool 'p5-block' hold 12 nodes")
+    assert "(its nodes are back 8 min after it closes at 14:00)" in finding.message
+    assert finding.hint.startswith("leave 34 minutes between the two windows")
