@@ -444,3 +444,12 @@ def test_the_lead_and_the_lag_over_a_clock_change(day, opens_utc, lends_from, ba
     assert opens_utc - occurrence[0] == timedelta(minutes=26)
     (rise,) = [a for a in pools.scaling_actions(pool, "serve") if a.rise]
     assert rise.recurrence == "34 2 * * 0" and day in {d for d, _ in pools.lead_misses(pool, rise, 2026)}
+
+
+def test_a_stretch_shorter_than_the_lead_and_the_lag_reads_as_none():
+    """A training fleet that has its lent nodes back for one hour between two windows, with a 40-minute lead and a
+    30-minute lag, holds them not at all: the finding says 0 h, not a negative span."""
+    from fleetform.rules.pool import _hours
+
+    assert _hours(timedelta(minutes=60 - 40 - 30)) == "0 h"
+    assert _hours(timedelta(minutes=11 * 60 + 26)) == "11 h 26 min"

@@ -20,7 +20,7 @@ def _local(moment, tz) -> str:
 
 def _hours(span: timedelta) -> str:
     """`12 h`, or with the minutes the warm-up lead leaves: `11 h 47 min`."""
-    hours, minutes = divmod(round(span.total_seconds() / 60), 60)
+    hours, minutes = divmod(max(0, round(span.total_seconds() / 60)), 60)  # a lead and lag longer than a stretch: 0 h
     return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
