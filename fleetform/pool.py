@@ -727,7 +727,8 @@ def handover(pool: Pool, fleets) -> Handover | None:
     if pool.image_pull_min is not None:
         pull, pull_from = pool.image_pull_min * 60, "image_pull_minutes"
     else:
-        pull, pull_from = math.ceil(image_gb(image) / IMAGE_PULL_GB_PER_MIN * 60), f"{image_gb(image):g} GB at {IMAGE_PULL_GB_PER_MIN:g} GB/min"
+        pull = math.ceil(image_gb(image) / IMAGE_PULL_GB_PER_MIN * 60)
+        pull_from = f"{image_gb(image):g} GB at {IMAGE_PULL_GB_PER_MIN:g} GB/min"
     if pool.release_min is not None:
         drain, cleanup, release_from = 0, pool.release_min * 60, "release_minutes"
     else:
