@@ -73,6 +73,11 @@ class Pool:
     shares: tuple[Share, ...]
     path: Path
     lead_min: int = 0  # warm-up lead: a fleet's nodes rise this many minutes before its window opens (warmup_minutes)
+    lag_min: int = 0  # release lag: a fleet's nodes are back in the pool this many minutes after its share falls
+    node_ready_min: int | None = None  # the blueprint's node_ready_minutes (None: NODE_READY_S)
+    image_pull_min: int | None = None  # the blueprint's image_pull_minutes (None: image size over IMAGE_PULL_GB_PER_MIN)
+    release_min: int | None = None  # the blueprint's release_minutes (None: drain + RELEASE_CLEANUP_S)
+    handover: "Handover | None" = None  # the terms of lead_min and lag_min (handover())
 
     def share(self, fleet: str) -> Share | None:
         return next((s for s in self.shares if s.fleet == fleet), None)
@@ -310,7 +315,9 @@ def build(item: dict, path: Path) -> Pool:
                             entry.get("on_window", "finish"), spath))
     capacity = item["capacity"]
     return Pool(item["name"], item.get("instance_type"), item["nodes"], capacity["type"], capacity.get("reservation_id"),
-                item["time_zone"], _week(item.get("ledger_week")), tuple(shares), path)
+                item["time_zone"], _week(item.get("ledger_week")), tuple(shares), path,
+                node_ready_min=item.get("node_ready_minutes"), image_pull_min=item.get("image_pull_minutes"),
+                release_min=item.get("release_minutes"))
 
 
 def slurm_minutes(value: str | int | None) -> float | None:
@@ -365,13 +372,32 @@ def plan_dict(bp) -> list[dict]:
                      for first, count, nodes in led.runs()],
             "chart": gantt(led),
             "warmup_lead_minutes": pool.lead_min,
+            "release_lag_minutes": pool.lag_min,
+            "handover": _handover_dict(pool.handover),
             "scaling_actions": [
                 {"fleet": f.name, "name": a.name, "recurrence": a.recurrence, "time_zone": a.time_zone,
                  "min_size": a.nodes, "desired_capacity": a.nodes, "max_size": a.nodes, "lead_minutes": a.lead_min,
-                 "change": f"{_days_text(a.days)} {a.hour:02d}:00"}
+                 "lag_minutes": a.lag_min, "change": f"{_days_text(a.days)} {a.hour:02d}:00"}
                 for f in bp.fleets if pool.share(f.name) is not None for a in f.pool_scaling],
         })
     return out
+
+
+def _handover_dict(terms: Handover | None) -> dict | None:
+    """The lead's and the lag's terms for the plan, in seconds, each with its source."""
+    if terms is None:
+        return None
+    return {"node_ready_s": terms.node_ready_s, "node_ready_from": terms.node_ready_from,
+            "image": terms.image, "image_pull_s": terms.image_pull_s, "image_pull_from": terms.image_pull_from,
+            "startup_s": terms.startup_s, "lead_minutes": terms.lead_min,
+            "drain_s": terms.drain_s, "cleanup_s": terms.cleanup_s, "release_from": terms.release_from,
+            "lag_minutes": terms.lag_min}
+
+
+def _span(seconds: int) -> str:
+    """`8 min`, `12 min 40 s`."""
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes} min" + (f" {rest} s" if rest else "")
 
 
 def _days_text(days: tuple[int, ...]) -> str:
@@ -408,17 +434,30 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
         else:
             text = f"the pool: {p['nodes']} nodes, separate fleets each sized for its peak: {p['separate_nodes']} nodes; not priced"
         lines += ["", f"- {text}"] if markdown else [f"  {text}"]
-        if p.get("warmup_lead_minutes"):
-            lead = (f"warm-up lead: {p['warmup_lead_minutes']} min (the longest startup probe budget of the pool's "
-                    "inference fleets, rounded up): nodes and KEDA cron minimums rise and training's lends start that much "
-                    "before a window opens; the ledger counts whole hours")
-            lines += [f"- {lead}"] if markdown else [f"  {lead}"]
+        terms = p.get("handover")
+        if terms:
+            ready = ("node_ready_minutes" if terms["node_ready_from"] == "node_ready_minutes"
+                     else "launch, boot, join EKS, GPUs advertised")
+            pull = "image_pull_minutes" if terms["image_pull_from"] == "image_pull_minutes" else \
+                f"{terms['image']}, {terms['image_pull_from']}"
+            lead = (f"warm-up lead: {p['warmup_lead_minutes']} min = node ready {_span(terms['node_ready_s'])} ({ready}) "
+                    f"+ image pull {_span(terms['image_pull_s'])} ({pull}) + startup probe budget "
+                    f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise and "
+                    "training's lends start that much before a window opens")
+            back = "release_minutes" if terms["release_from"] == "release_minutes" else \
+                (f"drain {_span(terms['drain_s'])}, the pods' termination grace, which EKS cuts at 5 min, + instance "
+                 f"clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again")
+            lag = (f"release lag: {p['release_lag_minutes']} min ({back}): a node group shrinks at the hour its window "
+                   "closes, and training's lends end that much after it; the ledger counts whole hours")
+            lines += [f"- {lead}", f"- {lag}"] if markdown else [f"  {lead}", f"  {lag}"]
         if p.get("scaling_actions"):
             lines += ["", "Scheduled actions on the node groups' Auto Scaling groups:", ""] if markdown else \
                 ["  scheduled actions on the node groups' Auto Scaling groups:"]
-            lines += table(("fleet", "share changes", "recurrence (cron)", "time zone", "min/desired/max", "lead"), [
+            lines += table(("fleet", "share changes", "recurrence (cron)", "time zone", "min/desired/max", "lead / lag"), [
                 (a["fleet"], a["change"], a["recurrence"], a["time_zone"],
-                 f"{a['min_size']}/{a['desired_capacity']}/{a['max_size']}", f"{a['lead_minutes']} min")
+                 f"{a['min_size']}/{a['desired_capacity']}/{a['max_size']}",
+                 f"{a['lead_minutes']} min early" if a["lead_minutes"] else
+                 f"nodes back {a['lag_minutes']} min after" if a.get("lag_minutes") else "0 min")
                 for a in p["scaling_actions"]], markdown)
     return lines
 
@@ -444,6 +483,7 @@ class PoolEdge:
     lends: tuple[Lend, ...]
     on_window: str  # finish | requeue: what happens to a job still running on lent nodes when a lend starts
     warmup_minutes: int = 0  # each lend starts this much earlier than its hour: the pool's warm-up lead (Pool.lead_min)
+    release_minutes: int = 0  # each lend ends this much later than its hour: the pool's release lag (Pool.lag_min)
 
 
 KEEPER_ROUND_MIN = 60
@@ -486,16 +526,19 @@ def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
                   for (hour, count, lent), days in sorted(groups.items(), key=lambda g: (min(g[1]), g[0])))
     if not lends:
         return None
-    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window, pool.lead_min)
+    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window, pool.lead_min,
+                    pool.lag_min)
 
 
 @frozen
 class CronWindow:
     """A KEDA cron trigger (keda.sh/docs/2.17/scalers/cron: metadata timezone, start, end, desiredReplicas; start
     and end are 5-field Linux cron, Minute Hour Dom Month Dow, Sunday 0): while it is active the model keeps at
-    least `replicas`. It starts the pool's warm-up lead (`lead_min`, Pool.lead_min) before the window opens, as do
-    the node group's scheduled scaling action and the training fleet's lend (bin/pool-edge), so the replicas are
-    ready when it opens; it ends when the window does."""
+    least `replicas`. It starts the pool's warm-up lead (`lead_min`, Pool.lead_min: node ready, image pull and the
+    startup probe budget) before the window opens, in the same minute as the node group's scheduled scaling action
+    and the training fleet's lend (bin/pool-edge): its pods never wait on a node not yet asked for, and rise no
+    earlier than the nodes do (they stay pending until a node is ready). It ends when the window does, as the node
+    group's fall does."""
 
     timezone: str
     start: str
@@ -583,16 +626,133 @@ def schedule_text(item: dict, replaced: int | None) -> str:
             f"week of {item['week']} ({item['time_zone']}) change hands; GPU-hours a week: " + ", ".join(parts))
 
 
+NODE_READY_S = 480
+"""From the node group's scheduled action to a GPU node that takes pods, when the blueprint does not say
+(`node_ready_minutes`): 8 minutes. EC2 launches the instance (pending -> running), it boots the EKS-optimized
+NVIDIA AMI, nodeadm joins it to the cluster, and the NVIDIA device plugin advertises nvidia.com/gpu. A CPU instance
+registers with its cluster 39 s after the request (c5.xlarge, awslabs/amazon-eks-ami#1099, AWS's own timing) to
+70-80 s (karpenter-provider-aws#6128), and "GPU instance types often take much longer to boot within EC2" (the
+same #1099); GPU instances were measured at "a 5-7 minute wait for an EC2 instance to spin up, and then another
+minute or so before it's ready to accept tasks" (coiled/feedback#30), and a ParallelCluster Slurm node takes about
+5 minutes from a job's submission to its start (aws-parallelcluster#4236, the maintainers' baseline). 8 minutes is
+the upper end of the GPU figure; a p5.48xlarge's own launch time has not been measured here (no AWS account)."""
+
+IMAGE_GB = {"vllm/vllm-openai": 12.0}
+"""The compressed size a node pulls of a model server image, by repository: "docker pull
+vllm/vllm-openai:latest - the image is around 12 GB" (vllm-project/vllm#27154, October 2025, the month of the
+pinned v0.11.0). An image of another repository is taken to be as large (they are built on it)."""
+
+IMAGE_PULL_GB_PER_MIN = 2.5
+"""How fast a fresh node pulls and unpacks an image without a pre-pull or lazy loading: "Standard Docker image
+pulls of 15-20 GB can take 4-6 minutes per instance" (AWS Machine Learning Blog, "Reducing container cold start
+times using SOCI index on DLAMI and DLC", 2026-06-03); the slow end, 15 GB in 6 minutes. fleetform's node groups
+pre-pull nothing (the AMI is the stock EKS NVIDIA one, fleetform/cluster.py), so every new node pulls the image
+before its replica's container, and with it the startup probe, starts."""
+
+EKS_DRAIN_LIMIT_S = 300
+"""How long EKS lets a managed node group's node drain before Auto Scaling terminates it anyway: "Before each
+instance is terminated, Amazon EKS sends a signal to drain that node ... runs any configured preStop lifecycle
+hooks, sends SIGTERM signals to the containers, then waits for the terminationGracePeriodSeconds ... If the node
+hasn't been drained after 5 minutes, Amazon EKS lets Auto Scaling continue the forced termination of the instance"
+(EKS User Guide, "Delete a managed node group"; the same lifecycle hook drains a scale-in, aws-node-termination-
+handler#186, AWS's answer)."""
+
+RELEASE_CLEANUP_S = 300
+"""From a terminated instance to its capacity back in a Capacity Block: "When you stop or terminate an instance
+in a Capacity Block, it takes several minutes to clean up your instance before you can launch another instance to
+replace it. During this time, your instance will be in a stopping or shutting-down state" (EC2 User Guide, "Launch
+instances using Capacity Blocks"). "Several minutes" read as 5; a blueprint that measured its own sets
+`release_minutes`."""
+
+
+@frozen
+class Handover:
+    """The terms of a pool's warm-up lead and release lag, in seconds, each with where it comes from.
+
+    Lead (a window opens): the node group's scheduled action asks for the nodes; each node launches, boots, joins
+    EKS and advertises its GPUs (node_ready_s), pulls the model server's image (image_pull_s), and the replica loads
+    its weights within its startup probe's budget (startup_s). Lag (a window closes): the node group's action
+    shrinks the group at the hour; EKS drains each node (its pods' preStop hooks and grace, at most
+    EKS_DRAIN_LIMIT_S: drain_s) and the terminated instance's capacity comes back to the Capacity Block or
+    reservation minutes later (cleanup_s). The training fleet's lend ends the lag after the hour, so Slurm resumes
+    no node into capacity still held (a failed resume leaves the node DOWN until the keeper retries, and a capacity
+    error code holds the fleet's powered-down nodes for the keeper's INSUFFICIENT_CAPACITY_TIMEOUT_S)."""
+
+    node_ready_s: int
+    node_ready_from: str
+    image: str | None
+    image_pull_s: int
+    image_pull_from: str
+    startup_s: int
+    drain_s: int
+    cleanup_s: int
+    release_from: str
+
+    @property
+    def lead_min(self) -> int:
+        return math.ceil((self.node_ready_s + self.image_pull_s + self.startup_s) / 60)
+
+    @property
+    def lag_min(self) -> int:
+        return math.ceil((self.drain_s + self.cleanup_s) / 60)
+
+
+def _lead_fleets(pool: Pool, fleets) -> list:
+    """The pool's inference fleets on Kubernetes: those whose node groups rise and fall with the windows."""
+    return [f for f in fleets if pool.share(f.name) is not None and not f.training and f.kube is not None]
+
+
+def image_gb(image: str) -> float:
+    """The pulled size of a model server image (IMAGE_GB by repository, else the vLLM image's)."""
+    repository = image.rsplit("@", 1)[0]
+    if ":" in repository.rsplit("/", 1)[-1]:
+        repository = repository.rsplit(":", 1)[0]
+    for prefix in ("docker.io/library/", "docker.io/"):
+        repository = repository.removeprefix(prefix)
+    return IMAGE_GB.get(repository, IMAGE_GB["vllm/vllm-openai"])
+
+
+def handover(pool: Pool, fleets) -> Handover | None:
+    """The terms of the pool's warm-up lead and release lag (Handover), from its inference fleets on Kubernetes
+    and the blueprint's overrides; None when the pool has no such fleet (nothing rises early, nothing drains)."""
+    servers = [s for f in _lead_fleets(pool, fleets) for s in f.kube.servers]
+    if not servers:
+        return None
+    startup = max((p.period_s * p.failure_threshold for s in servers for p in s.probes if p.kind == "startup"), default=0)
+    if pool.node_ready_min is not None:
+        ready, ready_from = pool.node_ready_min * 60, "node_ready_minutes"
+    else:
+        ready, ready_from = NODE_READY_S, "default"
+    image = max((s.image for s in servers), key=lambda i: (image_gb(i), i))
+    if pool.image_pull_min is not None:
+        pull, pull_from = pool.image_pull_min * 60, "image_pull_minutes"
+    else:
+        pull = math.ceil(image_gb(image) / IMAGE_PULL_GB_PER_MIN * 60)
+        pull_from = f"{image_gb(image):g} GB at {IMAGE_PULL_GB_PER_MIN:g} GB/min"
+    if pool.release_min is not None:
+        drain, cleanup, release_from = 0, pool.release_min * 60, "release_minutes"
+    else:
+        drain = min(EKS_DRAIN_LIMIT_S, max(s.grace_s for s in servers))
+        cleanup, release_from = RELEASE_CLEANUP_S, "default"
+    return Handover(ready, ready_from, image, pull, pull_from, startup, drain, cleanup, release_from)
+
+
 def warmup_minutes(pool: Pool, fleets) -> int:
-    """The pool's warm-up lead in whole minutes (rounded up): the longest startup probe budget (period x failure
-    threshold, fleetform/k8s.py: what a replica may take to load its weights and start) of the pool's inference
-    fleets on Kubernetes. The rise of an inference fleet's nodes (its node group's scheduled action, its KEDA cron
-    trigger) and the training fleet's lend that frees those nodes start this much before the window opens, so the
-    replicas are ready when it does; 0 when no fleet of the pool has a startup probe. One lead for the whole pool:
-    a lend frees nodes for whichever fleet's window opens. The ledger stays in whole hours."""
-    budgets = [p.period_s * p.failure_threshold for f in fleets if pool.share(f.name) is not None
-               and not f.training and f.kube is not None for s in f.kube.servers for p in s.probes if p.kind == "startup"]
-    return math.ceil(max(budgets, default=0) / 60)
+    """The pool's warm-up lead in whole minutes (rounded up): node ready + image pull + the longest startup probe
+    budget (period x failure threshold, fleetform/k8s.py) of the pool's inference fleets on Kubernetes (Handover).
+    The rise of an inference fleet's nodes (its node group's scheduled action, its KEDA cron trigger) and the
+    training fleet's lend that frees those nodes start this much before the window opens, so the replicas are
+    ready when it does; 0 when no fleet of the pool runs on Kubernetes. One lead for the whole pool: a lend frees
+    nodes for whichever fleet's window opens. The ledger stays in whole hours."""
+    terms = pool.handover if pool.handover is not None else handover(pool, fleets)
+    return terms.lead_min if terms is not None else 0
+
+
+def release_minutes(pool: Pool, fleets) -> int:
+    """The pool's release lag in whole minutes (rounded up): how long after an inference fleet's share falls its
+    nodes are drained, terminated and their capacity back in the pool (Handover); 0 without such a fleet."""
+    terms = pool.handover if pool.handover is not None else handover(pool, fleets)
+    return terms.lag_min if terms is not None else 0
 
 
 @frozen
@@ -603,7 +763,9 @@ class ScalingAction:
     observes Daylight Saving Time (DST), the action automatically adjusts for DST", Amazon EC2 Auto Scaling User
     Guide, Scheduled scaling). At each moment the fleet's share of the pool changes, the group's minimum, desired
     capacity and maximum become the nodes the fleet then holds: the Cluster Autoscaler can neither take more of
-    the pool than the share nor give back nodes the window holds. A rise starts the pool's warm-up lead early."""
+    the pool than the share nor give back nodes the window holds. A rise starts the pool's warm-up lead early; a
+    fall runs at the hour itself (the window is the inference fleet's to its end), and its nodes are back in the pool
+    the release lag later (Pool.lag_min: EKS drains them, EC2 cleans the instances up), when training's lend ends."""
 
     name: str  # the scheduled action's name, unique in the group
     recurrence: str
@@ -613,6 +775,7 @@ class ScalingAction:
     lead_min: int  # minutes before the share changes (rises only)
     days: tuple[int, ...]  # local days of the change itself (0 = Monday), for the plan
     hour: int  # local hour of the change itself
+    lag_min: int = 0  # falls: minutes after the change until the nodes given back are in the pool again
 
 
 def scaling_actions(pool: Pool, fleet: str) -> tuple[ScalingAction, ...]:
@@ -638,7 +801,7 @@ def scaling_actions(pool: Pool, fleet: str) -> tuple[ScalingAction, ...]:
         name = (f"fleetform-{pool.name}-{fleet}-{'up' if rise else 'down'}-{nodes}-at-{at // 60:02d}{at % 60:02d}"
                 f"-{''.join(DAYS[(d + shift) % 7][:2] for d in sorted(days))}")
         out.append(ScalingAction(name, _cron(minute, tuple(sorted(days))), pool.time_zone, nodes, rise, lead,
-                                 tuple(sorted(days)), hour))
+                                 tuple(sorted(days)), hour, 0 if rise else pool.lag_min))
     return tuple(out)
 
 
@@ -670,11 +833,12 @@ def lead_overlaps(pool: Pool, lenders: set[str], early: set[str]) -> list[tuple[
     """The moments of a week without a clock change (UTC) at which the warm-up lead makes the fleets hold more nodes
     than the pool has: (the lead's start, the share change, nodes per fleet in between). During the lead a rising
     fleet of `early` (inference fleets on Kubernetes: scheduled actions and cron triggers) already holds its new
-    share, a rising training fleet not yet (a lend ends at the hour), and a lender (a Slurm training fleet: bin/pool-edge lends a lead early) already
-    gave its nodes up, while a falling inference fleet keeps its nodes until the change itself, as its scheduled
-    action and KEDA's cron end say: one inference fleet's window opening as another's closes. Pure."""
+    share, a rising training fleet not yet (a lend ends the release lag after the hour), and a lender (a Slurm
+    training fleet: bin/pool-edge lends a lead early) already gave its nodes up, while a falling inference fleet keeps
+    its nodes until the change itself, as its scheduled action and KEDA's cron end say, and the release lag after it
+    (Pool.lag_min: its nodes drain and terminate): one inference fleet's window opening as another's closes. Pure."""
     tz = zone(pool.time_zone)
-    if tz is None or not pool.lead_min or pool.week is None:
+    if tz is None or not (pool.lead_min or pool.lag_min) or pool.week is None:
         return []
     runs = ledger(pool, 1, _plain_week(pool, tz)).runs()
     out = []

@@ -305,7 +305,9 @@ def resolve(doc: Document, catalog: Catalog) -> Blueprint:
         allow_replace=tuple(AllowReplace(a["part"], a["reason"], ("update_safety", "allow_replace", i))
                             for i, a in enumerate(data.get("update_safety", {}).get("allow_replace", ()))),
     )
-    bp = replace(bp, pools=tuple(replace(p, lead_min=pool.warmup_minutes(p, bp.fleets)) for p in bp.pools))
+    bp = replace(bp, pools=tuple(replace(p, handover=pool.handover(p, bp.fleets)) for p in bp.pools))
+    bp = replace(bp, pools=tuple(replace(p, lead_min=pool.warmup_minutes(p, bp.fleets),
+                                         lag_min=pool.release_minutes(p, bp.fleets)) for p in bp.pools))
     bp = replace(bp, fleets=tuple(_pool_cron(_pool_edge(f, bp.pools), bp.pools) for f in bp.fleets))
     return replace(bp, cluster=cluster.build(bp, provider.get("eks")))
 

@@ -217,8 +217,10 @@ def test_training_max_time_longer_than_the_night(write):
     result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
     (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
     assert finding.severity.value == "warning"
-    # 12 h less the 13-minute warm-up lead: the next morning's lend starts at 07:47
-    assert "lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 47 min" in finding.message
+    # 12 h less the 26-minute warm-up lead (the next morning's lend starts at 07:34) and the 8-minute release lag
+    # (tonight's lend ends at 20:08, when serve's nodes are gone)
+    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 26 min (from Mon "
+            "2026-01-05 20:08 CET)") in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")
     assert "pool-training-fit" not in _rules(ok)
@@ -273,9 +275,12 @@ def test_keda_cron_triggers_follow_the_windows(tmp_path):
     (doc,) = yaml.safe_load_all(files["serve/k8s/qwen-7b-scaledobject.yaml"])
     prometheus, cron = doc["spec"]["triggers"]
     assert prometheus["type"] == "prometheus"
-    # the trigger starts the warm-up lead (13 min: the startup probe's 760 s, rounded up) before 08:00
+    # the trigger starts the warm-up lead (26 min: node ready, image pull, startup probe budget) before 08:00, at the
+    # node group's own rise: its pods never wait on a node not yet asked for, and rise no earlier than the nodes do
     assert cron == {"type": "cron", "metricType": "AverageValue", "metadata": {
-        "timezone": "Europe/Berlin", "start": "47 7 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
+        "timezone": "Europe/Berlin", "start": "34 7 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
+    (rise,) = [a for a in next(f for f in model.fleets if f.name == "serve").pool_scaling if a.rise]
+    assert cron["metadata"]["start"] == rise.recurrence
     schema = jsonschema.Draft202012Validator(CRD_SCHEMAS["keda.sh_v1alpha1_ScaledObject"])
     # negative controls: KEDA 2.17+ refuses a fallback whose triggers are all cpu or memory (CheckFallbackValid in
     # apis/keda/v1alpha1/scaledobject_types.go), and cron has five fields
@@ -370,3 +375,81 @@ def test_an_hpa_fleet_in_a_pool_is_told_to_use_keda(write):
     (finding,) = [f for f in result.findings if f.rule == "pool-inference-autoscaler"]
     assert finding.severity.value == "warning" and finding.path == "fleets[0].scheduler.autoscaler"
     assert "do not follow the windows of pool 'p5-block'" in finding.message and "autoscaler: keda" in finding.hint
+
+
+def _edge_program():
+    from test_pool_edge import _program
+
+    return _program()
+
+
+def _lends(pool, lead=26, lag=8):
+    """The training fleet's PoolEdge (pool.edge) of a pool with that lead and lag, as bin/pool.json carries it."""
+    from types import SimpleNamespace as NS
+
+    pool = replace(pool, lead_min=lead, lag_min=lag)
+    train = NS(name="train", scheduler=NS(partitions=(NS(max_time="4:00:00"),)))
+    edge = pools.edge(pool, train, [f"train-{i:03d}" for i in range(1, 9)])
+    return pool, edge, [{"days": list(l.days), "start": l.start, "hours": l.hours, "nodes": l.nodes} for l in edge.lends]
+
+
+def test_the_lead_and_the_lag_cross_midnight():
+    """A window from Monday 00:00 to 06:00 (the lead crosses into Sunday) and one from Sunday 18:00 to 24:00 (the
+    lag crosses into Monday): the node group rises at Sunday 23:34 and 17:34, falls at Monday 00:00 (one fewer node)
+    and 06:00 with no lead, each fall's nodes back 8 min later; training's lends, as bin/pool-edge computes them in
+    real minutes, run from 17:34 on Sunday to 06:08 on Monday (the two windows touch: one stretch)."""
+    shares = [_share("serve", 0, [((0,), 0, 6, 2), ((6,), 18, 24, 3)]), _share("train", 0, remainder=True)]
+    pool, edge, lends = _lends(_pool(shares))
+    assert (edge.warmup_minutes, edge.release_minutes) == (26, 8)
+    assert {(a.recurrence, a.nodes, a.rise, a.lead_min, a.lag_min) for a in pools.scaling_actions(pool, "serve")} == {
+        ("34 17 * * 0", 3, True, 26, 0), ("0 0 * * 1", 2, False, 0, 8), ("0 6 * * 1", 0, False, 0, 8)}
+    program = _edge_program()
+    config = {"pool": "p", "time_zone": "Europe/Berlin", "lead_minutes": 300, "on_window": "finish",
+              "warmup_minutes": edge.warmup_minutes, "release_minutes": edge.release_minutes, "lends": lends}
+    # Sunday 4 January 2026, 12:00 UTC (13:00 CET)
+    (stretch,) = [(b, f) for b, f, hosts in program.stretches(config, datetime(2026, 1, 4, 12, tzinfo=UTC),
+                                                              datetime(2026, 1, 5, 12, tzinfo=UTC)) if "train-008" in hosts]
+    assert stretch == (datetime(2026, 1, 4, 16, 34, tzinfo=UTC), datetime(2026, 1, 5, 5, 8, tzinfo=UTC))
+    # a window alone at Monday 00:00: its lend starts on Sunday, 26 real minutes before midnight
+    pool, edge, lends = _lends(_pool([_share("serve", 0, [((0,), 0, 6, 2)]), _share("train", 0, remainder=True)]))
+    tz = pools.zone("Europe/Berlin")
+    (occurrence,) = list(program.occurrences(lends[0], tz, datetime(2026, 1, 4, tzinfo=UTC), datetime(2026, 1, 6, tzinfo=UTC),
+                                             edge.warmup_minutes, edge.release_minutes))
+    assert occurrence == (datetime(2026, 1, 4, 22, 34, tzinfo=UTC), datetime(2026, 1, 5, 5, 8, tzinfo=UTC))
+    # the ledger stays in whole hours: lead and lag change none of it
+    assert pools.ledger(pool, 8).runs() == pools.ledger(replace(pool, lead_min=0, lag_min=0), 8).runs()
+
+
+@pytest.mark.parametrize("day, opens_utc, lends_from, back_utc", [
+    # the spring change (Sunday 29 March 2026, 02:00 CET -> 03:00 CEST): a window 03:00-09:00 CEST opens at 01:00 UTC;
+    # 26 real minutes before is 00:34 UTC (01:34 CET, before the skipped hour); it closes at 07:00 UTC, back 07:08
+    (date(2026, 3, 29), datetime(2026, 3, 29, 1, tzinfo=UTC), datetime(2026, 3, 29, 0, 34, tzinfo=UTC),
+     datetime(2026, 3, 29, 7, 8, tzinfo=UTC)),
+    # the autumn change (Sunday 25 October, 03:00 CEST -> 02:00 CET): 03:00 CET is 02:00 UTC, the lend from 01:34 UTC
+    # (02:34 CEST, the first pass of the repeated hour); the window closes at 09:00 CET = 08:00 UTC, back 08:08
+    (date(2026, 10, 25), datetime(2026, 10, 25, 2, tzinfo=UTC), datetime(2026, 10, 25, 1, 34, tzinfo=UTC),
+     datetime(2026, 10, 25, 8, 8, tzinfo=UTC)),
+])
+def test_the_lead_and_the_lag_over_a_clock_change(day, opens_utc, lends_from, back_utc):
+    """bin/pool-edge counts the lead and the lag in real minutes from the window's local hours, so both hold on
+    the days Berlin's clock changes, where the node group's cron line (local wall clock) misses its lead
+    (lead_misses, rule pool-inference-warmup)."""
+    pool, edge, lends = _lends(_pool([_share("serve", 0, [((6,), 3, 9, 2)]), _share("train", 0, remainder=True)]))
+    tz = pools.zone("Europe/Berlin")
+    program = _edge_program()
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC) - timedelta(hours=3)
+    (occurrence,) = list(program.occurrences(lends[0], tz, start, start + timedelta(hours=24),
+                                             edge.warmup_minutes, edge.release_minutes))
+    assert occurrence == (lends_from, back_utc)
+    assert opens_utc - occurrence[0] == timedelta(minutes=26)
+    (rise,) = [a for a in pools.scaling_actions(pool, "serve") if a.rise]
+    assert rise.recurrence == "34 2 * * 0" and day in {d for d, _ in pools.lead_misses(pool, rise, 2026)}
+
+
+def test_a_stretch_shorter_than_the_lead_and_the_lag_reads_as_none():
+    """A training fleet that has its lent nodes back for one hour between two windows, with a 40-minute lead and a
+    30-minute lag, holds them not at all: the finding says 0 h, not a negative span."""
+    from fleetform.rules.pool import _hours
+
+    assert _hours(timedelta(minutes=60 - 40 - 30)) == "0 h"
+    assert _hours(timedelta(minutes=11 * 60 + 26)) == "11 h 26 min"

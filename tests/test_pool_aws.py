@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import replace
 from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -102,13 +103,13 @@ def recorded():
 
 def test_the_node_group_follows_the_windows_under_the_mocks(recorded):
     """blueprints/hybrid-pool.yaml: two scheduled actions on the serve node group's Auto Scaling group (its name
-    read from the node group's resources output): 6/6/6 nodes from 07:47 on weekdays (08:00 less the 13-minute
+    read from the node group's resources output): 6/6/6 nodes from 07:34 on weekdays (08:00 less the 26-minute
     lead), 1/1/1 from 20:00, in Europe/Berlin; each one passes what AWS requires."""
     model, resources = recorded
     schedules = sorted((r for r in resources if r["type"] == SCHEDULE), key=lambda r: r["inputs"]["recurrence"])
     assert [(s["inputs"]["recurrence"], s["inputs"]["timeZone"], s["inputs"]["minSize"], s["inputs"]["desiredCapacity"],
              s["inputs"]["maxSize"]) for s in schedules] == [
-        ("0 20 * * 1,2,3,4,5", "Europe/Berlin", 1, 1, 1), ("47 7 * * 1,2,3,4,5", "Europe/Berlin", 6, 6, 6)]
+        ("0 20 * * 1,2,3,4,5", "Europe/Berlin", 1, 1, 1), ("34 7 * * 1,2,3,4,5", "Europe/Berlin", 6, 6, 6)]
     for s in schedules:
         assert s["parent"] == "serve" and s["inputs"]["autoscalingGroupName"] == "eks-serve-gpu-asg"
         assert s["deps"]["autoscalingGroupName"] == [f"{NODE_GROUP}::serve-gpu"]
@@ -121,7 +122,7 @@ def test_the_node_group_follows_the_windows_under_the_mocks(recorded):
         broken["inputs"][key] = value
         assert aws_problems(broken), (key, value)
     # no other blueprint's node group gets an action, and the reference plan's groups keep their own sizes
-    assert model.pools[0].lead_min == 13
+    assert model.pools[0].lead_min == 26
 
 
 def test_a_later_pulumi_up_leaves_the_pooled_group_sizes_to_the_schedule(recorded):
@@ -187,15 +188,54 @@ def test_a_lead_into_the_skipped_hour_of_spring():
     assert summer == [datetime(2026, 4, 5, 3, 0, tzinfo=tz).astimezone(UTC) - timedelta(minutes=15)]
 
 
-def test_the_lead_is_the_startup_budget_rounded_up():
-    """warmup_minutes: the longest startup probe budget of the pool's inference fleets, in whole minutes, rounded
-    up (760 s -> 13 min); a pool without inference fleets on Kubernetes has none."""
+def test_the_lead_is_node_ready_image_pull_and_startup_budget():
+    """warmup_minutes: node ready (8 min, NODE_READY_S) + the image's pull (vllm/vllm-openai, 12 GB at 2.5 GB a
+    minute: 288 s) + the longest startup probe budget of the pool's inference fleets (760 s), rounded up: 1,528 s ->
+    26 min. Before this the lead was the probe budget alone (13 min): the node group's action asked for nodes that
+    were not even running when the window opened. A pool without inference fleets on Kubernetes has none."""
     model = check(HYBRID).model
     (pool,) = model.pools
     serve = next(f for f in model.fleets if f.name == "serve")
     (startup,) = [p for s in serve.kube.servers for p in s.probes if p.kind == "startup"]
-    assert startup.period_s * startup.failure_threshold == 760 and pools.warmup_minutes(pool, model.fleets) == 13
-    assert pools.warmup_minutes(pool, [f for f in model.fleets if f.training]) == 0
+    assert startup.period_s * startup.failure_threshold == 760
+    terms = pool.handover
+    assert (terms.node_ready_s, terms.image, terms.image_pull_s, terms.startup_s) == (480, "vllm/vllm-openai:v0.11.0", 288, 760)
+    assert terms.lead_min == pools.warmup_minutes(pool, model.fleets) == 26
+    assert pools.warmup_minutes(replace(pool, handover=None), [f for f in model.fleets if f.training]) == 0
+    assert pools.handover(pool, [f for f in model.fleets if f.training]) is None
+
+
+def test_the_blueprint_overrides_each_term(write):
+    """node_ready_minutes, image_pull_minutes (0: the node image holds it) and release_minutes replace the defaults;
+    the startup probe budget stays the model's own."""
+    text = HYBRID.read_text().replace("    time_zone: Europe/Berlin\n", "    time_zone: Europe/Berlin\n"
+                                      "    node_ready_minutes: 15\n    image_pull_minutes: 0\n    release_minutes: 12\n")
+    model = check(write(text)).model
+    (pool,) = model.pools
+    assert (pool.handover.node_ready_s, pool.handover.image_pull_s, pool.handover.startup_s) == (900, 0, 760)
+    assert (pool.lead_min, pool.lag_min) == (28, 12)  # 1,660 s -> 28 min
+    serve = next(f for f in model.fleets if f.name == "serve")
+    assert {a.recurrence for a in serve.pool_scaling} == {"32 7 * * 1,2,3,4,5", "0 20 * * 1,2,3,4,5"}
+    train = next(f for f in model.fleets if f.name == "train")
+    assert (train.pool_edge.warmup_minutes, train.pool_edge.release_minutes) == (28, 12)
+
+
+def test_the_release_lag_is_the_drain_and_the_instance_clean_up():
+    """release_minutes: the serve pods' termination grace (10 s endpoint grace + 120 s drain + 30 s exit: 160 s,
+    under EKS's 5-minute drain limit) + the Capacity Block's clean-up (300 s) -> 8 min; the grace counts at most
+    EKS_DRAIN_LIMIT_S, after which Auto Scaling terminates the node anyway."""
+    model = check(HYBRID).model
+    (pool,) = model.pools
+    assert (pool.handover.drain_s, pool.handover.cleanup_s, pool.lag_min) == (160, 300, 8)
+    serve = next(f for f in model.fleets if f.name == "serve")
+    slow = replace(serve, kube=replace(serve.kube, servers=tuple(replace(s, grace_s=900) for s in serve.kube.servers)))
+    assert pools.handover(replace(pool, handover=None), [slow]).drain_s == pools.EKS_DRAIN_LIMIT_S == 300
+    assert pools.release_minutes(replace(pool, handover=None), [slow]) == 10
+
+
+def test_image_sizes_by_repository():
+    assert pools.image_gb("vllm/vllm-openai:v0.11.0") == pools.image_gb("docker.io/vllm/vllm-openai@sha256:ab") == 12.0
+    assert pools.image_gb("registry.example.com:5000/team/vllm:v1") == 12.0  # unknown: as large as the vLLM image
 
 
 def test_the_plan_lists_the_actions_and_the_lead():
@@ -203,17 +243,27 @@ def test_the_plan_lists_the_actions_and_the_lead():
 
     _, (data, _, _) = build(str(HYBRID), resources=False)
     (pool,) = data["pools"]
-    assert pool["warmup_lead_minutes"] == 13
+    assert pool["warmup_lead_minutes"] == 26 and pool["release_lag_minutes"] == 8
+    assert pool["handover"] == {
+        "node_ready_s": 480, "node_ready_from": "default", "image": "vllm/vllm-openai:v0.11.0", "image_pull_s": 288,
+        "image_pull_from": "12 GB at 2.5 GB/min", "startup_s": 760, "lead_minutes": 26,
+        "drain_s": 160, "cleanup_s": 300, "release_from": "default", "lag_minutes": 8}
     assert pool["scaling_actions"] == [
-        {"fleet": "serve", "name": "fleetform-p5-block-serve-up-6-at-0747-motuwethfr", "recurrence": "47 7 * * 1,2,3,4,5",
-         "time_zone": "Europe/Berlin", "min_size": 6, "desired_capacity": 6, "max_size": 6, "lead_minutes": 13,
-         "change": "Mon-Fri 08:00"},
+        {"fleet": "serve", "name": "fleetform-p5-block-serve-up-6-at-0734-motuwethfr", "recurrence": "34 7 * * 1,2,3,4,5",
+         "time_zone": "Europe/Berlin", "min_size": 6, "desired_capacity": 6, "max_size": 6, "lead_minutes": 26,
+         "lag_minutes": 0, "change": "Mon-Fri 08:00"},
         {"fleet": "serve", "name": "fleetform-p5-block-serve-down-1-at-2000-motuwethfr", "recurrence": "0 20 * * 1,2,3,4,5",
          "time_zone": "Europe/Berlin", "min_size": 1, "desired_capacity": 1, "max_size": 1, "lead_minutes": 0,
-         "change": "Mon-Fri 20:00"}]
+         "lag_minutes": 8, "change": "Mon-Fri 20:00"}]
     markdown = "\n".join(text_lines(data, True))
-    assert "| serve | Mon-Fri 08:00 | 47 7 * * 1,2,3,4,5 | Europe/Berlin | 6/6/6 | 13 min |" in markdown
-    assert "warm-up lead: 13 min" in markdown
+    assert "| serve | Mon-Fri 08:00 | 34 7 * * 1,2,3,4,5 | Europe/Berlin | 6/6/6 | 26 min early |" in markdown
+    assert "| serve | Mon-Fri 20:00 | 0 20 * * 1,2,3,4,5 | Europe/Berlin | 1/1/1 | nodes back 8 min after |" in markdown
+    # the arithmetic, term by term, for a reviewer
+    assert ("warm-up lead: 26 min = node ready 8 min (launch, boot, join EKS, GPUs advertised) + image pull 4 min 48 s "
+            "(vllm/vllm-openai:v0.11.0, 12 GB at 2.5 GB/min) + startup probe budget 12 min 40 s (weights loaded), "
+            "rounded up") in markdown
+    assert ("release lag: 8 min (drain 2 min 40 s, the pods' termination grace, which EKS cuts at 5 min, + instance "
+            "clean-up 5 min until the pool's capacity takes a launch again)") in markdown
 
 
 def test_a_lead_across_a_clock_change_is_a_finding(write):
@@ -230,7 +280,7 @@ def test_a_lead_across_a_clock_change_is_a_finding(write):
                                       '{days: [sun], start: "03:00", end: "20:00", nodes: 6}')
     result = check(write(text))
     (finding,) = [f for f in result.findings if f.rule == "pool-inference-warmup"]
-    assert ("rises at '47 2 * * 0' (Europe/Berlin), 13 min before its window, and a clock change can fall between "
+    assert ("rises at '34 2 * * 0' (Europe/Berlin), 26 min before its window, and a clock change can fall between "
             "the two: they rise on Sun 2026-03-29 60 min late") in finding.message
 
 
@@ -288,3 +338,36 @@ def test_a_lead_miss_says_whether_the_nodes_rise_late_or_early(write):
     (finding,) = [f for f in check(write(text)).findings if f.rule == "pool-inference-warmup"]
     assert ("they rise on Sun 2026-04-05 60 min early, while training still holds the nodes, and on Sun 2026-10-04 "
             "60 min late, after the window opened") in finding.message
+
+
+PLAN_GOLDEN = ROOT / "tests/golden/plan-pools"
+
+
+@pytest.mark.parametrize("markdown", [True, False], ids=["markdown", "text"])
+def test_the_plans_pool_section_matches_its_golden(markdown):
+    """The pool section of `fleetform plan blueprints/hybrid-pool.yaml` (ledger, totals, the lead's and the lag's
+    arithmetic, the scheduled actions) is kept in tests/golden/plan-pools/ and reviewed when it changes;
+    FLEETFORM_UPDATE_GOLDEN=1 rewrites it."""
+    import os
+
+    from fleetform.commands.plan import _table, build
+    from fleetform.pool import plan_lines
+
+    _, (data, _, _) = build(str(HYBRID), resources=False)
+    text = "\n".join(plan_lines(data["pools"], markdown, _table)).strip("\n") + "\n"
+    golden = PLAN_GOLDEN / f"hybrid-pool.{'md' if markdown else 'txt'}"
+    if os.environ.get("FLEETFORM_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text()
+
+
+def test_an_overlap_lasts_from_the_lead_to_the_lag():
+    """pool-warmup-overlap on two inference fleets handing over at 14:00 (corpus 461): chat's nodes rise from 13:34
+    (the 26-minute lead) and serve's are gone only at 14:08 (the 8-minute release lag), so the finding spans both
+    and its hint leaves lead plus lag between the windows."""
+    (finding,) = [f for f in check(ROOT / "tests/corpus/461-pool-warmup-overlap.yaml").findings
+                  if f.rule == "pool-warmup-overlap"]
+    assert finding.message.startswith("from Mon 13:34 to 14:08 (Europe/Berlin) the fleets of pool 'p5-block' hold 12 nodes")
+    assert "(its nodes are back 8 min after it closes at 14:00)" in finding.message
+    assert finding.hint.startswith("leave 34 minutes between the two windows")

@@ -2,8 +2,8 @@
 slurm-wlm 22.05, the rendered resume and suspend programs against moto's server on 127.0.0.1): the lend's
 reservation is made with the real scontrol, a job whose time limit would run past the lend's start is not started
 on the lent node while one that ends before it really runs there (resumed through moto), the lent node powers
-down at the edge (slurmctld runs the rendered SuspendProgram, which terminates its instance in moto) and comes back
-for a job after the reservation.
+down at the edge (slurmctld runs the rendered SuspendProgram, which terminates its instance in moto), stays lent at
+the hour the window closes (the release lag) and comes back for a job after the reservation.
 
 The clock is the test's: the lend starts at the next whole Berlin hour at least 20 minutes away, and pool-edge is
 given `--now` (first the test's start, then the lend's start): nothing waits for a window to open. The one thing
@@ -68,7 +68,9 @@ def test_lend_on_the_real_cluster(cluster, tmp_path):
     begin_local = (soon + timedelta(hours=1)).replace(minute=0) if soon.minute else soon
     begin = begin_local.astimezone(UTC)
     until = int((begin - now).total_seconds() // 60)
+    lag = 8  # the release lag (hybrid-pool's: the serve pods' grace and the Capacity Block's clean-up)
     config = {"pool": "p5-block", "time_zone": "Europe/Berlin", "lead_minutes": until + 60, "on_window": "finish",
+              "release_minutes": lag,
               "lends": [{"days": [begin_local.weekday()], "start": begin_local.hour, "hours": 2, "nodes": LENT}]}
     path = tmp_path / "pool.json"
     path.write_text(json.dumps(config))
@@ -78,7 +80,8 @@ def test_lend_on_the_real_cluster(cluster, tmp_path):
     name = f"pool-p5-block-{begin.strftime('%Y%m%dT%H%MZ')}"
     shown = slurm(cluster, "env", "TZ=UTC", "scontrol", "show", "reservation", name).stdout
     assert f"StartTime={begin.strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
-    assert f"EndTime={(begin + timedelta(hours=2)).strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
+    closes = begin + timedelta(hours=2)  # the inference window's end; its nodes are gone `lag` minutes later
+    assert f"EndTime={(closes + timedelta(minutes=lag)).strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
     assert f"Nodes={LENT}" in shown and "Users=root" in shown, shown
 
     # a job that ends 10 minutes before the lend starts runs on the lent node (slurmctld resumes it through moto)
@@ -113,11 +116,18 @@ def test_lend_on_the_real_cluster(cluster, tmp_path):
     again = _edge(cluster, path, begin + timedelta(minutes=1))
     assert again.returncode == 0 and again.stderr == "", again.stderr
 
-    # after the lend: the reservation's end (see the module docstring); the node is a CLOUD node again and a job
-    # powers it up through moto
+    # the hour the window closes: the inference fleet's nodes still drain and terminate, so the lend runs on (the
+    # round keeps the reservation and the node stays powered down: no resume into capacity still held)
+    closing = _edge(cluster, path, closes)
+    assert closing.returncode == 0 and closing.stderr == "", closing.stderr
+    assert name in slurm(cluster, "scontrol", "show", "reservation", name).stdout
+    assert "POWERED_DOWN" in slurm(cluster, "scontrol", "show", "node", LENT).stdout
+    # after the lend, the lag past the hour: the reservation's end (see the module docstring); no round makes it
+    # again, the node is a CLOUD node again and a job powers it up through moto
     assert slurm(cluster, "scontrol", "delete", f"ReservationName={name}").returncode == 0
-    after = _edge(cluster, path, begin + timedelta(hours=2))
+    after = _edge(cluster, path, closes + timedelta(minutes=lag))
     assert after.returncode == 0 and after.stderr == "", after.stderr
+    assert "pool-p5-block" not in slurm(cluster, "scontrol", "show", "reservation").stdout
     back = slurm(cluster, "sbatch", "--parsable", "-N1", "-w", LENT, "--time=5", "--wrap", "hostname")
     assert back.returncode == 0, back.stderr
     back_id = back.stdout.strip().split(";")[0]

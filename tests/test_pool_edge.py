@@ -66,12 +66,15 @@ def test_the_program_lends_exactly_when_the_ledger_says():
                 merged.append((b, f))
         occurrences = sorted(o for lend in config["lends"] for o in edge.occurrences(lend, tz, start, end))
         assert occurrences == merged, week
-        # with the warm-up lead: each lend starts exactly 13 real minutes before the ledger's hour, in every week
-        # (a window opening at 08:00 never meets Berlin's change at 02:00/03:00), and ends with it
+        # with the warm-up lead and the release lag: each lend starts exactly 26 real minutes before the ledger's
+        # hour, in every week (a window opening at 08:00 never meets Berlin's change at 02:00/03:00), and ends 8 real
+        # minutes after the ledger's hour, when serve's nodes have drained and their instances are cleaned up
         lead = timedelta(minutes=config["warmup_minutes"])
+        lag = timedelta(minutes=config["release_minutes"])
         early = sorted(o for lend in config["lends"]
-                       for o in edge.occurrences(lend, tz, start, end + lead, config["warmup_minutes"]))
-        assert early == [(b - lead, f) for b, f in merged], week
+                       for o in edge.occurrences(lend, tz, start, end + lead, config["warmup_minutes"],
+                                                 config["release_minutes"]))
+        assert early == [(b - lead, f + lag) for b, f in merged], week
         checked += 1
         week += timedelta(days=7)
     assert checked == 52
@@ -91,20 +94,29 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
-    assert config["warmup_minutes"] == 13  # the serve fleet's startup probe budget, 760 s, rounded up
-    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 13 min earlier for the warm-up) is within
-    # the 720-minute lead
+    # the lead: node ready 8 min + the image's pull 288 s + the startup probe budget 760 s, rounded up; the lag: the
+    # serve pods' grace 160 s + the Capacity Block's clean-up 300 s, rounded up
+    assert (config["warmup_minutes"], config["release_minutes"]) == (26, 8)
+    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 26 min earlier for the warm-up, to 20:08 CET
+    # = 19:08 UTC, 8 min after serve's window closes) is within the 720-minute lead
     assert run("2026-03-26T19:30:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0647Z StartTime=2026-03-27T06:47:00 "
-        "Duration=733 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
-    # Friday 20:30 CET: Friday's lend is over and nothing starts within 12 h (the next lend is Monday's)
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0634Z StartTime=2026-03-27T06:34:00 "
+        "Duration=754 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
+    # Friday 20:05 CET: serve's window closed at 20:00, its nodes are still draining and terminating: the lend runs on
+    # (the reservation holds the nodes to 19:08 UTC, so Slurm resumes none of them into capacity still held)
+    assert run("2026-03-27T19:05:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0634Z StartTime=2026-03-27T19:06:00 "
+        "Duration=2 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+        "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
+    # Friday 20:08 CET: the lend is over and nothing starts within 12 h (the next lend is Monday's)
+    assert run("2026-03-27T19:08:00Z") == []
     assert run("2026-03-27T19:30:00Z") == []
-    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:46 UTC the lend is a minute away, at 05:47 it is
-    # under way and its nodes are powered down, 13 minutes before the window opens
-    assert not [c for c in run("2026-03-30T05:46:00Z") if "POWER_DOWN" in c]
-    assert run("2026-03-30T05:47:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260330T0547Z StartTime=2026-03-30T05:48:00 "
-        "Duration=732 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:33 UTC the lend is a minute away, at 05:34 it is
+    # under way and its nodes are powered down, 26 minutes before the window opens
+    assert not [c for c in run("2026-03-30T05:33:00Z") if "POWER_DOWN" in c]
+    assert run("2026-03-30T05:34:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260330T0534Z StartTime=2026-03-30T05:35:00 "
+        "Duration=753 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
     # a clock without an offset is refused, not read as local time
     bad = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-03-30T06:00:00", "--dry-run"],
@@ -164,7 +176,10 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
         shown = subprocess.run(["scontrol", "show", "reservation", name], env=env, capture_output=True, text=True,
                                timeout=60).stdout
         assert f"StartTime={begin.strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
-        assert f"EndTime={(begin + timedelta(hours=2)).strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
+        # the lend ends the release lag (8 min) after its two hours: the inference fleet's nodes drain and terminate
+        lag = timedelta(minutes=config["release_minutes"])
+        assert config["release_minutes"] == 8
+        assert f"EndTime={(begin + timedelta(hours=2) + lag).strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
         assert "Nodes=train-[003-005]" in shown and "Users=root" in shown, shown
         # a second round finds it made and changes nothing
         again = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", now.isoformat()],
@@ -181,6 +196,14 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
         assert crosses.returncode != 0 and "Requested node configuration is not available" in crosses.stderr, crosses.stderr
         elsewhere = test_only("-w", "train-001", f"--time={until + 10}")
         assert elsewhere.returncode == 0 and "on nodes train-001" in elsewhere.stderr, elsewhere.stderr
+        # at the hour the window closes the lent node takes no job yet (the inference fleet's instance still holds
+        # its capacity); at the end of the lag it does
+        closes = begin + timedelta(hours=2)
+        early = test_only("-w", "train-003", "--time=5", f"--begin={closes.strftime('%Y-%m-%dT%H:%M:%S')}")
+        assert early.returncode != 0 and "Requested node configuration is not available" in early.stderr, early.stderr
+        back = test_only("-w", "train-003", "--time=5", f"--begin={(closes + lag).strftime('%Y-%m-%dT%H:%M:%S')}")
+        assert back.returncode == 0 and re.search(
+            rf"to start at {closes + lag:%Y-%m-%dT%H:%M:%S} using \d+ processors on nodes train-003", back.stderr), back.stderr
 
         # the edge: a lend that began an hour ago is reserved from now on and its nodes are powered down
         started = (now - timedelta(hours=1)).astimezone(begin_local.tzinfo).replace(minute=0)
@@ -257,7 +280,7 @@ def test_real_slurmctld_takes_overlapping_lends_of_different_node_sets(tmp_path)
     starts, Slurm 22.05 takes as they are: seen here; they are merged all the same, one stretch per node.)"""
     config, now, first = _real_slurmctld_lend(tmp_path)
     second = (first.astimezone(UTC) + timedelta(hours=1)).astimezone(first.tzinfo)
-    config = {**config, "lead_minutes": 240, "warmup_minutes": 0,
+    config = {**config, "lead_minutes": 240, "warmup_minutes": 0, "release_minutes": 0,
               "lends": [{"days": [first.weekday()], "start": first.hour, "hours": 2, "nodes": "train-[003-007]"},
                         {"days": [second.weekday()], "start": second.hour, "hours": 2, "nodes": "train-[005-007]"}]}
     path = tmp_path / "pool.json"
@@ -281,7 +304,7 @@ def _with_fake_scontrol(tmp_path, lends: list[dict], answers: str):
     prints what the `case` branches of answers say. Returns (the fake, the calls file, a run(now) -> its calls)."""
     _, config = _rendered()
     path = tmp_path / "pool.json"
-    path.write_text(json.dumps({**config, "lends": lends, "warmup_minutes": 0}))  # the lends' hours as written
+    path.write_text(json.dumps({**config, "lends": lends, "warmup_minutes": 0, "release_minutes": 0}))  # hours as written
     log = tmp_path / "calls"
     fake = tmp_path / "bin/scontrol"
     fake.parent.mkdir()

@@ -20,7 +20,7 @@ def _local(moment, tz) -> str:
 
 def _hours(span: timedelta) -> str:
     """`12 h`, or with the minutes the warm-up lead leaves: `11 h 47 min`."""
-    hours, minutes = divmod(round(span.total_seconds() / 60), 60)
+    hours, minutes = divmod(max(0, round(span.total_seconds() / 60)), 60)  # a lead and lag longer than a stretch: 0 h
     return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
@@ -126,7 +126,10 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
             if not stretches:
                 continue
             start, end = min(stretches, key=lambda s: s[1] - s[0])
-            shortest = end - start - timedelta(minutes=pool.lead_min)  # the next lend starts the warm-up lead early
+            # the next lend starts the warm-up lead early, and this stretch starts the release lag late (the
+            # inference fleet's nodes drain and terminate after its window's end)
+            shortest = end - start - timedelta(minutes=pool.lead_min + pool.lag_min)
+            start += timedelta(minutes=pool.lag_min)  # when training really has the nodes back
             if share.on_window == "requeue":
                 every = fleet.checkpoint.every_minutes if fleet.checkpoint else None
                 if every is None or timedelta(minutes=every) >= shortest:
@@ -260,9 +263,11 @@ def pool_warmup_overlap(bp: Blueprint, report: Reporter) -> None:
     for pool, tz in _checked(bp):
         for begin, change, held in pools.lead_overlaps(pool, lenders, early)[:1]:
             parts = ", ".join(f"{fleet} {n}" for fleet, n in held.items())
+            until = change + timedelta(minutes=pool.lag_min)  # the closing fleet's nodes drain and terminate until then
             report(pool.path + ("fleets",), f"from {begin.astimezone(tz).strftime('%a %H:%M')} to "
-                   f"{change.astimezone(tz).strftime('%H:%M')} ({pool.time_zone}) the fleets of pool '{pool.name}' hold "
+                   f"{until.astimezone(tz).strftime('%H:%M')} ({pool.time_zone}) the fleets of pool '{pool.name}' hold "
                    f"{sum(held.values())} nodes ({parts}), more than its {pool.nodes}: a window's {pool.lead_min}-minute "
-                   "warm-up lead starts while another inference fleet's window is still open",
-                   f"leave {pool.lead_min} minutes between the two windows (end the first an hour earlier), or lower "
-                   "a window's nodes")
+                   f"warm-up lead starts while another inference fleet's window is still open (its nodes are back "
+                   f"{pool.lag_min} min after it closes at {change.astimezone(tz).strftime('%H:%M')})",
+                   f"leave {pool.lead_min + pool.lag_min} minutes between the two windows (end the first an hour "
+                   "earlier), or lower a window's nodes")

@@ -5,7 +5,10 @@ EKS makes one Auto Scaling group per managed node group and names it in the node
 `resources[0].autoscaling_groups[0].name` (EKS API Nodegroup.resources.autoScalingGroups). Each
 pool.ScalingAction becomes an `aws.autoscaling.Schedule` on that group (PutScheduledUpdateGroupAction) that sets
 the group's minimum, desired capacity and maximum to the nodes the fleet holds from then on, in the pool's time
-zone (AWS applies its daylight-saving rules to each occurrence).
+zone (AWS applies its daylight-saving rules to each occurrence). A rise runs the pool's warm-up lead early (node
+ready, image pull, startup probe budget); a fall runs at the hour the window closes, and the training fleet's lend
+ends the pool's release lag later, once EKS has drained the nodes and EC2 has freed their capacity
+(fleetform/pool.py Handover).
 
 The node group's own scaling_config is the size it is created with; after that the scheduled actions own it.
 EKS reports the Auto Scaling group's sizes as the node group's (the EKS API's NodegroupScalingConfig: the Cluster
