@@ -508,6 +508,12 @@ def test_the_rendered_sssd_conf_passes_the_real_sssctl_config_check_and_a_broken
     values = yaml.safe_load(files["train/slinky/values.yaml"])
     # the chart's sssd.conf is the rendered file, less its comments
     assert values["sssd"]["conf"] == "".join(line + "\n" for line in text.splitlines() if not line.startswith("#"))
+    # the snippet is what the README's command writes into the bind Secret
+    readme = (ROOT / "README.md").read_text()
+    (command,) = re.findall(r"read -rs PASSWORD && (printf .*\"\$PASSWORD\") \|", readme)
+    made = subprocess.run(["bash", "-c", command], env={"PASSWORD": "not-a-real-password"}, capture_output=True,
+                          text=True)
+    assert made.stdout == BIND_SNIPPET, (command, made.stdout)
     good = _sssctl(text, tmp_path / "good", BIND_SNIPPET)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "Issues identified by validators: 0" in good.stdout and "Used configuration snippet files: 1" in good.stdout
