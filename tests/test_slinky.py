@@ -624,3 +624,15 @@ def test_schema_refuses_a_directory_value_that_would_inject_lines_or_a_directory
     slurm = re.sub(r"    scheduler:\n(      .*\n)+", "    scheduler:\n      type: slurm\n      directory:\n"
                    "        sssd_secret: {name: x}\n", TEXT)
     assert any(f.rule == "schema" and "directory" in f.path for f in _check(slurm, tmp_path).findings)
+
+
+def test_diff_calls_a_new_directory_a_node_roll(tmp_path):
+    """A changed directory changes the chart's sssd.conf Secret, whose hash slurm-operator v1.2.1 puts on the NodeSet's
+    and LoginSet's pod templates (workerbuilder/worker_app.go getWorkerHashes, loginbuilder/login_app.go
+    getLoginHashes: AnnotationSssdConfHash): the slurmd pods roll like any NodeSet change, not an update in place."""
+    changed = tmp_path / "directory.yaml"
+    changed.write_text(TEXT.replace("ldaps://ldap.corp.example.com", "ldaps://ldap2.corp.example.com"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stderr
+    assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
