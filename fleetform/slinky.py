@@ -134,6 +134,7 @@ class SlinkyConfig:
     gres_devices: int  # how many devices gres.conf's File= names
     features: str
     cpus: int
+    core_spec_count: int  # cores Slurm keeps from jobs: those past the pod's CPU limit (core_spec, below)
     sockets: int
     cores_per_socket: int
     threads_per_core: int
@@ -177,11 +178,32 @@ class SlinkyConfig:
                 f"DefMemPerGPU={self.def_mem_per_gpu_mib}", "ReturnToService=2", "DisableRootJobs=YES")
 
     @property
+    def job_cpus(self) -> int:
+        """The CPUs Slurm gives jobs on a node: all but the specialized cores' threads."""
+        return self.cpus - self.core_spec_count * self.threads_per_core
+
+    @property
     def node_conf(self) -> str:
         """The NodeSet's extraConf: slurmd's `--conf` (worker_app.go slurmdConfArgs adds Features=<nodeset>)."""
         return (f"CPUs={self.cpus} Sockets={self.sockets} CoresPerSocket={self.cores_per_socket} "
-                f"ThreadsPerCore={self.threads_per_core} RealMemory={self.real_memory_mib} "
+                f"ThreadsPerCore={self.threads_per_core} "
+                + (f"CoreSpecCount={self.core_spec_count} " if self.core_spec_count else "")
+                + f"RealMemory={self.real_memory_mib} "
                 f"MemSpecLimit={self.mem_spec_limit_mib} Gres={self.gres} Features={self.features}")
+
+
+def core_spec(cpu_m: int, sockets: int, cores_per_socket: int, threads_per_core: int) -> int:
+    """CoreSpecCount for a slurmd pod whose CPU limit is cpu_m millicores: the node's cores past the limit, which
+    Slurm keeps from jobs. The node line cannot say fewer CPUs than sockets x cores x threads (slurm.conf CPUs: "the
+    total number of sockets, cores or threads"), so the limit is expressed as specialized cores, as the slurmd image
+    itself does: its entrypoint adds `CoreSpecCount=<cores - POD_CPUS / ThreadsPerCore>` to slurmd's --conf
+    (SlinkyProject/containers schedmd/slurm/26.05/ubuntu26.04 files/usr/local/bin/slurmd-entrypoint.sh
+    calculateCoreSpecCount), POD_CPUS being the slurmd container's CPU limit as slurm-operator v1.2.1 passes it
+    (workerbuilder/worker_app.go getResourceLimits: Quantity.Value(), rounded up to a whole CPU). Slurm uses the later
+    of two values of one key (parse_config.c _handle_common: "specified more than once, latest value used"); writing
+    the same one makes the node line fleetform shows the one that registers."""
+    pod_cpus = math.ceil(cpu_m / 1000)
+    return max(0, sockets * cores_per_socket - pod_cpus // threads_per_core)
 
 
 def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
@@ -204,7 +226,10 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
     # a Slurm fleet's RealMemory (95% of the node) is more than the slurmd pod's memory limit: Slurm would give
     # jobs memory the kubelet's cgroup then takes back by OOM-killing the pod; the node line says what the pod has
     memory = min(memory, memory_mib)
-    def_cpu, def_mem = gpu_defaults(fleet, cpus, memory, mem_spec)
+    # as RealMemory, the CPUs jobs get are the pod's: DefCpuPerGPU shares those (of every CPU, a job asking for all
+    # GPUs would ask for more CPUs than the node gives and never start)
+    spec_cores = core_spec(cpu_m, shape.sockets, shape.cores_per_socket, shape.threads_per_core)
+    def_cpu, def_mem = gpu_defaults(fleet, cpus - spec_cores * shape.threads_per_core, memory, mem_spec)
     efa = instance.max_efa if fleet.interconnect is not None and fleet.interconnect.fabric == "efa" else 0
     mounts = []
     for name in fleet.storage:
@@ -225,7 +250,7 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         node_names=f"{nodeset}-0" if replicas == 1 else f"{nodeset}-[0-{replicas - 1}]",
         gpu_type=type_, gpus=shape.gpu_count, gres=f"gpu:{type_}:{shape.gpu_count}", gres_types=("gpu",),
         gres_file=gpu_files(shape.gpu_count), gres_type=type_, gres_devices=shape.gpu_count,
-        features=features, cpus=cpus, sockets=shape.sockets, cores_per_socket=shape.cores_per_socket,
+        features=features, cpus=cpus, core_spec_count=spec_cores, sockets=shape.sockets, cores_per_socket=shape.cores_per_socket,
         threads_per_core=shape.threads_per_core, real_memory_mib=memory, mem_spec_limit_mib=mem_spec,
         def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
         efa=efa, hugepages=EFA_HUGEPAGES if efa else None,

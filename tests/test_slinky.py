@@ -273,7 +273,8 @@ def test_the_charts_custom_resources_pass_slurm_operators_crd_schemas(tmp_path):
 
 def test_the_node_line_and_gres_conf_are_a_slurm_fleets_of_the_same_instance(tmp_path):
     """fleetform/slurm.py derives both: a Slurm fleet of 4 p5.48xlarge says the same CPUs, sockets, Gres=,
-    features, MemSpecLimit and gres.conf devices; RealMemory is the smaller of its and the pod's memory limit."""
+    features, MemSpecLimit and gres.conf devices; RealMemory is the smaller of its and the pod's memory limit, and
+    the cores past the pod's CPU limit are specialized (CoreSpecCount), so jobs get the CPUs the pod has."""
     slurm_text = re.sub(r"    scheduler:\n(      .*\n)+", "    scheduler:\n      type: slurm\n", TEXT).replace(
         "  eks:\n    system_nodes: {instance_type: m7i.xlarge, nodes: 2}\n", "")
     slurm_fleet = _model(slurm_text, tmp_path).fleets[0]
@@ -286,7 +287,9 @@ def test_the_node_line_and_gres_conf_are_a_slurm_fleets_of_the_same_instance(tmp
                                                                              node.mem_spec_limit_mib)
     assert (s.gres_type, s.gres_file, s.gres_devices) == (gres.type, gres.file, gres.devices)
     assert int(conf["RealMemory"]) == min(node.real_memory_mib, s.memory_mib) == s.memory_mib < node.real_memory_mib
-    assert s.def_cpu_per_gpu == slurm_fleet.slurm.def_cpu_per_gpu
+    # the CPUs are the pod's too: the cores past its limit are specialized (CoreSpecCount), DefCpuPerGPU shares the rest
+    assert int(conf["CoreSpecCount"]) == s.core_spec_count == 10 and s.job_cpus == 172 <= s.cpu_m / 1000
+    assert s.def_cpu_per_gpu == s.job_cpus // 8 == 21 < slurm_fleet.slurm.def_cpu_per_gpu
 
 
 def test_the_login_pods_nccl_environment_is_the_fleets_nccl_env_but_the_host_interface(tmp_path):
@@ -321,6 +324,10 @@ def test_gres_rule_finds_the_operators_known_mismatches(tmp_path):
     assert any("nvidia.com/gpu limit 1" in m for m in _run("slinky-gres", _with_slinky(model, gpus=1)))
     s = model.fleets[0].slinky
     assert _run("slinky-memory", _with_slinky(model, real_memory_mib=s.memory_mib + 1))
+    # CPUs: the pod's limit holds the node's jobs (CoreSpecCount), DefCpuPerGPU shares what is left
+    assert _run("slinky-cpus", model) == []
+    assert any("throttled" in m for m in _run("slinky-cpus", _with_slinky(model, core_spec_count=0)))
+    assert any("never start" in m for m in _run("slinky-cpus", _with_slinky(model, def_cpu_per_gpu=24)))
 
 
 def test_size_rules_refuse_a_range_and_more_nodes_than_max_node_count(tmp_path):

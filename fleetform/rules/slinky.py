@@ -90,6 +90,29 @@ def slinky_memory(bp: Blueprint, report: Reporter) -> None:
                    "report this: RealMemory is the pod's memory limit")
 
 
+@rule("slinky-cpus", "error", "a Slinky node gives jobs at most its slurmd pod's CPU limit, and a job asking for every "
+      "GPU gets its default CPUs", stage="config")
+def slinky_cpus(bp: Blueprint, report: Reporter) -> None:
+    """The kubelet's CFS quota holds the slurmd pod, and every job step in it, to its CPU limit; Slurm would place
+    tasks on every CPU of the node line. The cores past the limit are specialized (CoreSpecCount, as the slurmd
+    image's entrypoint computes them: fleetform/slinky.py core_spec), and DefCpuPerGPU shares the CPUs left: more than
+    those, and a job asking for all of a node's GPUs without --cpus-per-task asks for more CPUs than any node has."""
+    for fleet in _slinky_fleets(bp):
+        s = fleet.slinky
+        if s is None:
+            continue
+        cores = s.sockets * s.cores_per_socket
+        if s.job_cpus > s.cpu_m / 1000 or not 0 <= s.core_spec_count < cores:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s node line gives jobs {s.job_cpus} CPUs "
+                   f"(CPUs={s.cpus}, CoreSpecCount={s.core_spec_count} of {cores} cores), but its slurmd pod's CPU "
+                   f"limit is {s.cpu}: jobs would be throttled below what Slurm allotted them",
+                   "report this: the cores past the pod's limit are specialized")
+        elif s.def_cpu_per_gpu * s.gpus > s.job_cpus:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}': DefCpuPerGPU={s.def_cpu_per_gpu} x {s.gpus} "
+                   f"GPUs is more than the {s.job_cpus} CPUs a node gives jobs: a job asking for every GPU would "
+                   "never start", "report this: DefCpuPerGPU shares the CPUs jobs get")
+
+
 @rule("slinky-namespace", "error", "a Slinky fleet's namespace is its own: not Kubernetes', a chart's or another fleet's")
 def slinky_namespace(bp: Blueprint, report: Reporter) -> None:
     """fleetform makes the fleet's Namespace (<fleet>/k8s/namespace.yaml) and installs its `slurm` release there:
