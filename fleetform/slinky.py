@@ -271,8 +271,13 @@ def sssd(directory) -> tuple[tuple, tuple[str, str] | None, tuple[SssdFile, ...]
 
     The domain is sssd's LDAP provider (sssd-ldap(5)), which also reads Active Directory with `ldap_schema = ad`; the
     images' sssd has it (sssd-ldap; the `files` provider is gone from sssd 2.9 on, and the chart's default
-    `id_provider = proxy` over the pod's /etc/passwd finds no user). TLS is demanded against the blueprint's CA:
-    sssd-ldap(5) says password authentication needs TLS/SSL or LDAPS, and the bind password crosses the same channel.
+    `id_provider = proxy` over the pod's /etc/passwd finds no user). TLS is demanded against the blueprint's CA: the
+    bind password and the users' entries cross that channel.
+
+    Identities only (`auth_provider = none`, sssd.conf(5) "disables authentication explicitly"): a job runs as the
+    user `su -` switched to from the login pod's root shell (`kubectl exec`, guarded by Kubernetes RBAC), which asks
+    no password; the login and slurmd pods' sshd (LoginSet, NodeSet ssh) then take no directory password from
+    whatever pod reaches them.
 
     The bind password is never rendered: sssd reads `ldap_default_authtok` from a conf.d snippet (sssd.conf(5),
     "configuration snippets" merged from /etc/sssd/conf.d/*.conf) that the user's own Secret holds, mounted with mode
@@ -283,7 +288,7 @@ def sssd(directory) -> tuple[tuple, tuple[str, str] | None, tuple[SssdFile, ...]
         return (), directory.sssd_secret, ()
     if not directory.uri or not directory.search_base:  # slinky-directory says what is missing
         return (), None, ()
-    domain = [("id_provider", "ldap"), ("auth_provider", "ldap"), ("ldap_uri", directory.uri),
+    domain = [("id_provider", "ldap"), ("auth_provider", "none"), ("ldap_uri", directory.uri),
               ("ldap_search_base", directory.search_base), ("ldap_schema", directory.schema),
               ("ldap_tls_reqcert", "demand")]
     files = []

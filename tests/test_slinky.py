@@ -544,6 +544,8 @@ def test_login_and_slurmd_pods_read_the_same_directory(tmp_path):
     assert nodeset["ssh"] == {"enabled": True}
     conf = values["sssd"]["conf"]
     assert "ldap_tls_cacert = /etc/sssd/ldap-ca.crt" in conf and "ldap_uri = ldaps://ldap.corp.example.com" in conf
+    # identities only: `su -` from the login pod's root shell asks no password, the pods' sshd takes none
+    assert "id_provider = ldap\nauth_provider = none\n" in conf and "ldap_tls_reqcert = demand" in conf
     for mounts, volumes in ((login["login"]["volumeMounts"], login["podSpec"]["volumes"]),
                             (nodeset["slurmd"]["volumeMounts"], nodeset["podSpec"]["volumes"])):
         by_name = {v["name"]: v for v in volumes}

@@ -164,10 +164,10 @@ def slinky_users(bp: Blueprint, report: Reporter) -> None:
       "StartTLS ldap:// URI, a search base, the CA, a bind DN with its Secret; or a complete sssd.conf's Secret alone")
 def slinky_directory(bp: Blueprint, report: Reporter) -> None:
     """scheduler.directory becomes the sssd.conf of the login and slurmd pods (fleetform/slinky.py). sssd-ldap(5):
-    ldap_uri is `ldap[s]://<host>[:port]`; authenticating against LDAP needs TLS/SSL or LDAPS ("sssd does not support
-    authentication over an unencrypted channel"), and the bind password crosses the same channel, so ldap:// without
-    StartTLS (ldap_id_use_start_tls) would send it and every user's entry in clear; StartTLS on ldaps:// would ask for
-    TLS inside TLS. ldap_search_base has no usable default for fleetform to render (without it sssd reads the server's
+    ldap_uri is `ldap[s]://<host>[:port]`; "an encrypted channel is not needed" only for identities, but the bind
+    password crosses the same channel, so ldap:// without StartTLS (ldap_id_use_start_tls) would send it and every
+    user's entry in clear, where anyone on the path could also answer with other uids; StartTLS on ldaps:// would
+    ask for TLS inside TLS. ldap_search_base has no usable default for fleetform to render (without it sssd reads the server's
     rootDSE namingContexts, which is not the users' subtree on every server). ldap_tls_reqcert = demand checks the
     server's certificate against ldap_tls_cacert, the blueprint's CA. A bind DN without its password's Secret would
     bind with an empty password (refused), a Secret without a DN would be ignored."""
@@ -202,8 +202,8 @@ def slinky_directory(bp: Blueprint, report: Reporter) -> None:
                        "write ldaps://ldap.example.com, or ldap://ldap.example.com with start_tls: true")
             elif scheme == "ldap" and not d.start_tls:
                 report(d.path + ("uri",), f"Slinky fleet '{fleet.name}''s directory uri '{d.uri}' is plain LDAP "
-                       "without StartTLS: the bind password and every user's entry would cross the network in clear, "
-                       "and sssd refuses to authenticate over an unencrypted channel (sssd-ldap(5))",
+                       "without StartTLS: the bind password and every user's entry (uids, groups) would cross the network "
+                       "in clear, and could be forged on the way",
                        "use ldaps://, or add start_tls: true")
             elif scheme == "ldaps" and d.start_tls:
                 report(d.path + ("start_tls",), f"Slinky fleet '{fleet.name}''s directory asks for StartTLS on "
