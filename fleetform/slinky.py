@@ -250,9 +250,9 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         node_names=f"{nodeset}-0" if replicas == 1 else f"{nodeset}-[0-{replicas - 1}]",
         gpu_type=type_, gpus=shape.gpu_count, gres=f"gpu:{type_}:{shape.gpu_count}", gres_types=("gpu",),
         gres_file=gpu_files(shape.gpu_count), gres_type=type_, gres_devices=shape.gpu_count,
-        features=features, cpus=cpus, core_spec_count=spec_cores, sockets=shape.sockets, cores_per_socket=shape.cores_per_socket,
-        threads_per_core=shape.threads_per_core, real_memory_mib=memory, mem_spec_limit_mib=mem_spec,
-        def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
+        features=features, cpus=cpus, core_spec_count=spec_cores, sockets=shape.sockets,
+        cores_per_socket=shape.cores_per_socket, threads_per_core=shape.threads_per_core, real_memory_mib=memory,
+        mem_spec_limit_mib=mem_spec, def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
         efa=efa, hugepages=EFA_HUGEPAGES if efa else None,
         cpu=f"{cpu_m}m", cpu_m=cpu_m, memory=f"{memory_mib}Mi", memory_mib=memory_mib,
         partition=nodeset, partition_config="Default=YES MaxTime=UNLIMITED State=UP",
@@ -270,8 +270,9 @@ def sssd(directory) -> tuple[tuple, tuple[str, str] | None, tuple[SssdFile, ...]
     """The sssd.conf sections, the Secret of a complete sssd.conf, and the files to mount, of a scheduler.directory.
 
     The domain is sssd's LDAP provider (sssd-ldap(5)), which also reads Active Directory with `ldap_schema = ad`; the
-    images' sssd has it (sssd-ldap; the `files` provider is gone from sssd 2.9 on, and the chart's default
-    `id_provider = proxy` over the pod's /etc/passwd finds no user). TLS is demanded against the blueprint's CA: the
+    images' sssd has it (sssd-ldap; `id_provider = files` is not built by default from sssd 2.9.0 and removed in
+    2.11.0, SSSD release notes, and the chart's default `id_provider = proxy` over the pod's /etc/passwd finds no
+    user). TLS is demanded against the blueprint's CA: the
     bind password and the users' entries cross that channel.
 
     Identities only (`auth_provider = none`, sssd.conf(5) "disables authentication explicitly"): a job runs as the

@@ -569,7 +569,8 @@ def test_a_complete_sssd_conf_secret_is_the_charts_secret_ref(tmp_path):
     """sssd_secret: the chart takes the blueprint's Secret (sssd.secretRef, which takes precedence over sssd.conf and
     makes the chart create no Secret: cluster/sssd-conf-secret.yaml, _helpers.tpl slurm.sssdConf.name); fleetform
     renders no sssd.conf and mounts nothing of its own, the NodeSet still enables ssh so slurmd pods read it."""
-    own = re.sub(r"      directory:\n(        .*\n)+", "      directory:\n        sssd_secret: {name: team-sssd}\n", TEXT)
+    own = re.sub(r"      directory:\n(        .*\n)+", "      directory:\n        sssd_secret: {name: team-sssd}\n",
+                 TEXT)
     result = _check(own, tmp_path)
     assert [f.rule for f in result.findings] == []
     files = render(result.model)

@@ -167,8 +167,8 @@ def slinky_directory(bp: Blueprint, report: Reporter) -> None:
     ldap_uri is `ldap[s]://<host>[:port]`; "an encrypted channel is not needed" only for identities, but the bind
     password crosses the same channel, so ldap:// without StartTLS (ldap_id_use_start_tls) would send it and every
     user's entry in clear, where anyone on the path could also answer with other uids; StartTLS on ldaps:// would
-    ask for TLS inside TLS. ldap_search_base has no usable default for fleetform to render (without it sssd reads the server's
-    rootDSE namingContexts, which is not the users' subtree on every server). ldap_tls_reqcert = demand checks the
+    ask for TLS inside TLS. Without ldap_search_base sssd searches the RootDSE's defaultNamingContext or single
+    namingContexts value (sssd-ldap(5)), which need not hold the users. ldap_tls_reqcert = demand checks the
     server's certificate against ldap_tls_cacert, the blueprint's CA. A bind DN without its password's Secret would
     bind with an empty password (refused), a Secret without a DN would be ignored."""
     from urllib.parse import urlsplit
@@ -202,8 +202,8 @@ def slinky_directory(bp: Blueprint, report: Reporter) -> None:
                        "write ldaps://ldap.example.com, or ldap://ldap.example.com with start_tls: true")
             elif scheme == "ldap" and not d.start_tls:
                 report(d.path + ("uri",), f"Slinky fleet '{fleet.name}''s directory uri '{d.uri}' is plain LDAP "
-                       "without StartTLS: the bind password and every user's entry (uids, groups) would cross the network "
-                       "in clear, and could be forged on the way",
+                       "without StartTLS: the bind password and every user's entry (uids, groups) would cross the "
+                       "network in clear, and could be forged on the way",
                        "use ldaps://, or add start_tls: true")
             elif scheme == "ldaps" and d.start_tls:
                 report(d.path + ("start_tls",), f"Slinky fleet '{fleet.name}''s directory asks for StartTLS on "
@@ -217,8 +217,8 @@ def slinky_directory(bp: Blueprint, report: Reporter) -> None:
             report(d.path + ("search_base",), f"Slinky fleet '{fleet.name}''s directory search_base "
                    f"'{d.search_base}' is not a DN (attribute=value pairs)", "write it as dc=example,dc=com")
         if d.tls_ca is None:
-            report(d.path, f"Slinky fleet '{fleet.name}''s directory names no tls_ca: sssd demands a certificate it can "
-                   "verify (ldap_tls_reqcert = demand) and the pods hold no CA of yours",
+            report(d.path, f"Slinky fleet '{fleet.name}''s directory names no tls_ca: sssd demands a certificate it "
+                   "can verify (ldap_tls_reqcert = demand) and the pods hold no CA of yours",
                    "add tls_ca: {config_map: NAME} (a ConfigMap in the fleet's namespace with key ca.crt)")
         if d.bind_dn is not None and d.bind_secret is None:
             report(d.path + ("bind_dn",), f"Slinky fleet '{fleet.name}''s directory binds as '{d.bind_dn}' but names "
