@@ -512,11 +512,13 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
                                          "instances its Auto Scaling group picks, whichever slurmd pods run there: "
                                          "jobs on them end; drain the fleet's Slurm nodes and wait for their jobs "
                                          "first")
-    if kind == "Release" and not gone and any(i.path.startswith("values.nodesets.")
-                                              and not i.path.endswith(".replicas") for i in change.inputs):
+    if kind == "Release" and not gone and any((i.path.startswith("values.nodesets.") and not i.path.endswith(
+            ".replicas")) or i.path.startswith("values.sssd") for i in change.inputs):
         # a Slinky fleet's `slurm` release (fleetform/slinky.py): slurm-operator v1.2.1 rolls the NodeSet
         # (internal/controller/nodeset/nodeset_sync.go syncRollingUpdate -> doPodScale: a condemned pod's Slurm node
-        # is drained, and the pod deleted only once IsNodeDrained, i.e. its jobs ended)
+        # is drained, and the pod deleted only once IsNodeDrained, i.e. its jobs ended). A new sssd.conf is a new
+        # pod template too: the operator annotates it with the sssd.conf Secret's hash (workerbuilder/worker_app.go
+        # getWorkerHashes, AnnotationSssdConfHash)
         return Disruption("node roll", what, "Slinky's NodeSet rolls its slurmd pods (RollingUpdate, at most 25% at "
                                              "a time): each old pod's Slurm node is drained and the pod replaced "
                                              "once its jobs end; running jobs finish on the old pods")

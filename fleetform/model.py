@@ -161,6 +161,23 @@ class KubernetesScheduler:
 
 
 @frozen
+class SlinkyDirectory:
+    """scheduler.directory of a Slinky fleet as written: where the login and slurmd pods' sssd finds the users jobs
+    run as. An LDAP or AD server (uri ... bind_secret), or sssd_secret: an existing Secret with a complete sssd.conf.
+    The slinky-directory rule checks what is missing or unsafe; fleetform/slinky.py builds sssd.conf from it."""
+
+    uri: str | None
+    search_base: str | None
+    start_tls: bool
+    schema: str  # sssd's ldap_schema: rfc2307, rfc2307bis or ad
+    tls_ca: tuple[str, str] | None  # a ConfigMap in the fleet's namespace and its key: the directory's CA certificate
+    bind_dn: str | None
+    bind_secret: tuple[str, str] | None  # a Secret in the fleet's namespace and its key: an sssd.conf snippet
+    sssd_secret: tuple[str, str] | None  # a Secret in the fleet's namespace and its key: a complete sssd.conf
+    path: Path
+
+
+@frozen
 class SlinkyScheduler:
     """A training fleet scheduled by Slurm running on the blueprint's EKS cluster: slurmd pods of a NodeSet of
     SchedMD's Slinky slurm-operator (fleetform/slinky.py)."""
@@ -170,6 +187,7 @@ class SlinkyScheduler:
     cluster_name: str | None
     path: Path
     type: Literal["slinky"] = "slinky"
+    directory: SlinkyDirectory | None = None  # the job users' directory (none: no job can run, slinky-users)
 
     @property
     def minor(self) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from .models import load_models
 from .model import (
     IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
     Interconnect, KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size,
-    SlinkyScheduler, Slo, Storage, Switch,
+    SlinkyDirectory, SlinkyScheduler, Slo, Storage, Switch,
     Topology, Waiver, Weights, WholeGpus, Workload, under,
 )
 
@@ -57,13 +57,28 @@ def _storage(item: dict, path: tuple) -> Storage:
     )
 
 
+def _directory(data: dict | None, path: tuple) -> SlinkyDirectory | None:
+    """A Slinky fleet's scheduler.directory as written (the slinky-directory rule judges it)."""
+    if data is None:
+        return None
+
+    def ref(key: str, name_key: str, default_key: str) -> tuple[str, str] | None:
+        item = data.get(key)
+        return None if item is None else (item[name_key], item.get("key", default_key))
+
+    return SlinkyDirectory(data.get("uri"), data.get("search_base"), data.get("start_tls", False),
+                           data.get("schema", "rfc2307"), ref("tls_ca", "config_map", "ca.crt"), data.get("bind_dn"),
+                           ref("bind_secret", "name", "bind.conf"), ref("sssd_secret", "name", "sssd.conf"), path)
+
+
 def _scheduler(data: dict | None, path: tuple) -> (SlurmScheduler | KubernetesScheduler | RayScheduler | SlinkyScheduler
                                                    | None):
     if data is None:
         return None
     if data["type"] == "slinky":
         return SlinkyScheduler(data["version"], data.get("namespace", slinky.DEFAULT_NAMESPACE),
-                               data.get("cluster_name"), path)
+                               data.get("cluster_name"), path, directory=_directory(data.get("directory"),
+                                                                                    path + ("directory",)))
     if data["type"] == "ray":
         return RayScheduler(data["version"], data.get("namespace", "default"),
                             data.get("ray_version", ray.DEFAULT_RAY_VERSION), path)

@@ -72,6 +72,39 @@ STATE_VOLUME = (("type", "gp3"), ("encrypted", "true"))
 named the claim stays Pending and slurmctld never starts."""
 
 
+SSSD_DIR = "/etc/sssd"
+"""Where sssd reads sssd.conf and its conf.d snippets: slurm-operator v1.2.1 mounts the chart's sssd.conf at
+/etc/sssd/sssd.conf in the login and (with ssh.enabled) slurmd containers (loginbuilder/login_app.go SssdConfDir,
+SssdConfFilePath; workerbuilder/worker_app.go), whose images run sssd under supervisord (SlinkyProject/containers
+schedmd/slurm/26.05/ubuntu26.04: Dockerfile installs sssd, sssd-ldap, sssd-ad, libnss-sss, libpam-sss and
+`authselect select sssd with-mkhomedir`; files/etc/supervisor/conf.d/sssd.conf runs `sssd -i`)."""
+SSSD_DOMAIN = "directory"
+"""The sssd domain fleetform renders: the section `[domain/directory]` a bind_secret's snippet adds its password to."""
+SSSD_BIND_PATH = f"{SSSD_DIR}/conf.d/bind.conf"
+"""Where the bind_secret's snippet is mounted: sssd merges /etc/sssd/conf.d/*.conf over sssd.conf (sssd.conf(5))."""
+SSSD_FILE_MODE = 0o600
+"""sssd reads sssd.conf and snippets only when owned by root with mode 0600 (sssd.conf(5); `sssctl config-check`
+says "File ownership and permissions check failed. Expected root:root and 0600."): the operator mounts its sssd.conf
+so (Mode 0o600), and fleetform mounts the snippet the same way."""
+SSSD_FILTERED = "root,slurm"
+"""The chart's [nss] filter_users and filter_groups (helm/slurm/values.yaml sssd.conf): root and the images' own slurm
+user never come from the directory."""
+
+
+@frozen
+class SssdFile:
+    """A file from a ConfigMap or Secret the blueprint names, mounted read-only into the login and slurmd containers
+    with subPath (a plain file, as the operator mounts sssd.conf; a Secret volume's own files are symlinks)."""
+
+    volume: str  # the volume's name in the pod
+    kind: str  # configMap or secret
+    source: str  # the ConfigMap's or Secret's name
+    key: str
+    file: str  # the path within the volume (items[].path) and the subPath
+    mount_path: str
+    mode: int
+
+
 @frozen
 class SlinkyMount:
     name: str  # the volume's name in the pod
@@ -101,6 +134,7 @@ class SlinkyConfig:
     gres_devices: int  # how many devices gres.conf's File= names
     features: str
     cpus: int
+    core_spec_count: int  # cores Slurm keeps from jobs: those past the pod's CPU limit (core_spec, below)
     sockets: int
     cores_per_socket: int
     threads_per_core: int
@@ -125,6 +159,16 @@ class SlinkyConfig:
     storage_class: str  # slurmctld's state claim (values controller.persistence.storageClassName)
     storage_provisioner: str
     storage_parameters: tuple[tuple[str, str], ...]
+    # the job users (scheduler.directory): the sssd.conf fleetform renders (sections of key, value pairs; empty when
+    # the blueprint names none or its own sssd_secret), the Secret of a complete sssd.conf, and the files mounted
+    sssd_conf: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    sssd_secret: tuple[str, str] | None = None
+    sssd_files: tuple[SssdFile, ...] = ()
+
+    @property
+    def users(self) -> bool:
+        """Whether the login and slurmd pods know job users: an sssd.conf fleetform renders, or the user's own."""
+        return bool(self.sssd_conf) or self.sssd_secret is not None
 
     @property
     def extra_conf(self) -> tuple[str, ...]:
@@ -134,11 +178,32 @@ class SlinkyConfig:
                 f"DefMemPerGPU={self.def_mem_per_gpu_mib}", "ReturnToService=2", "DisableRootJobs=YES")
 
     @property
+    def job_cpus(self) -> int:
+        """The CPUs Slurm gives jobs on a node: all but the specialized cores' threads."""
+        return self.cpus - self.core_spec_count * self.threads_per_core
+
+    @property
     def node_conf(self) -> str:
         """The NodeSet's extraConf: slurmd's `--conf` (worker_app.go slurmdConfArgs adds Features=<nodeset>)."""
         return (f"CPUs={self.cpus} Sockets={self.sockets} CoresPerSocket={self.cores_per_socket} "
-                f"ThreadsPerCore={self.threads_per_core} RealMemory={self.real_memory_mib} "
+                f"ThreadsPerCore={self.threads_per_core} "
+                + (f"CoreSpecCount={self.core_spec_count} " if self.core_spec_count else "")
+                + f"RealMemory={self.real_memory_mib} "
                 f"MemSpecLimit={self.mem_spec_limit_mib} Gres={self.gres} Features={self.features}")
+
+
+def core_spec(cpu_m: int, sockets: int, cores_per_socket: int, threads_per_core: int) -> int:
+    """CoreSpecCount for a slurmd pod whose CPU limit is cpu_m millicores: the node's cores past the limit, which
+    Slurm keeps from jobs. The node line cannot say fewer CPUs than sockets x cores x threads (slurm.conf CPUs: "the
+    total number of sockets, cores or threads"), so the limit is expressed as specialized cores, as the slurmd image
+    itself does: its entrypoint adds `CoreSpecCount=<cores - POD_CPUS / ThreadsPerCore>` to slurmd's --conf
+    (SlinkyProject/containers schedmd/slurm/26.05/ubuntu26.04 files/usr/local/bin/slurmd-entrypoint.sh
+    calculateCoreSpecCount), POD_CPUS being the slurmd container's CPU limit as slurm-operator v1.2.1 passes it
+    (workerbuilder/worker_app.go getResourceLimits: Quantity.Value(), rounded up to a whole CPU). Slurm uses the later
+    of two values of one key (parse_config.c _handle_common: "specified more than once, latest value used"); writing
+    the same one makes the node line fleetform shows the one that registers."""
+    pod_cpus = math.ceil(cpu_m / 1000)
+    return max(0, sockets * cores_per_socket - pod_cpus // threads_per_core)
 
 
 def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
@@ -161,7 +226,10 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
     # a Slurm fleet's RealMemory (95% of the node) is more than the slurmd pod's memory limit: Slurm would give
     # jobs memory the kubelet's cgroup then takes back by OOM-killing the pod; the node line says what the pod has
     memory = min(memory, memory_mib)
-    def_cpu, def_mem = gpu_defaults(fleet, cpus, memory, mem_spec)
+    # as RealMemory, the CPUs jobs get are the pod's: DefCpuPerGPU shares those (of every CPU, a job asking for all
+    # GPUs would ask for more CPUs than the node gives and never start)
+    spec_cores = core_spec(cpu_m, shape.sockets, shape.cores_per_socket, shape.threads_per_core)
+    def_cpu, def_mem = gpu_defaults(fleet, cpus - spec_cores * shape.threads_per_core, memory, mem_spec)
     efa = instance.max_efa if fleet.interconnect is not None and fleet.interconnect.fabric == "efa" else 0
     mounts = []
     for name in fleet.storage:
@@ -170,6 +238,7 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
             mounts.append(SlinkyMount(f"fsx-{entry.name}", entry.name, entry.mount_path))
     replicas = size.max
     nodeset = ident
+    sssd_conf, sssd_secret, sssd_files = sssd(scheduler.directory)
     return SlinkyConfig(
         namespace=scheduler.namespace, release=release, chart_version=SLINKY_VERSION, slurm_version=SLURM_VERSION,
         cluster_name=scheduler.cluster_name or fleet.name.replace("-", "_"),
@@ -181,9 +250,9 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         node_names=f"{nodeset}-0" if replicas == 1 else f"{nodeset}-[0-{replicas - 1}]",
         gpu_type=type_, gpus=shape.gpu_count, gres=f"gpu:{type_}:{shape.gpu_count}", gres_types=("gpu",),
         gres_file=gpu_files(shape.gpu_count), gres_type=type_, gres_devices=shape.gpu_count,
-        features=features, cpus=cpus, sockets=shape.sockets, cores_per_socket=shape.cores_per_socket,
-        threads_per_core=shape.threads_per_core, real_memory_mib=memory, mem_spec_limit_mib=mem_spec,
-        def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
+        features=features, cpus=cpus, core_spec_count=spec_cores, sockets=shape.sockets,
+        cores_per_socket=shape.cores_per_socket, threads_per_core=shape.threads_per_core, real_memory_mib=memory,
+        mem_spec_limit_mib=mem_spec, def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
         efa=efa, hugepages=EFA_HUGEPAGES if efa else None,
         cpu=f"{cpu_m}m", cpu_m=cpu_m, memory=f"{memory_mib}Mi", memory_mib=memory_mib,
         partition=nodeset, partition_config="Default=YES MaxTime=UNLIMITED State=UP",
@@ -193,7 +262,54 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         env=tuple((v.name, v.value) for v in nccl_env if v.name not in SCHEDULER_SPECIFIC), mounts=tuple(mounts), operator_namespace=OPERATOR_NAMESPACE,
         # cluster-scoped: named after the release, which carries the fleet's name, so two fleets do not share one
         storage_class=f"{release}-state", storage_provisioner=EBS_PROVISIONER, storage_parameters=STATE_VOLUME,
+        sssd_conf=sssd_conf, sssd_secret=sssd_secret, sssd_files=sssd_files,
     )
+
+
+def sssd(directory) -> tuple[tuple, tuple[str, str] | None, tuple[SssdFile, ...]]:
+    """The sssd.conf sections, the Secret of a complete sssd.conf, and the files to mount, of a scheduler.directory.
+
+    The domain is sssd's LDAP provider (sssd-ldap(5)), which also reads Active Directory with `ldap_schema = ad`; the
+    images' sssd has it (sssd-ldap; `id_provider = files` is not built by default from sssd 2.9.0 and removed in
+    2.11.0, SSSD release notes, and the chart's default `id_provider = proxy` over the pod's /etc/passwd finds no
+    user). TLS is demanded against the blueprint's CA: the
+    bind password and the users' entries cross that channel.
+
+    Identities only (`auth_provider = none`, sssd.conf(5) "disables authentication explicitly"): a job runs as the
+    user `su -` switched to from the login pod's root shell (`kubectl exec`, guarded by Kubernetes RBAC), which asks
+    no password; the login and slurmd pods' sshd (LoginSet, NodeSet ssh) then take no directory password from
+    whatever pod reaches them.
+
+    The bind password is never rendered: sssd reads `ldap_default_authtok` from a conf.d snippet (sssd.conf(5),
+    "configuration snippets" merged from /etc/sssd/conf.d/*.conf) that the user's own Secret holds, mounted with mode
+    0600 next to the chart's sssd.conf. Rendered files, values, the plan and Pulumi's state hold only its name."""
+    if directory is None:
+        return (), None, ()
+    if directory.sssd_secret is not None:
+        return (), directory.sssd_secret, ()
+    if not directory.uri or not directory.search_base:  # slinky-directory says what is missing
+        return (), None, ()
+    domain = [("id_provider", "ldap"), ("auth_provider", "none"), ("ldap_uri", directory.uri),
+              ("ldap_search_base", directory.search_base), ("ldap_schema", directory.schema),
+              ("ldap_tls_reqcert", "demand")]
+    files = []
+    if directory.start_tls:
+        domain.append(("ldap_id_use_start_tls", "true"))
+    if directory.tls_ca is not None:
+        name, key = directory.tls_ca
+        files.append(SssdFile("sssd-ldap-ca", "configMap", name, key, "ldap-ca.crt", f"{SSSD_DIR}/ldap-ca.crt", 0o444))
+        domain.append(("ldap_tls_cacert", f"{SSSD_DIR}/ldap-ca.crt"))
+    if directory.bind_dn is not None:
+        domain += [("ldap_default_bind_dn", directory.bind_dn), ("ldap_default_authtok_type", "password")]
+    if directory.bind_secret is not None:
+        name, key = directory.bind_secret
+        files.append(SssdFile("sssd-bind", "secret", name, key, "bind.conf", SSSD_BIND_PATH,
+                              SSSD_FILE_MODE))
+    sections = (("sssd", (("services", "nss, pam"), ("domains", SSSD_DOMAIN))),
+                ("nss", (("filter_groups", SSSD_FILTERED), ("filter_users", SSSD_FILTERED))),
+                ("pam", ()),
+                (f"domain/{SSSD_DOMAIN}", tuple(domain)))
+    return sections, None, tuple(files)
 
 
 def node_group(fleet):

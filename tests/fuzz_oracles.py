@@ -13,6 +13,8 @@ done here without running the program:
   (src/common/parse_config.c, s_p_parse_line): `#` starts a comment unless escaped (`\\#`), a line is
   whitespace-separated `Key=Value` words, a value may be double-quoted. A word without `=` or a key
   the line's kind does not know is a finding: a value with a space or a `#` breaks the structure.
+- sssd.conf (a Slinky fleet's): sssd's ini parser (ding-libs ini_parse.c), comments only at a line's
+  start, so a value is the rest of its line.
 - Environment files (nccl.env, user data's cluster.env): sourced by bash with `set -a`, as
   the Prolog/TaskProlog and systemd-free boot do, with PATH pointing at an empty folder so a command
   that an unquoted value would run is not found, and every variable read back.
@@ -282,6 +284,31 @@ def bash_syntax(text: str) -> str:
 from fleetform.render.k8s import ACCEPTANCE_PROGRAMS as K8S_PROGRAMS  # noqa: E402  (copied as they are, no values)
 
 
+def read_sssd(name: str, text: str) -> dict[str, dict[str, str]]:
+    """sssd.conf as sssd's ini parser reads it (ding-libs ini/ini_parse.c parser_inspect, handle_kvp,
+    handle_section): a line that is empty or starts with `;` or `#` is a comment (none after a value), one
+    starting with a space or tab continues the previous value (fleetform writes none: a finding), `[name]`
+    opens a section, any other line is `key = value` with the spaces around `=` dropped. A key twice in a
+    section is a finding (sssd refuses it)."""
+    sections: dict[str, dict[str, str]] = {}
+    current = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line or line[0] in ";#":
+            continue
+        assert line[0] not in " \t", f"{name}:{number}: a continuation line {line!r}"
+        if line[0] == "[":
+            assert line.rstrip().endswith("]"), f"{name}:{number}: section {line!r} is not closed"
+            current = line.rstrip()[1:-1].strip()
+            assert current and current not in sections, f"{name}:{number}: section {line!r}"
+            sections[current] = {}
+            continue
+        key, eq, value = line.partition("=")
+        assert eq and key.strip() and current is not None, f"{name}:{number}: {line!r} is no key = value in a section"
+        assert key.strip() not in sections[current], f"{name}:{number}: {key.strip()!r} twice in [{current}]"
+        sections[current][key.strip()] = value.strip()
+    return sections
+
+
 def read_files(files: dict[str, bytes]) -> dict[str, object]:
     """Each rendered file read as its consumer reads it; fails (AssertionError or the parser's error)
     on a file the consumer would not take. Files that are fleetform's programs copied as they are
@@ -302,6 +329,8 @@ def read_files(files: dict[str, bytes]) -> dict[str, object]:
             read[name] = docs
         elif name.endswith(".json"):
             read[name] = json.loads(text)
+        elif name.endswith("/slinky/sssd.conf"):
+            read[name] = read_sssd(name, text)
         elif name.endswith(".conf"):  # each line's values as lists (fleetform sorts some: compare them as sets)
             read[name] = [{k: sorted(v.split(",")) for k, v in line} for line in read_slurm(name, text)]
         elif name.endswith(".env"):

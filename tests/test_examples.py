@@ -25,8 +25,8 @@ MEANT = {
     # the stock vLLM image has no aws-ofi-nccl, so the group's NCCL uses sockets (lws-efa-image names AWS's vLLM
     # image); the 405B model from the Hub without a pinned commit: fleetform found no source for one
     "inference-multinode.yaml": [("warning", "lws-efa-image"), ("warning", "hf-revision-unpinned")],
-    # no job runs until the fleet's users come from a directory the blueprint cannot describe (slinky-users)
-    "slurm-on-eks.yaml": [("warning", "slinky-users")],
+    # its job users come from the LDAP directory scheduler.directory names: no slinky-users warning
+    "slurm-on-eks.yaml": [],
 }
 
 

@@ -76,12 +76,12 @@ def _with_slinky(bp, **changes):
 
 def test_the_example_validates_clean_and_renders_the_chart_values_and_slurm_files(tmp_path):
     result = _check(TEXT, tmp_path)
-    # no error; one warning: no job user yet (test_users_rule_says_no_job_runs_until_the_fleet_has_users)
-    assert [f.rule for f in result.findings] == ["slinky-users"]
+    # no error, no warning: the example names its users' directory (test_users_rule_says_no_job_runs_until_...)
+    assert [f.rule for f in result.findings] == []
     files = render(result.model)
     assert {p for p in files if p.startswith("train/")} == {
         "train/k8s/namespace.yaml", "train/k8s/storageclass.yaml", "train/k8s/kustomization.yaml", "train/nccl.env",
-        "train/slinky/values.yaml", "train/slinky/slurm.conf", "train/slinky/gres.conf"}
+        "train/slinky/values.yaml", "train/slinky/slurm.conf", "train/slinky/gres.conf", "train/slinky/sssd.conf"}
     assert not any(p.startswith("train/slurm/") for p in files)  # no controller instance, no slurm/bin programs
     namespace = yaml.safe_load(files["train/k8s/namespace.yaml"])
     kubernetes_validate.validate(namespace, "1.35.0", strict=True)
@@ -232,6 +232,14 @@ def _crs(values: dict) -> dict:
                         "pinToNode": ns["pinToNode"], "workloadDisruptionProtection": ns["workloadDisruptionProtection"],
                         "pruneSlurmNodeRecords": ns["pruneSlurmNodeRecords"],
                         "oversubscribeNode": ns["oversubscribeNode"]}}
+    # _helpers.tpl slurm.sssdConf.name/key: the blueprint's sssd.secretRef, or the Secret the chart makes of sssd.conf
+    secret_ref = chart["sssd"]["secretRef"] or {}
+    sssd_ref = {"name": secret_ref.get("name", "slurm-sssd-conf"), "key": secret_ref.get("key", "sssd.conf")}
+    if ns["ssh"]["enabled"]:  # nodeset-cr.yaml: ssh with its sssdConfRef only when enabled
+        # the chart's default extraSshdConfig is null: the API server prunes a null of a field that is not nullable
+        # before validating (k8s.io/apiextensions-apiserver pkg/apiserver/schema/defaulting/prunenulls.go
+        # PruneNonNullableNullsWithoutDefaults; the CRD gives extraSshdConfig no default and no nullable)
+        nodeset["spec"]["ssh"] = {**{k: v for k, v in ns["ssh"].items() if v is not None}, "sssdConfRef": sssd_ref}
     ctl = chart["controller"]
     controller = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "Controller", "metadata": {"name": "slurm"},
                   "spec": {"clusterName": chart["clusterName"], "extraConf": ctl["extraConf"],
@@ -245,7 +253,7 @@ def _crs(values: dict) -> dict:
     loginset = {"apiVersion": "slinky.slurm.net/v1beta1", "kind": "LoginSet", "metadata": {"name": f"slurm-login-{lkey}"},
                 "spec": {"controllerRef": {"name": "slurm"}, "replicas": ls["replicas"], "login": container(ls["login"]),
                          "initconf": container(ls["initconf"]), "template": {"spec": ls["podSpec"]},
-                         "service": ls["service"], "sssdConfRef": {"name": "slurm-sssd-conf", "key": "sssd.conf"}}}
+                         "service": ls["service"], "sssdConfRef": sssd_ref}}
     return {"NodeSet": nodeset, "Controller": controller, "LoginSet": loginset}
 
 
@@ -265,7 +273,8 @@ def test_the_charts_custom_resources_pass_slurm_operators_crd_schemas(tmp_path):
 
 def test_the_node_line_and_gres_conf_are_a_slurm_fleets_of_the_same_instance(tmp_path):
     """fleetform/slurm.py derives both: a Slurm fleet of 4 p5.48xlarge says the same CPUs, sockets, Gres=,
-    features, MemSpecLimit and gres.conf devices; RealMemory is the smaller of its and the pod's memory limit."""
+    features, MemSpecLimit and gres.conf devices; RealMemory is the smaller of its and the pod's memory limit, and
+    the cores past the pod's CPU limit are specialized (CoreSpecCount), so jobs get the CPUs the pod has."""
     slurm_text = re.sub(r"    scheduler:\n(      .*\n)+", "    scheduler:\n      type: slurm\n", TEXT).replace(
         "  eks:\n    system_nodes: {instance_type: m7i.xlarge, nodes: 2}\n", "")
     slurm_fleet = _model(slurm_text, tmp_path).fleets[0]
@@ -278,7 +287,9 @@ def test_the_node_line_and_gres_conf_are_a_slurm_fleets_of_the_same_instance(tmp
                                                                              node.mem_spec_limit_mib)
     assert (s.gres_type, s.gres_file, s.gres_devices) == (gres.type, gres.file, gres.devices)
     assert int(conf["RealMemory"]) == min(node.real_memory_mib, s.memory_mib) == s.memory_mib < node.real_memory_mib
-    assert s.def_cpu_per_gpu == slurm_fleet.slurm.def_cpu_per_gpu
+    # the CPUs are the pod's too: the cores past its limit are specialized (CoreSpecCount), DefCpuPerGPU shares the rest
+    assert int(conf["CoreSpecCount"]) == s.core_spec_count == 10 and s.job_cpus == 172 <= s.cpu_m / 1000
+    assert s.def_cpu_per_gpu == s.job_cpus // 8 == 21 < slurm_fleet.slurm.def_cpu_per_gpu
 
 
 def test_the_login_pods_nccl_environment_is_the_fleets_nccl_env_but_the_host_interface(tmp_path):
@@ -313,6 +324,10 @@ def test_gres_rule_finds_the_operators_known_mismatches(tmp_path):
     assert any("nvidia.com/gpu limit 1" in m for m in _run("slinky-gres", _with_slinky(model, gpus=1)))
     s = model.fleets[0].slinky
     assert _run("slinky-memory", _with_slinky(model, real_memory_mib=s.memory_mib + 1))
+    # CPUs: the pod's limit holds the node's jobs (CoreSpecCount), DefCpuPerGPU shares what is left
+    assert _run("slinky-cpus", model) == []
+    assert any("throttled" in m for m in _run("slinky-cpus", _with_slinky(model, core_spec_count=0)))
+    assert any("never start" in m for m in _run("slinky-cpus", _with_slinky(model, def_cpu_per_gpu=24)))
 
 
 def test_size_rules_refuse_a_range_and_more_nodes_than_max_node_count(tmp_path):
@@ -445,14 +460,189 @@ def test_the_controllers_claim_names_an_encrypted_gp3_class_the_ebs_csi_add_on_p
     assert "aws-ebs-csi-driver" not in reference.cluster.addons
 
 
+NO_DIRECTORY = re.sub(r"      # the job users:.*\n(      #.*\n)*      directory:\n(        .*\n)+", "", TEXT)
+
+
 def test_users_rule_says_no_job_runs_until_the_fleet_has_users(tmp_path):
     """The login pod's shell is root and DisableRootJobs=YES refuses root's jobs (kept: slurmd is privileged), and the
-    chart's default sssd.conf (id_provider = proxy over files) knows no other user: the example validates with a
-    warning naming what to configure, not silently."""
-    (message,) = _rules(TEXT, tmp_path, "slinky-users")
+    chart's default sssd.conf (id_provider = proxy over files) knows no other user: a fleet without a directory
+    validates with a warning naming what to configure, not silently; with one (the example) the warning is gone."""
+    assert "directory:" not in NO_DIRECTORY and "directory:" in TEXT
+    assert _rules(TEXT, tmp_path, "slinky-users") == []
+    (message,) = _rules(NO_DIRECTORY, tmp_path, "slinky-users")
     assert "DisableRootJobs=YES" in message and "no job" in message
-    (finding,) = [f for f in _check(TEXT, tmp_path).findings if f.rule == "slinky-users"]
+    (finding,) = [f for f in _check(NO_DIRECTORY, tmp_path).findings if f.rule == "slinky-users"]
     assert finding.severity == "warning" and "sssd" in finding.hint
     # slurm-operator v1.2.1 nodeset-cr.yaml gives the slurmd pods the sssd.conf only under ssh.enabled
     assert "nodesets.train.ssh.enabled: true" in finding.hint and "enabled" in CHART["nodesetDefaults"]["ssh"]
+    assert "scheduler.directory" in finding.hint
+    # without a directory the values are as before: the chart's default sssd, no ssh on the slurmd pods
+    values = yaml.safe_load(render(_model(NO_DIRECTORY, tmp_path))["train/slinky/values.yaml"])
+    assert "sssd" not in values and "ssh" not in values["nodesets"]["train"]
     assert "id_provider = proxy" in CHART["sssd"]["conf"]  # the default domain: the pod's own /etc/passwd
+
+
+BIND_SNIPPET = "[domain/directory]\nldap_default_authtok = not-a-real-password\n"
+"""What the example's bind_secret holds (README, Slurm on Kubernetes: `kubectl create secret`): the password line of
+the domain fleetform renders, merged by sssd from /etc/sssd/conf.d (sssd.conf(5), configuration snippets)."""
+
+
+def _sssctl(conf_text: str, folder, snippet: str | None = None):
+    """The real `sssctl config-check` (Debian's sssd-tools) on an sssd.conf laid out as the pods have it: root-owned,
+    mode 0600 (as slurm-operator mounts it, Mode 0o600), with a conf.d folder holding the bind snippet if any."""
+    sssctl = require("sssctl", "sssd-tools")
+    if os.geteuid() != 0 and not os.environ.get("CI"):
+        pytest.skip("sssctl config-check wants sssd.conf owned by root (CI runs as root)")
+    (folder / "conf.d").mkdir(parents=True)
+    conf = folder / "sssd.conf"
+    conf.write_text(conf_text)
+    conf.chmod(0o600)
+    if snippet is not None:
+        (folder / "conf.d/bind.conf").write_text(snippet)
+        (folder / "conf.d/bind.conf").chmod(0o600)
+    return subprocess.run([sssctl, "config-check", "-c", str(conf), "-s", str(folder / "conf.d")],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_rendered_sssd_conf_passes_the_real_sssctl_config_check_and_a_broken_key_fails_it(tmp_path):
+    """sssctl config-check validates every section and option name against sssd's own rules (sssd 2.8.2 here;
+    the slurmd and login images install Ubuntu 26.04's sssd, sssd-ldap and sssd-ad, SlinkyProject/containers
+    schedmd/slurm/26.05/ubuntu26.04/Dockerfile) and merges conf.d snippets: the rendered sssd.conf and the bind
+    snippet the README documents pass it; the same file with one misspelt key fails it. What it does not check (a
+    provider's name, the URI's scheme, TLS) the slinky-directory rule does."""
+    files = render(_model(TEXT, tmp_path))
+    text = files["train/slinky/sssd.conf"].decode()
+    values = yaml.safe_load(files["train/slinky/values.yaml"])
+    # the chart's sssd.conf is the rendered file, less its comments
+    assert values["sssd"]["conf"] == "".join(line + "\n" for line in text.splitlines() if not line.startswith("#"))
+    # the snippet is what the README's command writes into the bind Secret
+    readme = (ROOT / "README.md").read_text()
+    (command,) = re.findall(r"read -rs PASSWORD && (printf .*\"\$PASSWORD\") \|", readme)
+    made = subprocess.run(["bash", "-c", command], env={"PASSWORD": "not-a-real-password"}, capture_output=True,
+                          text=True)
+    assert made.stdout == BIND_SNIPPET, (command, made.stdout)
+    good = _sssctl(text, tmp_path / "good", BIND_SNIPPET)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "Issues identified by validators: 0" in good.stdout and "Used configuration snippet files: 1" in good.stdout
+    assert "not-a-real-password" not in text and "authtok =" not in text  # the password is in the snippet only
+    broken = _sssctl(text.replace("ldap_search_base", "ldap_serch_base"), tmp_path / "broken")
+    assert broken.returncode != 0 and "ldap_serch_base" in broken.stdout, broken.stdout
+    misplaced = _sssctl(text, tmp_path / "snippet-typo", BIND_SNIPPET.replace("authtok", "authtokk"))
+    assert misplaced.returncode != 0 and "ldap_default_authtokk" in misplaced.stdout, misplaced.stdout
+
+
+def test_login_and_slurmd_pods_read_the_same_directory(tmp_path):
+    """slurm-operator v1.2.1 mounts the chart's one sssd.conf in the login pods and, with ssh.enabled, in the slurmd
+    pods (loginset-cr.yaml sssdConfRef; nodeset-cr.yaml ssh.sssdConfRef; worker_app.go under Spec.Ssh.Enabled): the
+    NodeSet enables ssh, and both containers mount the CA and the bind snippet at the paths sssd.conf names, from the
+    objects the blueprint names, each file with the mode sssd wants. Every key is a key of the chart's values.yaml."""
+    values = yaml.safe_load(render(_model(TEXT, tmp_path))["train/slinky/values.yaml"])
+    assert _missing_keys(values, CHART) == []
+    assert set(CHART["sssd"]) == {"conf", "secretRef"} and "volumeMounts" in CHART["loginsetDefaults"]["login"]
+    assert "volumeMounts" in CHART["nodesetDefaults"]["slurmd"] and "volumes" in CHART["nodesetDefaults"]["podSpec"]
+    nodeset, login = values["nodesets"]["train"], values["loginsets"]["train"]
+    assert nodeset["ssh"] == {"enabled": True}
+    conf = values["sssd"]["conf"]
+    assert "ldap_tls_cacert = /etc/sssd/ldap-ca.crt" in conf and "ldap_uri = ldaps://ldap.corp.example.com" in conf
+    # identities only: `su -` from the login pod's root shell asks no password, the pods' sshd takes none
+    assert "id_provider = ldap\nauth_provider = none\n" in conf and "ldap_tls_reqcert = demand" in conf
+    for mounts, volumes in ((login["login"]["volumeMounts"], login["podSpec"]["volumes"]),
+                            (nodeset["slurmd"]["volumeMounts"], nodeset["podSpec"]["volumes"])):
+        by_name = {v["name"]: v for v in volumes}
+        files = {m["mountPath"]: (m, by_name[m["name"]]) for m in mounts if m["name"].startswith("sssd-")}
+        mount, volume = files["/etc/sssd/ldap-ca.crt"]
+        assert volume["configMap"] == {"name": "corp-ldap-ca", "items": [{"key": "ca.crt", "path": "ldap-ca.crt",
+                                                                          "mode": 0o444}]}
+        assert mount["subPath"] == "ldap-ca.crt" and mount["readOnly"] is True
+        mount, volume = files["/etc/sssd/conf.d/bind.conf"]
+        assert volume["secret"] == {"secretName": "corp-ldap-bind", "items": [{"key": "bind.conf", "path": "bind.conf",
+                                                                               "mode": 0o600}]}
+        assert mount["subPath"] == "bind.conf"
+    # the chart's custom resources carry them and pass the CRD schemas (the NodeSet's ssh.sssdConfRef included)
+    crs = _crs(values)
+    assert crs["NodeSet"]["spec"]["ssh"]["sssdConfRef"] == crs["LoginSet"]["spec"]["sssdConfRef"]
+    for kind, obj in crs.items():
+        assert [e.message for e in jsonschema.Draft202012Validator(CRDS[kind]).iter_errors(obj)] == [], kind
+
+
+def test_a_complete_sssd_conf_secret_is_the_charts_secret_ref(tmp_path):
+    """sssd_secret: the chart takes the blueprint's Secret (sssd.secretRef, which takes precedence over sssd.conf and
+    makes the chart create no Secret: cluster/sssd-conf-secret.yaml, _helpers.tpl slurm.sssdConf.name); fleetform
+    renders no sssd.conf and mounts nothing of its own, the NodeSet still enables ssh so slurmd pods read it."""
+    own = re.sub(r"      directory:\n(        .*\n)+", "      directory:\n        sssd_secret: {name: team-sssd}\n",
+                 TEXT)
+    result = _check(own, tmp_path)
+    assert [f.rule for f in result.findings] == []
+    files = render(result.model)
+    values = yaml.safe_load(files["train/slinky/values.yaml"])
+    assert values["sssd"] == {"secretRef": {"name": "team-sssd", "key": "sssd.conf"}}
+    assert "train/slinky/sssd.conf" not in files and values["nodesets"]["train"]["ssh"] == {"enabled": True}
+    assert not any(m["name"].startswith("sssd-") for m in values["loginsets"]["train"]["login"]["volumeMounts"])
+    assert _crs(values)["LoginSet"]["spec"]["sssdConfRef"] == {"name": "team-sssd", "key": "sssd.conf"}
+
+
+def _directory(tmp_path, **fields) -> list[str]:
+    """slinky-directory's messages for the example with its directory's fields replaced (None: removed)."""
+    d = {"uri": "ldaps://ldap.corp.example.com", "search_base": "dc=corp,dc=example,dc=com",
+         "tls_ca": {"config_map": "corp-ldap-ca"}, "bind_dn": "cn=sssd,dc=corp,dc=example,dc=com",
+         "bind_secret": {"name": "corp-ldap-bind"}}
+    d.update(fields)
+    body = "".join(f"        {k}: {yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}\n"
+                   for k, v in d.items() if v is not None)
+    text = re.sub(r"      directory:\n(        .*\n)+", "      directory:\n" + body, TEXT)
+    return _rules(text, tmp_path, "slinky-directory")
+
+
+def test_directory_rule_refuses_a_bad_uri_plain_ldap_and_a_missing_search_base(tmp_path):
+    assert _directory(tmp_path) == []
+    assert _directory(tmp_path, uri="ldap://ldap.corp.example.com", start_tls=True) == []
+    for uri in ("https://ldap.corp.example.com", "ldap.corp.example.com", "ldaps://", "ldaps://h/dc=x?uid",
+                "ldaps://h:99999"):
+        (found,) = _directory(tmp_path, uri=uri)
+        assert "is not ldap://HOST[:PORT] or ldaps://HOST[:PORT]" in found, (uri, found)
+    (found,) = _directory(tmp_path, uri="ldap://ldap.corp.example.com")
+    assert "without StartTLS" in found and "in clear" in found
+    (found,) = _directory(tmp_path, start_tls=True)
+    assert "TLS already" in found
+    (found,) = _directory(tmp_path, search_base=None)
+    assert "no search_base" in found
+    (found,) = _directory(tmp_path, search_base="corp")
+    assert "not a DN" in found
+    (found,) = _directory(tmp_path, tls_ca=None)
+    assert "no tls_ca" in found
+    (found,) = _directory(tmp_path, bind_secret=None)
+    assert "without a password" in found
+    (found,) = _directory(tmp_path, bind_dn=None)
+    assert "no bind_dn" in found
+    (found,) = _directory(tmp_path, uri=None)
+    assert "has no uri" in found
+    (found,) = _directory(tmp_path, sssd_secret={"name": "team-sssd"})
+    assert "also uri, search_base, tls_ca, bind_dn, bind_secret" in found
+    assert _directory(tmp_path, uri=None, search_base=None, tls_ca=None, bind_dn=None, bind_secret=None,
+                      sssd_secret={"name": "team-sssd"}) == []
+
+
+def test_schema_refuses_a_directory_value_that_would_inject_lines_or_a_directory_elsewhere(tmp_path):
+    """A newline in a directory value would add a line to sssd.conf (and to the chart's values): the schema refuses
+    control characters in every field; and only a Slinky fleet has a directory."""
+    text = TEXT.replace("search_base: dc=corp,dc=example,dc=com",
+                        'search_base: "dc=corp\\nldap_tls_reqcert = never"')
+    result = _check(text, tmp_path)
+    assert result.model is None and any(f.rule == "schema" and "search_base" in f.path for f in result.findings)
+    text = TEXT.replace("uri: ldaps://ldap.corp.example.com", "uri: ldaps://a ldaps://b")
+    assert any(f.rule == "schema" and "uri" in f.path for f in _check(text, tmp_path).findings)
+    slurm = re.sub(r"    scheduler:\n(      .*\n)+", "    scheduler:\n      type: slurm\n      directory:\n"
+                   "        sssd_secret: {name: x}\n", TEXT)
+    assert any(f.rule == "schema" and "directory" in f.path for f in _check(slurm, tmp_path).findings)
+
+
+def test_diff_calls_a_new_directory_a_node_roll(tmp_path):
+    """A changed directory changes the chart's sssd.conf Secret, whose hash slurm-operator v1.2.1 puts on the NodeSet's
+    and LoginSet's pod templates (workerbuilder/worker_app.go getWorkerHashes, loginbuilder/login_app.go
+    getLoginHashes: AnnotationSssdConfHash): the slurmd pods roll like any NodeSet change, not an update in place."""
+    changed = tmp_path / "directory.yaml"
+    changed.write_text(TEXT.replace("ldaps://ldap.corp.example.com", "ldaps://ldap2.corp.example.com"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stderr
+    assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout

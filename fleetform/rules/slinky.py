@@ -90,6 +90,29 @@ def slinky_memory(bp: Blueprint, report: Reporter) -> None:
                    "report this: RealMemory is the pod's memory limit")
 
 
+@rule("slinky-cpus", "error", "a Slinky node gives jobs at most its slurmd pod's CPU limit, and a job asking for every "
+      "GPU gets its default CPUs", stage="config")
+def slinky_cpus(bp: Blueprint, report: Reporter) -> None:
+    """The kubelet's CFS quota holds the slurmd pod, and every job step in it, to its CPU limit; Slurm would place
+    tasks on every CPU of the node line. The cores past the limit are specialized (CoreSpecCount, as the slurmd
+    image's entrypoint computes them: fleetform/slinky.py core_spec), and DefCpuPerGPU shares the CPUs left: more than
+    those, and a job asking for all of a node's GPUs without --cpus-per-task asks for more CPUs than any node has."""
+    for fleet in _slinky_fleets(bp):
+        s = fleet.slinky
+        if s is None:
+            continue
+        cores = s.sockets * s.cores_per_socket
+        if s.job_cpus > s.cpu_m / 1000 or not 0 <= s.core_spec_count < cores:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s node line gives jobs {s.job_cpus} CPUs "
+                   f"(CPUs={s.cpus}, CoreSpecCount={s.core_spec_count} of {cores} cores), but its slurmd pod's CPU "
+                   f"limit is {s.cpu}: jobs would be throttled below what Slurm allotted them",
+                   "report this: the cores past the pod's limit are specialized")
+        elif s.def_cpu_per_gpu * s.gpus > s.job_cpus:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}': DefCpuPerGPU={s.def_cpu_per_gpu} x {s.gpus} "
+                   f"GPUs is more than the {s.job_cpus} CPUs a node gives jobs: a job asking for every GPU would "
+                   "never start", "report this: DefCpuPerGPU shares the CPUs jobs get")
+
+
 @rule("slinky-namespace", "error", "a Slinky fleet's namespace is its own: not Kubernetes', a chart's or another fleet's")
 def slinky_namespace(bp: Blueprint, report: Reporter) -> None:
     """fleetform makes the fleet's Namespace (<fleet>/k8s/namespace.yaml) and installs its `slurm` release there:
@@ -120,15 +143,88 @@ def slinky_users(bp: Blueprint, report: Reporter) -> None:
     sssdConfRef), and the slurmd pods the same one only when the NodeSet's `ssh.enabled` is true (nodeset-cr.yaml sets
     ssh.sssdConfRef inside `if .enabled`; workerbuilder/worker_app.go mounts it under Spec.Ssh.Enabled). Its default
     domain is `id_provider = proxy` over the pod's own /etc/passwd (values.yaml sssd.conf), which holds no user: users
-    come from a directory (LDAP, AD) the blueprint does not describe. Until it does, the finding says what to set."""
+    come from a directory (LDAP, AD): scheduler.directory names it (fleetform/slinky.py renders sssd.conf of it and
+    enables the NodeSet's ssh), and until it does, the finding says what to set."""
     for fleet in _slinky_fleets(bp):
         s = fleet.slinky
-        if s is None or "DisableRootJobs=YES" not in s.extra_conf:
+        if s is None or "DisableRootJobs=YES" not in s.extra_conf or s.users:
             continue
         report(fleet.scheduler.path, f"no job of Slinky fleet '{fleet.name}' can run yet: its login pod's shell is "
                f"root and slurm.conf has DisableRootJobs=YES, and neither the login pod nor the slurmd pods know "
                f"another user",
+               f"name the users' directory in scheduler.directory (uri, search_base, tls_ca, bind_dn, bind_secret; "
+               f"or sssd_secret, a Secret holding a complete sssd.conf); by hand, "
                f"give the `slurm` release (values of {fleet.name}/slinky/values.yaml) an `sssd.conf` or "
                f"`sssd.secretRef` whose domain is a directory (LDAP or AD) holding the job users, and "
                f"`nodesets.{s.nodeset}.ssh.enabled: true` so the slurmd pods read it too (same uid and gid on the "
                f"login and slurmd pods); submit as one of them (`su - USER` in the login pod)")
+
+
+@rule("slinky-directory", "error", "a Slinky fleet's user directory is complete and reached over TLS: an ldaps:// or "
+      "StartTLS ldap:// URI, a search base, the CA, a bind DN with its Secret; or a complete sssd.conf's Secret alone")
+def slinky_directory(bp: Blueprint, report: Reporter) -> None:
+    """scheduler.directory becomes the sssd.conf of the login and slurmd pods (fleetform/slinky.py). sssd-ldap(5):
+    ldap_uri is `ldap[s]://<host>[:port]`; "an encrypted channel is not needed" only for identities, but the bind
+    password crosses the same channel, so ldap:// without StartTLS (ldap_id_use_start_tls) would send it and every
+    user's entry in clear, where anyone on the path could also answer with other uids; StartTLS on ldaps:// would
+    ask for TLS inside TLS. Without ldap_search_base sssd searches the RootDSE's defaultNamingContext or single
+    namingContexts value (sssd-ldap(5)), which need not hold the users. ldap_tls_reqcert = demand checks the
+    server's certificate against ldap_tls_cacert, the blueprint's CA. A bind DN without its password's Secret would
+    bind with an empty password (refused), a Secret without a DN would be ignored."""
+    from urllib.parse import urlsplit
+
+    for fleet in _slinky_fleets(bp):
+        d = fleet.scheduler.directory
+        if d is None:
+            continue
+        if d.sssd_secret is not None:
+            given = [k for k, v in (("uri", d.uri), ("search_base", d.search_base), ("tls_ca", d.tls_ca),
+                                    ("bind_dn", d.bind_dn), ("bind_secret", d.bind_secret)) if v is not None]
+            if given or d.start_tls:
+                report(d.path + ("sssd_secret",), f"Slinky fleet '{fleet.name}''s directory names a complete sssd.conf "
+                       f"(Secret '{d.sssd_secret[0]}') and also {', '.join(given or ['start_tls'])}, which fleetform "
+                       "would not use", "keep sssd_secret alone, or drop it and let fleetform render sssd.conf")
+            continue
+        if d.uri is None:
+            report(d.path, f"Slinky fleet '{fleet.name}''s directory has no uri: sssd would not know the directory "
+                   "server", "add uri: ldaps://HOST (or sssd_secret: {name: SECRET} with a complete sssd.conf)")
+        else:
+            try:
+                parts = urlsplit(d.uri)
+                port = parts.port
+            except ValueError:
+                parts, port = None, None
+            scheme = parts.scheme.lower() if parts is not None else ""
+            if parts is None or scheme not in ("ldap", "ldaps") or not parts.hostname or parts.path not in ("", "/") \
+                    or parts.query or parts.fragment or parts.username or (port is not None and not 0 < port < 65536):
+                report(d.path + ("uri",), f"Slinky fleet '{fleet.name}''s directory uri '{d.uri}' is not "
+                       "ldap://HOST[:PORT] or ldaps://HOST[:PORT] (sssd-ldap(5) ldap_uri)",
+                       "write ldaps://ldap.example.com, or ldap://ldap.example.com with start_tls: true")
+            elif scheme == "ldap" and not d.start_tls:
+                report(d.path + ("uri",), f"Slinky fleet '{fleet.name}''s directory uri '{d.uri}' is plain LDAP "
+                       "without StartTLS: the bind password and every user's entry (uids, groups) would cross the "
+                       "network in clear, and could be forged on the way",
+                       "use ldaps://, or add start_tls: true")
+            elif scheme == "ldaps" and d.start_tls:
+                report(d.path + ("start_tls",), f"Slinky fleet '{fleet.name}''s directory asks for StartTLS on "
+                       f"'{d.uri}', which is TLS already: sssd would ask for TLS inside TLS and fail to connect",
+                       "drop start_tls (it is for ldap:// URIs)")
+        if not d.search_base or not d.search_base.strip():
+            report(d.path, f"Slinky fleet '{fleet.name}''s directory has no search_base: sssd would search the "
+                   "server's default naming context, which need not hold the job users",
+                   "add search_base: the DN above the users and groups, e.g. dc=example,dc=com")
+        elif "=" not in d.search_base:
+            report(d.path + ("search_base",), f"Slinky fleet '{fleet.name}''s directory search_base "
+                   f"'{d.search_base}' is not a DN (attribute=value pairs)", "write it as dc=example,dc=com")
+        if d.tls_ca is None:
+            report(d.path, f"Slinky fleet '{fleet.name}''s directory names no tls_ca: sssd demands a certificate it "
+                   "can verify (ldap_tls_reqcert = demand) and the pods hold no CA of yours",
+                   "add tls_ca: {config_map: NAME} (a ConfigMap in the fleet's namespace with key ca.crt)")
+        if d.bind_dn is not None and d.bind_secret is None:
+            report(d.path + ("bind_dn",), f"Slinky fleet '{fleet.name}''s directory binds as '{d.bind_dn}' but names "
+                   "no bind_secret: sssd would bind without a password", "add bind_secret: {name: SECRET} (README, "
+                   "Slurm on Kubernetes), or drop bind_dn for an anonymous bind")
+        if d.bind_secret is not None and d.bind_dn is None:
+            report(d.path + ("bind_secret",), f"Slinky fleet '{fleet.name}''s directory names bind_secret "
+                   f"'{d.bind_secret[0]}' but no bind_dn: sssd would bind anonymously and ignore the password",
+                   "add bind_dn: the DN the password belongs to")
