@@ -7,8 +7,9 @@ from __future__ import annotations
 from ..cluster import quantity
 from ..gateway import MODEL_HEADER, router_name as bbr_name
 from ..model import Blueprint
-from ..semrouter import CPU_LIMIT, CPU_REQUEST, MEMORY_LIMIT, MEMORY_REQUEST, router_name
+from ..semrouter import CPU_LIMIT, MEMORY_LIMIT, router_name
 from . import Reporter, rule
+from .cluster import _overhead
 
 # vLLM 0.11 runs a model as a pooling model (embeddings, classification, scores: no /v1/chat/completions or
 # /v1/completions) when asked with --task embed|classify|score|reward or --runner pooling (vllm/config/model.py
@@ -109,28 +110,28 @@ def semantic_router_name(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("semantic-router-fit", "error",
-      "the semantic router's requests and limits fit one system node", stage="cluster")
+      "the semantic router's limits fit one system node after its node agents", stage="cluster")
 def semantic_router_fit(bp: Blueprint, report: Reporter) -> None:
     """The router's classifiers run on CPU (its chart at v0.3.0: requests 1 CPU / 3Gi, limits 2 CPU / 7Gi). It
-    tolerates no GPU taint, so it runs on the system node group; cluster-admission counts its requests there. A
-    limit over a node's allocatable is one the router can reach only by being OOM-killed or throttled below
-    what its chart allows: its models are loaded in full into memory at start."""
+    tolerates no GPU taint, so it runs on the system node group, where cluster-admission and the capacity rules
+    count its requests. Its limits are what it uses loaded and busy (the classifier models are held in memory in
+    full): a limit over what a node has after its node agents is memory the router reaches only by evicting
+    others or being OOM-killed, and CPU it never gets."""
     cluster = bp.cluster
     if cluster is None:
         return
     system = cluster.system
+    cpu_agents, memory_agents = _overhead(cluster, system)
     for fleet, spec in _routed(bp):
         if fleet.inference_gateway is None or fleet.inference_gateway.semantic_router is None:
             continue
         for what, value, allocatable, unit in (
-                ("CPU request", quantity(CPU_REQUEST) * 1000, system.cpu_m, "m"),
-                ("memory request", quantity(MEMORY_REQUEST) / 2**20, system.memory_mib, "Mi"),
-                ("CPU limit", quantity(CPU_LIMIT) * 1000, system.cpu_m, "m"),
-                ("memory limit", quantity(MEMORY_LIMIT) / 2**20, system.memory_mib, "Mi")):
+                ("CPU limit", quantity(CPU_LIMIT) * 1000, system.cpu_m - cpu_agents, "m"),
+                ("memory limit", quantity(MEMORY_LIMIT) / 2**20, system.memory_mib - memory_agents, "Mi")):
             if value > allocatable:
                 report(spec.path,
-                       f"the semantic router's {what} ({value:.0f}{unit}) is more than a system node's allocatable "
-                       f"({system.instance_type}: {allocatable}{unit})",
+                       f"the semantic router's {what} ({value:.0f}{unit}) is more than a system node has for it "
+                       f"({system.instance_type}: {allocatable}{unit} allocatable after node agents)",
                        "give provider.eks.system_nodes a larger instance_type (m7i.xlarge or larger)")
 
 
