@@ -28,6 +28,10 @@ is the pin.
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import astuple, replace
+
 from .records import frozen
 
 VERSION = "v0.3.0"
@@ -50,7 +54,12 @@ mounts a 10Gi claim there (values.yaml persistence.size). Here an emptyDir of th
 read-only, and a restarted pod downloads again (the pod needs egress to huggingface.co)."""
 TMP_SIZE = "1Gi"  # /tmp: HOME and the Hub client's cache
 EPHEMERAL_REQUEST = "11Gi"  # MODELS_SIZE + TMP_SIZE: the emptyDirs live on the node's disk, so the scheduler counts them
-CONFIG_PATH = "/app/config/config.yaml"  # the entrypoint's CONFIG_FILE default (scripts/entrypoint.sh)
+CONFIG_DIR = "/app/fleetform"
+"""The ConfigMap is mounted as this directory, not with subPath over the image's /app/config/config.yaml (as the
+chart does): the kubelet never updates a subPath mount (Kubernetes docs, ConfigMaps: "A container using a ConfigMap
+as a subPath volume mount will not receive ConfigMap updates"), while the router watches its config file's
+directory and reloads on a change (pkg/extproc/server_config_watch.go at v0.3.0). The entrypoint takes the file
+from CONFIG_FILE (scripts/entrypoint.sh: CONFIG_FILE_PATH=${CONFIG_FILE:-/app/config/config.yaml})."""
 RUN_AS = 65532
 """The image sets no USER (Dockerfile.extproc: root); Pod Security restricted needs a non-root user, and the router
 writes only under MODELS_DIR and /tmp (HOME and the Hub cache point there), both emptyDirs."""
@@ -127,7 +136,8 @@ class SemanticRouter:
     models_size: str = MODELS_SIZE
     tmp_size: str = TMP_SIZE
     ephemeral_request: str = EPHEMERAL_REQUEST
-    config_path: str = CONFIG_PATH
+    config_dir: str = CONFIG_DIR
+    config_digest: str = ""  # sha256 of everything the config says: on the pod template, so a change rolls the pods
     run_as: int = RUN_AS
     fail_open: bool = FAIL_OPEN
     processing: tuple[tuple[str, str], ...] = PROCESSING
@@ -139,6 +149,10 @@ class SemanticRouter:
     @property
     def config_name(self) -> str:
         return f"{self.name}-config"
+
+    @property
+    def config_path(self) -> str:
+        return f"{self.config_dir}/config.yaml"
 
 
 def router_name(fleet) -> str:
@@ -164,6 +178,11 @@ def build(fleet, common: tuple[tuple[str, str], ...]) -> SemanticRouter | None:
         Choice("default", f"every other request (medium, hard, or unclassified) goes to {spec.large}", 100,
                None, spec.large),
     )
-    return SemanticRouter(name, selector + (("app.kubernetes.io/component", "semantic-router"),) + common, selector,
-                          spec.model_name, spec.small, spec.large, spec.threshold, spec.easy, spec.hard, choices,
-                          spec.large)
+    router = SemanticRouter(name, selector + (("app.kubernetes.io/component", "semantic-router"),) + common,
+                            selector, spec.model_name, spec.small, spec.large, spec.threshold, spec.easy, spec.hard,
+                            choices, spec.large)
+    # the config's inputs (the ConfigMap's template adds only constants of this module and the gateway's timeout)
+    said = json.dumps([VERSION, router.model_name, router.small, router.large, router.threshold, router.easy,
+                       router.hard, [list(c) for c in (astuple(c) for c in choices)], fleet.gateway.request_timeout_s,
+                       router.grpc_port, router.api_port], sort_keys=True)
+    return replace(router, config_digest=hashlib.sha256(said.encode()).hexdigest())

@@ -153,9 +153,28 @@ def test_the_router_runs_on_its_own_route_and_names_its_objects():
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     config_mount = next(m for m in container["volumeMounts"] if m["name"] == "config")
     assert volumes["config"]["configMap"]["name"] in objs["ConfigMap"]
-    assert config_mount["mountPath"] == "/app/config/config.yaml"  # the entrypoint's CONFIG_FILE default
+    # a directory mount, which the kubelet updates (a subPath mount never is), and the entrypoint's CONFIG_FILE
+    # (scripts/entrypoint.sh at v0.3.0) names the file in it
+    assert "subPath" not in config_mount
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["CONFIG_FILE"] == config_mount["mountPath"] + "/config.yaml"
+    assert "config.yaml" in objs["ConfigMap"][volumes["config"]["configMap"]["name"]]["data"]
     listed = yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
     assert {f"{ROUTER}-{k}.yaml" for k in semrouter_objects()} <= set(listed)
+
+
+def test_a_change_of_the_routing_rolls_the_routers_pods(tmp_path):
+    def digest(text):
+        model = checked_model(text, tmp_path)
+        return model.fleets[0].inference_gateway.semantic_router.config_digest
+
+    before = digest(EXAMPLE.read_text())
+    assert re.fullmatch(r"[0-9a-f]{64}", before) and before == digest(EXAMPLE.read_text())
+    for change in ({"threshold": "0.2"}, {"small": "qwen-32b", "large": "qwen-7b"}, {"model_name": "cheap"}):
+        assert digest(_bp(**change)) != before, change
+    _, _, objs = _objects(EXAMPLE)
+    annotations = objs["Deployment"][ROUTER]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["fleetform.dev/config-sha256"] == before
 
 
 def semrouter_objects():
