@@ -175,6 +175,8 @@ def build(fleet, common: tuple[tuple[str, str], ...]) -> SemanticRouter | None:
     choices = (
         Choice("simple", f"requests the complexity signal finds easy go to {spec.small}", 200,
                f"{COMPLEXITY_RULE}:easy", spec.small),
+        # an AND of no condition matches every request (pkg/decision/engine.go evalAND at v0.3.0), and the priority
+        # strategy takes the highest-priority match: easy requests match both and go to the small model
         Choice("default", f"every other request (medium, hard, or unclassified) goes to {spec.large}", 100,
                None, spec.large),
     )
