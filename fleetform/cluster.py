@@ -323,8 +323,8 @@ def _servers(fleet) -> list[Workload]:
 
 def _gateway(fleet) -> list[Workload]:
     """The pods of a fleet's gateway (fleetform/gateway.py): each model's endpoint picker, the body-based
-    router and the semantic router where asked. They tolerate no taint and select no node: they run on the system node group, and are checked as
-    its other pods are (fleet None: the system group's reasons and hint)."""
+    router and the semantic router where asked. They tolerate no taint and select no node: they run on the
+    system node group, and are checked as its other pods are (fleet None: the system group's reasons and hint)."""
     g = fleet.inference_gateway
     if g is None:
         return []
