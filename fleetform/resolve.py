@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import (acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, lws, mig, monitoring,
+               semrouter,
                nccl, pool, ray, slinky, slurm)
 from .slurm import host_count
 from .lws import spans_nodes
@@ -235,6 +236,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
         gateway=None if "gateway" not in item else GatewaySpec(
             item["gateway"].get("request_timeout_s", 300), path + ("gateway",),
             item["gateway"].get("expose", "cluster")),
+        semantic_routing=semrouter.spec(item["semantic_routing"], path + ("semantic_routing",))
+        if "semantic_routing" in item else None,
     )
 
 
