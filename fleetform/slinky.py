@@ -294,6 +294,7 @@ def sssd(directory) -> tuple[tuple, tuple[str, str] | None, tuple[SssdFile, ...]
         return (), None, ()
     domain = [("id_provider", "ldap"), ("auth_provider", "none"), ("ldap_uri", directory.uri),
               ("ldap_search_base", directory.search_base), ("ldap_schema", directory.schema),
+              *((("ldap_id_mapping", "true"),) if directory.id_mapping else ()),
               ("ldap_tls_reqcert", "demand")]
     files = []
     if directory.start_tls:

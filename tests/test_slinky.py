@@ -548,6 +548,23 @@ def test_the_rendered_sssd_conf_passes_the_real_sssctl_config_check_and_a_broken
     assert misplaced.returncode != 0 and "ldap_default_authtokk" in misplaced.stdout, misplaced.stdout
 
 
+def test_active_directory_without_posix_attributes_maps_ids_from_object_sids(tmp_path):
+    """sssd's LDAP provider without ldap_id_mapping searches users with a non-zero uidNumber only (sssd
+    src/providers/ldap/ldap_id.c users_get_send: "make sure there is a non-NULL UID"), so an Active Directory whose
+    users have no POSIX attributes, the common case, has no user in the pods and no job runs. id_mapping: true
+    renders ldap_id_mapping = true (sssd-ldap(5): uids and gids from objectSID, "supports only ActiveDirectory"),
+    the same algorithm and settings in every pod, so the same uid in the login and slurmd pods; sssctl accepts it,
+    and slinky-directory refuses it for a non-AD schema."""
+    text = TEXT.replace("        schema: rfc2307bis\n", "        schema: ad\n        id_mapping: true\n")
+    conf = render(_model(text, tmp_path))["train/slinky/sssd.conf"].decode()
+    assert "ldap_schema = ad\nldap_id_mapping = true\n" in conf
+    good = _sssctl(conf, tmp_path / "ad", BIND_SNIPPET)
+    assert good.returncode == 0 and "Issues identified by validators: 0" in good.stdout, good.stdout + good.stderr
+    assert "ldap_id_mapping" not in render(_model(TEXT, tmp_path))["train/slinky/sssd.conf"].decode()
+    assert any("objectSID" in m for m in _directory(tmp_path, schema="rfc2307", id_mapping=True))
+    assert _directory(tmp_path, schema="ad", id_mapping=True) == []
+
+
 def test_login_and_slurmd_pods_read_the_same_directory(tmp_path):
     """slurm-operator v1.2.1 mounts the chart's one sssd.conf in the login pods and, with ssh.enabled, in the slurmd
     pods (loginset-cr.yaml sssdConfRef; nodeset-cr.yaml ssh.sssdConfRef; worker_app.go under Spec.Ssh.Enabled): the
