@@ -175,6 +175,7 @@ class SlinkyDirectory:
     bind_secret: tuple[str, str] | None  # a Secret in the fleet's namespace and its key: an sssd.conf snippet
     sssd_secret: tuple[str, str] | None  # a Secret in the fleet's namespace and its key: a complete sssd.conf
     path: Path
+    id_mapping: bool = False  # sssd's ldap_id_mapping: uids and gids from Active Directory objectSIDs
 
 
 @frozen

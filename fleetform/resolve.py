@@ -69,7 +69,8 @@ def _directory(data: dict | None, path: tuple) -> SlinkyDirectory | None:
 
     return SlinkyDirectory(data.get("uri"), data.get("search_base"), data.get("start_tls", False),
                            data.get("schema", "rfc2307"), ref("tls_ca", "config_map", "ca.crt"), data.get("bind_dn"),
-                           ref("bind_secret", "name", "bind.conf"), ref("sssd_secret", "name", "sssd.conf"), path)
+                           ref("bind_secret", "name", "bind.conf"), ref("sssd_secret", "name", "sssd.conf"), path,
+                           data.get("id_mapping", False))
 
 
 def _scheduler(data: dict | None, path: tuple) -> (SlurmScheduler | KubernetesScheduler | RayScheduler | SlinkyScheduler
