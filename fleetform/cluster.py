@@ -322,18 +322,22 @@ def _servers(fleet) -> list[Workload]:
 
 
 def _gateway(fleet) -> list[Workload]:
-    """The pods of a fleet's gateway (fleetform/gateway.py): each model's endpoint picker and the body-based
-    router. They tolerate no taint and select no node: they run on the system node group, and are checked as
-    its other pods are (fleet None: the system group's reasons and hint)."""
+    """The pods of a fleet's gateway (fleetform/gateway.py): each model's endpoint picker, the body-based
+    router and the semantic router where asked. They tolerate no taint and select no node: they run on the
+    system node group, and are checked as its other pods are (fleet None: the system group's reasons and hint)."""
     g = fleet.inference_gateway
     if g is None:
         return []
     path = fleet.gateway.path
-    pods = [(p.name, 1, g.cpu, g.memory) for p in g.pickers]
-    pods.append((g.router.name, g.router.replicas, g.router.cpu, g.router.memory))
+    pods = [(p.name, 1, g.cpu, g.memory, "0") for p in g.pickers]
+    pods.append((g.router.name, g.router.replicas, g.router.cpu, g.router.memory, "0"))
+    if g.semantic_router is not None:  # fleetform/semrouter.py: its requests, the chart's (limits above them)
+        s = g.semantic_router
+        pods.append((s.name, s.replicas, s.cpu_request, s.memory_request, s.ephemeral_request))
     return [Workload(f"{fleet.name}/{name}", f"fleet {fleet.name}", "Deployment", replicas, replicas,
-                     round(quantity(cpu) * 1000), round(quantity(memory) / 2**20), 0, (), (), (), None, path)
-            for name, replicas, cpu, memory in pods]
+                     round(quantity(cpu) * 1000), round(quantity(memory) / 2**20), math.ceil(quantity(eph) / 2**30),
+                     (), (), (), None, path)
+            for name, replicas, cpu, memory, eph in pods]
 
 
 def deep_merge(base: dict, extra: dict) -> dict:

@@ -5,8 +5,10 @@ finds no replica can still wake one."""
 
 from __future__ import annotations
 
+from . import semrouter
 from .k8s import LOAD_GB_PER_S, READY_OVERHEAD_S
 from .records import frozen
+from .semrouter import SemanticRouter  # noqa: F401  (the type of InferenceGateway.semantic_router)
 
 
 @frozen
@@ -184,6 +186,7 @@ class InferenceGateway:
     service_annotations: tuple[tuple[str, str], ...] = ()
     parameters_group: str = PARAMETERS_GROUP
     parameters_kind: str = PARAMETERS_KIND
+    semantic_router: SemanticRouter | None = None  # fleetform/semrouter.py: routing simple requests to a smaller model
 
     @property
     def parameters_name(self) -> str:
@@ -232,4 +235,5 @@ def build(fleet, kube) -> InferenceGateway | None:
                             (("app.kubernetes.io/component", "gateway"),) + common, tuple(pickers),
                             BodyRouter(router, selector + (("app.kubernetes.io/component", "body-based-router"),) + common,
                                        selector),
-                            expose=spec.expose, service_type=service_type, service_annotations=annotations)
+                            expose=spec.expose, service_type=service_type, service_annotations=annotations,
+                            semantic_router=semrouter.build(fleet, common))

@@ -175,6 +175,7 @@ class SlinkyDirectory:
     bind_secret: tuple[str, str] | None  # a Secret in the fleet's namespace and its key: an sssd.conf snippet
     sssd_secret: tuple[str, str] | None  # a Secret in the fleet's namespace and its key: a complete sssd.conf
     path: Path
+    id_mapping: bool = False  # sssd's ldap_id_mapping: uids and gids from Active Directory objectSIDs
 
 
 @frozen
@@ -296,6 +297,21 @@ class GatewaySpec:
     request_timeout_s: int
     path: Path
     expose: str = "cluster"  # cluster: a ClusterIP Service | internal: an internal AWS load balancer in the VPC
+
+
+@frozen
+class SemanticRoutingSpec:
+    """An inference fleet's `semantic_routing:` block: requests for `model_name` go to `small` when vLLM's Semantic
+    Router finds them simple, to `large` otherwise (issue 23; fleetform/semrouter.py)."""
+
+    small: str
+    large: str
+    model_name: str
+    threshold: float
+    simple_share: float
+    easy: tuple[str, ...]
+    hard: tuple[str, ...]
+    path: Path
 
 
 @frozen
@@ -486,6 +502,7 @@ class Fleet:
     pool_scaling: tuple = ()  # inference fleets on EKS in a pool: their node group's scheduled actions (pool.ScalingAction)
     gateway: GatewaySpec | None = None  # inference on Kubernetes: the blueprint's `gateway:` block
     inference_gateway: InferenceGateway | None = None  # its objects, when the fleet has kube and a gateway
+    semantic_routing: SemanticRoutingSpec | None = None  # the blueprint's `semantic_routing:` block
     accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)
     teams: tuple[Team, ...] = ()  # `scheduler.teams` as written, with or without accounting (the rules' input)
     accounting_declared: bool = False  # the scheduler writes an `accounting` block (the accounting-scope rule's input)

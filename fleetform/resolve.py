@@ -12,6 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from . import (acceptance, accounting, cluster, gateway, health, k8s, kueue, login, lora, lws, mig, monitoring,
+               semrouter,
                nccl, pool, ray, slinky, slurm)
 from .slurm import host_count
 from .lws import spans_nodes
@@ -68,7 +69,8 @@ def _directory(data: dict | None, path: tuple) -> SlinkyDirectory | None:
 
     return SlinkyDirectory(data.get("uri"), data.get("search_base"), data.get("start_tls", False),
                            data.get("schema", "rfc2307"), ref("tls_ca", "config_map", "ca.crt"), data.get("bind_dn"),
-                           ref("bind_secret", "name", "bind.conf"), ref("sssd_secret", "name", "sssd.conf"), path)
+                           ref("bind_secret", "name", "bind.conf"), ref("sssd_secret", "name", "sssd.conf"), path,
+                           data.get("id_mapping", False))
 
 
 def _scheduler(data: dict | None, path: tuple) -> (SlurmScheduler | KubernetesScheduler | RayScheduler | SlinkyScheduler
@@ -235,6 +237,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
         gateway=None if "gateway" not in item else GatewaySpec(
             item["gateway"].get("request_timeout_s", 300), path + ("gateway",),
             item["gateway"].get("expose", "cluster")),
+        semantic_routing=semrouter.spec(item["semantic_routing"], path + ("semantic_routing",))
+        if "semantic_routing" in item else None,
     )
 
 

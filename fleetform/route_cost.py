@@ -66,3 +66,51 @@ def route_cost(fleet, model, replicas: int, qps_per_gpu: float) -> RouteCost | N
     busy = min(1.0, slo.peak_qps / capacity) if capacity > 0 else 1.0
     return RouteCost(model.name, qps_per_gpu, price / per_node, per_node, device, price, busy)
 
+
+
+@frozen
+class BlendedCost:
+    """What 1,000 requests for a fleet's semantic routing name cost (fleetform/semrouter.py): a share of them
+    simple, served by the small model, the rest by the large one.
+
+    Assumptions, printed with the figure: the blueprint's simple_share is the share the router sends to the small
+    model (the router's own classification is not measured here); each model's cost per request is its route's
+    (RouteCost above, the same qps_per_gpu whatever the request's route); the router itself runs on the system nodes'
+    CPU, which is not counted (the system nodes cost the same with or without it while they have room)."""
+
+    small: RouteCost
+    large: RouteCost
+    simple_share: float
+
+    @property
+    def usd_per_1000(self) -> float:
+        return self.simple_share * self.small.usd_per_1000 + (1 - self.simple_share) * self.large.usd_per_1000
+
+    @property
+    def usd_per_1000_at_peak(self) -> float:
+        return (self.simple_share * self.small.usd_per_1000_at_peak
+                + (1 - self.simple_share) * self.large.usd_per_1000_at_peak)
+
+    @property
+    def saving(self) -> float:
+        """Against sending every request to the large model, at full throughput."""
+        return 1 - self.usd_per_1000 / self.large.usd_per_1000
+
+    @property
+    def formula(self) -> str:
+        return (f"{self.simple_share:.0%} simple x {self.small.model} ${self.small.usd_per_1000:.4f} + "
+                f"{1 - self.simple_share:.0%} x {self.large.model} ${self.large.usd_per_1000:.4f} (each at full "
+                "throughput; the router's CPU on the system nodes not counted)")
+
+    @property
+    def result(self) -> str:
+        return (f"${self.usd_per_1000:.4f} at full throughput, ${self.usd_per_1000_at_peak:.4f} at the sized peak; "
+                f"{self.saving:.0%} less than all to {self.large.model}")
+
+
+def blended_cost(spec, routes: dict[str, RouteCost]) -> BlendedCost | None:
+    """The blend for a fleet's semantic_routing spec from its models' route costs; None where there is no spec or
+    either model has no cost (no SLO to size it, or no dated price: sizing says why for each model)."""
+    if spec is None or spec.small not in routes or spec.large not in routes or spec.small == spec.large:
+        return None
+    return BlendedCost(routes[spec.small], routes[spec.large], spec.simple_share)

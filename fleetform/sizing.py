@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .model import BYTES_PER_PARAM, GPU_OVERHEAD_GB, Blueprint, Fleet
-from .route_cost import route_cost
+from .route_cost import blended_cost, route_cost
 from .lws import nodes_per_replica
 from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
                        training_state_gb, training_time)
@@ -236,6 +236,7 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         return
     per_node, device_gb, device = devices
     shared = fleet.gpu_sharing.strategy != "none"
+    routes = {}  # model name -> RouteCost, for the blend of semantic routing
     for model in fleet.models:
         tokens = model.context_tokens
         if model.spec is not None and tokens is not None:
@@ -288,8 +289,13 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         route = route_cost(fleet, model, replicas, qps_per_gpu)
         if route is not None:
             out.add(f"{model.name}: cost per 1,000 requests", route.formula, route.result)
+            routes[model.name] = route
         out.notes.append(f"{model.name}: {utilization:.0%} busy at peak; inference should run at 50-70% to keep "
                          "latency under bursts")
+    blend = blended_cost(fleet.semantic_routing, routes)
+    if blend is not None:
+        out.add(f"requests for '{fleet.semantic_routing.model_name}': blended cost per 1,000 requests", blend.formula,
+                blend.result)
     if fleet.nodes is not None and fleet.nodes.elastic:
         out.notes.append(f"nodes scale from {fleet.nodes.min} to {fleet.nodes.max} only with a node autoscaler in "
                          "the cluster (Cluster Autoscaler with auto-discovery, or Karpenter): the replicas "

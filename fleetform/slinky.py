@@ -221,7 +221,10 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
     type_, features, cpus, memory, mem_spec = node_facts(fleet)
     ident = fleet.cloud_name
     release = f"slurm-{ident}"  # contains the chart's name: the chart's fullname is the release name (_helpers.tpl)
-    cpu_m = math.floor((instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)) * POD_SHARE)
+    # whole CPUs: slurm-operator passes the limit rounded up as POD_CPUS (worker_app.go getResourceLimits,
+    # Quantity.Value()) and the slurmd image's entrypoint specializes the cores past POD_CPUS (core_spec); with a
+    # fractional limit the jobs would get up to a core more than the pod may use (g6e.12xlarge: 43029m, 44 CPUs)
+    cpu_m = math.floor((instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)) * POD_SHARE) // 1000 * 1000
     memory_mib = math.floor((instance.mem_gib * 1024 - memory_reserved_mib()) * POD_SHARE)
     # a Slurm fleet's RealMemory (95% of the node) is more than the slurmd pod's memory limit: Slurm would give
     # jobs memory the kubelet's cgroup then takes back by OOM-killing the pod; the node line says what the pod has
@@ -291,6 +294,7 @@ def sssd(directory) -> tuple[tuple, tuple[str, str] | None, tuple[SssdFile, ...]
         return (), None, ()
     domain = [("id_provider", "ldap"), ("auth_provider", "none"), ("ldap_uri", directory.uri),
               ("ldap_search_base", directory.search_base), ("ldap_schema", directory.schema),
+              *((("ldap_id_mapping", "true"),) if directory.id_mapping else ()),
               ("ldap_tls_reqcert", "demand")]
     files = []
     if directory.start_tls:

@@ -24,6 +24,9 @@ For every model of every inference fleet, in order, and stops at the first failu
    API v1), one completion per model answers with the model's X-Gateway-Model-Name header and the API key,
    and the same request without the key is refused with vLLM's 401 (not any HTTP error: a 404 or
    503 says nothing about the key).
+6. for a fleet with semantic_routing: through the Gateway, a chat request for the routed name (with its
+   header) carrying the first easy example prompt is answered by the small model, one carrying the first hard
+   example prompt by the large model.
 
 The probe pods satisfy the namespaces' restricted Pod Security level (non-root, no privilege escalation,
 all capabilities dropped, the runtime's seccomp profile).
@@ -232,6 +235,30 @@ def check_gateway(kubectl: Kubectl, fleet, say) -> None:
         say(f"{ns}/{name}: {picker.model} answers through the Gateway with the key, and refuses without it")
 
 
+def check_routing(kubectl: Kubectl, fleet, say) -> None:
+    """A fleet with semantic_routing (fleetform/semrouter.py): through the Gateway, a chat request for the routed
+    name with the routed name's header, once with the first easy example prompt and once with the first hard one,
+    must be answered by the small and by the large model (the `model` of vLLM's answer is the served model). This
+    is where kgateway's route-level ext-proc and the re-selected route are proven or not (semantic-router-reach)."""
+    gateway, router = fleet.inference_gateway, fleet.inference_gateway.semantic_router
+    ns = gateway.namespace
+    url = gateway_url(kubectl, gateway, say).replace("/v1/completions", "/v1/chat/completions")
+    key = _api_key(next(s for s in fleet.kube.servers if s.name == router.large))
+    header = ["-H", f"{gateway.model_header}: {router.model_name}"]
+    for kind, prompt, expected in (("easy", router.easy[0], router.small), ("hard", router.hard[0], router.large)):
+        body = {"model": router.model_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": 8}
+        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-routing-{kind}", ns, header + curl_args(url, body, api_key=True),
+                                            key))
+        try:
+            answered = json.loads(log or "{}").get("model") if ok else None
+        except json.JSONDecodeError:
+            answered = None
+        if answered != expected:
+            raise CheckFailed(f"{ns}/{gateway.name}: the {kind} prompt {prompt!r} for {router.model_name!r} was "
+                              f"answered by {answered!r}, not {expected!r} (semantic-router-reach): {(log or '')[:300]}")
+        say(f"{ns}/{gateway.name}: {'an' if kind == 'easy' else 'a'} {kind} request for {router.model_name} went to {expected}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("blueprint")
@@ -260,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         for fleet in result.model.fleets:
             if fleet.inference_gateway is not None:
                 check_gateway(kubectl, fleet, print)
+                if fleet.inference_gateway.semantic_router is not None:
+                    check_routing(kubectl, fleet, print)
     except CheckFailed as failure:
         print(f"FAILED: {failure}", file=sys.stderr)
         return 1

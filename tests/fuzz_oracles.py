@@ -326,6 +326,12 @@ def read_files(files: dict[str, bytes]) -> dict[str, object]:
             docs = read_yaml(name, text)
             for doc in docs:
                 check_object(name, doc)
+                # a ConfigMap's YAML file is read by its program as YAML (the semantic router's config.yaml):
+                # its values read back from that reading, not from the file's text
+                if isinstance(doc, dict) and doc.get("kind") == "ConfigMap":
+                    for key, value in (doc.get("data") or {}).items():
+                        if key.endswith((".yaml", ".yml")) and isinstance(value, str):
+                            doc["data"][key] = read_yaml(f"{name}:{key}", value)
             read[name] = docs
         elif name.endswith(".json"):
             read[name] = json.loads(text)

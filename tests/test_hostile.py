@@ -295,8 +295,9 @@ def test_the_servers_whole_argv_is_one_vllm_accepts(tmp_path):
     for source in EXAMPLES:
         result = pipeline.check(source)
         for name, data in render(result.model).items():
-            if name.endswith("-deployment.yaml") and not name.endswith(("-epp-deployment.yaml", "-bbr-deployment.yaml")):
-                # a gateway's picker or body-based router: not vLLM
+            if name.endswith("-deployment.yaml") and not name.endswith(("-epp-deployment.yaml", "-bbr-deployment.yaml",
+                                                                       "-semrouter-deployment.yaml")):
+                # a gateway's picker, body-based router or semantic router: not vLLM
                 container = yaml.safe_load(data)["spec"]["template"]["spec"]["containers"][0]
                 assert container["command"] == ["vllm", "serve"] and not container["args"][0].startswith("-")
                 assert argv_problems(container["args"][1:], owned=frozenset()) == [], name

@@ -252,3 +252,18 @@ def test_a_plan_of_an_older_blueprint_is_stale(tmp_path):
     assert check_result.returncode == 1 and f"extra: {out}/plan.json" in check_result.stdout
     assert run_cli("render", str(source), "-o", str(out)).returncode == 0
     assert not (out / "plan.json").exists()  # dropped with the render it no longer describes
+
+
+def test_the_q_filter_is_read_back_by_json_and_yaml_beyond_the_basic_plane():
+    """templates' `q` writes strings JSON files and YAML files both read: json.dumps alone escaped an emoji as a
+    surrogate pair, which YAML refuses (the schema sweep found it in a semantic-routing example prompt)."""
+    import json
+
+    import yaml
+
+    from fleetform.render.jinja import quote
+
+    for value in ("plain", "easy 😀 prompt", 'a"b\\c\u0085\u2028\t', "𝔘𝔫𝔦"):
+        text = quote(value)
+        assert json.loads(text) == value
+        assert yaml.safe_load(f"key: {text}\n")["key"] == value

@@ -336,6 +336,23 @@ def test_gres_rule_finds_the_operators_known_mismatches(tmp_path):
     assert any("never start" in m for m in _run("slinky-cpus", _with_slinky(model, def_cpu_per_gpu=24)))
 
 
+@pytest.mark.parametrize("instance_type", ["g6e.12xlarge", "g5.xlarge", "g6.16xlarge", "p5.48xlarge"])
+def test_the_slurmd_pods_cpu_limit_is_whole_cpus_so_the_entrypoints_core_spec_fits_it(tmp_path, instance_type):
+    """slurm-operator v1.2.1 passes the slurmd container's CPU limit rounded UP to whole CPUs as POD_CPUS
+    (workerbuilder/worker_app.go getResourceLimits: Quantity.Value()), and the slurmd image's entrypoint appends
+    CoreSpecCount=<cores - POD_CPUS / ThreadsPerCore> after fleetform's (SlinkyProject/containers
+    schedmd/slurm/26.05/ubuntu26.04 slurmd-entrypoint.sh calculateCoreSpecCount, addConfItem). With a fractional
+    limit (g6e.12xlarge: 43029m -> POD_CPUS 44 -> 22 cores -> 44 CPUs for jobs) the jobs get more than the limit and
+    slinky-cpus refused the blueprint with "report this". A whole-CPU limit makes POD_CPUS the limit itself."""
+    model = _model(TEXT.replace("instance_type: p5.48xlarge", f"instance_type: {instance_type}"), tmp_path)
+    s = model.fleets[0].slinky
+    assert s.cpu_m % 1000 == 0
+    pod_cpus = -(-s.cpu_m // 1000)  # Quantity.Value(): rounded up
+    entrypoint = max(0, s.sockets * s.cores_per_socket - pod_cpus // s.threads_per_core)
+    assert s.core_spec_count == entrypoint and s.job_cpus <= s.cpu_m / 1000
+    assert _run("slinky-cpus", model) == []
+
+
 def test_size_rules_refuse_a_range_and_more_nodes_than_max_node_count(tmp_path):
     assert _rules(TEXT.replace("    nodes: 4\n", "    nodes: {min: 2, max: 4}\n"), tmp_path, "slinky-size")
     assert any("MaxNodeCount=1024" in m for m in
@@ -535,6 +552,23 @@ def test_the_rendered_sssd_conf_passes_the_real_sssctl_config_check_and_a_broken
     assert broken.returncode != 0 and "ldap_serch_base" in broken.stdout, broken.stdout
     misplaced = _sssctl(text, tmp_path / "snippet-typo", BIND_SNIPPET.replace("authtok", "authtokk"))
     assert misplaced.returncode != 0 and "ldap_default_authtokk" in misplaced.stdout, misplaced.stdout
+
+
+def test_active_directory_without_posix_attributes_maps_ids_from_object_sids(tmp_path):
+    """sssd's LDAP provider without ldap_id_mapping searches users with a non-zero uidNumber only (sssd
+    src/providers/ldap/ldap_id.c users_get_send: "make sure there is a non-NULL UID"), so an Active Directory whose
+    users have no POSIX attributes, the common case, has no user in the pods and no job runs. id_mapping: true
+    renders ldap_id_mapping = true (sssd-ldap(5): uids and gids from objectSID, "supports only ActiveDirectory"),
+    the same algorithm and settings in every pod, so the same uid in the login and slurmd pods; sssctl accepts it,
+    and slinky-directory refuses it for a non-AD schema."""
+    text = TEXT.replace("        schema: rfc2307bis\n", "        schema: ad\n        id_mapping: true\n")
+    conf = render(_model(text, tmp_path))["train/slinky/sssd.conf"].decode()
+    assert "ldap_schema = ad\nldap_id_mapping = true\n" in conf
+    good = _sssctl(conf, tmp_path / "ad", BIND_SNIPPET)
+    assert good.returncode == 0 and "Issues identified by validators: 0" in good.stdout, good.stdout + good.stderr
+    assert "ldap_id_mapping" not in render(_model(TEXT, tmp_path))["train/slinky/sssd.conf"].decode()
+    assert any("objectSID" in m for m in _directory(tmp_path, schema="rfc2307", id_mapping=True))
+    assert _directory(tmp_path, schema="ad", id_mapping=True) == []
 
 
 def test_login_and_slurmd_pods_read_the_same_directory(tmp_path):

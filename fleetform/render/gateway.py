@@ -11,6 +11,8 @@ EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", 
                "servicemonitor")
 BBR_OBJECTS = ("serviceaccount", "deployment", "pdb", "service", "networkpolicy", "gatewayextension", "trafficpolicy",
                "backendconfigpolicy")
+SEMROUTER_OBJECTS = ("configmap", "serviceaccount", "deployment", "pdb", "service", "networkpolicy", "httproute",
+                     "gatewayextension", "trafficpolicy")
 
 
 def objects(fleet: Fleet) -> dict[str, bytes]:
@@ -29,4 +31,8 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
     one = {"g": g, "r": g.router}
     for kind in BBR_OBJECTS:
         out[f"{g.router.name}-{kind}.yaml"] = render(f"gateway/bbr-{kind}.yaml.j2", **one)
+    if g.semantic_router is not None:  # fleetform/semrouter.py
+        one = {"g": g, "r": g.semantic_router}
+        for kind in SEMROUTER_OBJECTS:
+            out[f"{g.semantic_router.name}-{kind}.yaml"] = render(f"gateway/semrouter-{kind}.yaml.j2", **one)
     return out

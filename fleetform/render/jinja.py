@@ -45,10 +45,21 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["sh"] = lambda value: shlex.quote(str(value))
-    env.filters["q"] = lambda value: json.dumps(str(value))  # a JSON string is a valid double-quoted YAML scalar
+    env.filters["q"] = quote
     env.filters["n"] = _number
     env.filters["b"] = _boolean
     return env
+
+
+def quote(value) -> str:
+    """A double-quoted string both JSON and YAML read back as the value: JSON's escapes, but a character beyond
+    U+FFFF written as itself (UTF-8), since json.dumps escapes it as a surrogate pair (\\ud83d\\ude00), which JSON
+    reads and YAML refuses ("found invalid Unicode character escape code"; YAML 1.1/1.2 escape one code point, \\U
+    for these). Both allow such a character literally (YAML's printable set holds #x10000-#x10FFFF)."""
+    text = str(value)
+    if all(ord(c) <= 0xFFFF for c in text):
+        return json.dumps(text)
+    return '"' + "".join(c if ord(c) > 0xFFFF else json.dumps(c)[1:-1] for c in text) + '"'
 
 
 def _boolean(value) -> str:

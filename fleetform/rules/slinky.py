@@ -180,6 +180,7 @@ def slinky_directory(bp: Blueprint, report: Reporter) -> None:
         if d.sssd_secret is not None:
             given = [k for k, v in (("uri", d.uri), ("search_base", d.search_base), ("tls_ca", d.tls_ca),
                                     ("bind_dn", d.bind_dn), ("bind_secret", d.bind_secret)) if v is not None]
+            given += ["id_mapping"] if d.id_mapping else []
             if given or d.start_tls:
                 report(d.path + ("sssd_secret",), f"Slinky fleet '{fleet.name}''s directory names a complete sssd.conf "
                        f"(Secret '{d.sssd_secret[0]}') and also {', '.join(given or ['start_tls'])}, which fleetform "
@@ -216,6 +217,10 @@ def slinky_directory(bp: Blueprint, report: Reporter) -> None:
         elif "=" not in d.search_base:
             report(d.path + ("search_base",), f"Slinky fleet '{fleet.name}''s directory search_base "
                    f"'{d.search_base}' is not a DN (attribute=value pairs)", "write it as dc=example,dc=com")
+        if d.id_mapping and d.schema != "ad":
+            report(d.path + ("id_mapping",), f"Slinky fleet '{fleet.name}''s directory maps ids from objectSIDs "
+                   f"(id_mapping) on a '{d.schema}' directory: sssd's ldap_id_mapping supports only Active Directory "
+                   "objectSID mapping (sssd-ldap(5))", "drop id_mapping, or set schema: ad")
         if d.tls_ca is None:
             report(d.path, f"Slinky fleet '{fleet.name}''s directory names no tls_ca: sssd demands a certificate it "
                    "can verify (ldap_tls_reqcert = demand) and the pods hold no CA of yours",
