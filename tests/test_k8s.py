@@ -1,6 +1,6 @@
 """Inference fleets' manifests: every one passes kubernetes-validate --strict at the fleet's
-Kubernetes version (an unknown kind fails), the custom resources pass schemas written from their
-CRDs, `kubectl kustomize` builds each folder, and the mission's autoscaling comes out exactly."""
+Kubernetes version (an unknown kind fails), the custom resources pass their pinned releases' CRD schemas
+(tests/crd) and what KEDA's webhook and scalers check beyond them (tests/data/keda), `kubectl kustomize` builds each folder, and the mission's autoscaling comes out exactly."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ from fleetform.rules import run
 from variants import INFERENCE_VARIANTS
 
 CRD_SCHEMAS = {path.stem: json.loads(path.read_text()) for path in (ROOT / "tests/crd").glob("*.json")}
+# what an operator refuses beyond its CRD's schema (its admission webhook, its scalers), checked after the CRD
+ADMISSION = {"keda.sh_v1alpha1_ScaledObject": json.loads((ROOT / "tests/data/keda/scaledobject-admission.json").read_text())}
 
 
 def _crd_key(doc: dict) -> str:
@@ -54,7 +56,8 @@ def _validate(model, files: dict[str, bytes]) -> int:
         for doc in yaml.safe_load_all(data):
             key = _crd_key(doc)
             if key in CRD_SCHEMAS:
-                errors = [e.message for e in jsonschema.Draft202012Validator(CRD_SCHEMAS[key]).iter_errors(doc)]
+                errors = [e.message for schema in (CRD_SCHEMAS[key], ADMISSION.get(key, {}))
+                          for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
                 assert errors == [], f"{name}: {errors}"
             else:
                 try:

@@ -1,7 +1,7 @@
 """Model routing by the request body (issue 23): the Inference Extension's body-based router (BBR v1.1.0) copies
 the OpenAI body's `model` into the header the gateway's routes match, wired into kgateway v2.1 as an ext-proc
 GatewayExtension that a TrafficPolicy attaches to the Gateway. tests/test_k8s.py validates every object strictly and
-against tests/crd/ (the kgateway kinds written from its 2.1.x API reference); this file checks what a schema cannot:
+against tests/crd/ (the kgateway kinds from its v2.1.0 CRDs, tests/crd/README.md); this file checks what a schema cannot:
 that the objects name each other, that the router runs as the pinned chart runs it (tests/data/gateway/bbr/), that
 the header it sets is the one the routes match, that it is admitted and reachable, and the gateway-names rule.
 

@@ -260,9 +260,15 @@ def _crs(values: dict) -> dict:
 def test_the_charts_custom_resources_pass_slurm_operators_crd_schemas(tmp_path):
     values = yaml.safe_load(render(_model(TEXT, tmp_path))["train/slinky/values.yaml"])
     crs = _crs(values)
+    from crd_cel import check as cel_rules  # the CRDs' x-kubernetes-validations (the Controller's key refs)
+
     for kind, obj in crs.items():
         errors = [e.message for e in jsonschema.Draft202012Validator(CRDS[kind]).iter_errors(obj)]
         assert errors == [], (kind, errors)
+        assert cel_rules(CRDS[kind], obj)[1] == [], kind
+    unkeyed = copy.deepcopy(crs["Controller"])
+    del unkeyed["spec"]["slurmKeyRef"]  # "!self.external ? has(self.slurmKeyRef) : true"
+    assert cel_rules(CRDS["Controller"], unkeyed)[1]
     # negative controls: a replica count as a string, a partition config as a map, an unknown spec field
     broken = copy.deepcopy(crs["NodeSet"])
     broken["spec"]["replicas"] = "4"

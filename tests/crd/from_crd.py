@@ -3,7 +3,8 @@ validates rendered objects with: the version's openAPIV3Schema, every object in 
 (additionalProperties: false) unless the CRD keeps unknown fields (x-kubernetes-preserve-unknown-fields)
 or gives a schema for them: the API server prunes an unknown field of a structural schema without a
 word, so a misspelt field fleetform wrote would vanish. apiVersion and kind are pinned, metadata needs a
-name. The CRD's CEL rules (x-kubernetes-validations) are not JSON Schema and are not checked here.
+name. The CRD's CEL rules (x-kubernetes-validations) are not JSON Schema: they stay in the
+schema, and tests/crd_cel.py evaluates them.
 
     python tests/crd/from_crd.py CRD.yaml VERSION SOURCE > tests/crd/<group>_<version>_<Kind>.json
 
