@@ -141,6 +141,9 @@ def test_the_router_runs_on_its_own_route_and_names_its_objects():
     # the router's own Envoy filter's modes (deploy/kubernetes/istio/envoyfilter.yaml at v0.3.0): it reads the
     # buffered body, where the `model` it rewrites is
     assert ext["extProc"]["processingMode"]["requestBodyMode"] == "BUFFERED"
+    # and its message timeout: without one Envoy gives the router 200 ms for each answer (ext_proc.proto
+    # message_timeout), and a slower classification fails the request, the filter failing closed
+    assert ext["extProc"]["messageTimeout"] == "300s"
     ref = ext["extProc"]["grpcService"]["backendRef"]
     service = objs["Service"][ref["name"]]
     assert ref["port"] == service["spec"]["ports"][0]["port"] == semrouter.GRPC_PORT
