@@ -278,7 +278,7 @@ def test_both_models_exist_differ_and_serve_chat(tmp_path):
 def test_the_routed_name_is_no_model_or_adapter(tmp_path):
     assert rule_findings(EXAMPLE.read_text(), tmp_path, "semantic-router-name") == []
     (model,) = rule_findings(_bp(model_name="qwen-7b"), tmp_path, "semantic-router-name")
-    assert "'qwen-7b' is model too" in model
+    assert "'qwen-7b' is a model too" in model
     adapters = EXAMPLE.read_text().replace(
         "        max_model_len: 8192\n        api_key_secret: chat-api-key   #",
         "        max_model_len: 8192\n        adapters:\n          - {name: auto, source: \"s3://acme-adapters/auto/\", "
