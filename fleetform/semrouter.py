@@ -72,6 +72,12 @@ PROCESSING = (("requestHeaderMode", "SEND"), ("responseHeaderMode", "SEND"),
               ("requestTrailerMode", "SKIP"), ("responseTrailerMode", "SKIP"))
 """The processing modes of the router's own Istio filter at v0.3.0 (deploy/kubernetes/istio/envoyfilter.yaml:
 request headers and the buffered body, response headers, no body or trailers), in kgateway's ProcessingMode names."""
+MESSAGE_TIMEOUT = "300s"
+"""How long the proxy waits for each of the router's answers, as the router's own Istio filter sets it
+(deploy/kubernetes/istio/envoyfilter.yaml at v0.3.0: message_timeout: 300s; its other deployments 60s to 300s).
+Left out, Envoy waits 200 ms (envoy ext_proc.proto ExternalProcessor.message_timeout: "If not configured, default
+is 200 milliseconds"; kgateway v2.1 ExtProcProvider.messageTimeout passes it through), and with failOpen false a
+classification slower than that (an embedding of a long prompt on CPU) fails the request."""
 STARTUP_PERIOD_S, STARTUP_FAILURES = 10, 360
 """The chart's startupProbe (10 s x 360: an hour for the model download on a slow link)."""
 COMPLEXITY_RULE = "difficulty"
@@ -140,6 +146,7 @@ class SemanticRouter:
     run_as: int = RUN_AS
     fail_open: bool = FAIL_OPEN
     processing: tuple[tuple[str, str], ...] = PROCESSING
+    message_timeout: str = MESSAGE_TIMEOUT
     startup_period_s: int = STARTUP_PERIOD_S
     startup_failures: int = STARTUP_FAILURES
     rule: str = COMPLEXITY_RULE

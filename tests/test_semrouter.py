@@ -141,6 +141,9 @@ def test_the_router_runs_on_its_own_route_and_names_its_objects():
     # the router's own Envoy filter's modes (deploy/kubernetes/istio/envoyfilter.yaml at v0.3.0): it reads the
     # buffered body, where the `model` it rewrites is
     assert ext["extProc"]["processingMode"]["requestBodyMode"] == "BUFFERED"
+    # and its message timeout: without one Envoy gives the router 200 ms for each answer (ext_proc.proto
+    # message_timeout), and a slower classification fails the request, the filter failing closed
+    assert ext["extProc"]["messageTimeout"] == "300s"
     ref = ext["extProc"]["grpcService"]["backendRef"]
     service = objs["Service"][ref["name"]]
     assert ref["port"] == service["spec"]["ports"][0]["port"] == semrouter.GRPC_PORT
@@ -275,7 +278,7 @@ def test_both_models_exist_differ_and_serve_chat(tmp_path):
 def test_the_routed_name_is_no_model_or_adapter(tmp_path):
     assert rule_findings(EXAMPLE.read_text(), tmp_path, "semantic-router-name") == []
     (model,) = rule_findings(_bp(model_name="qwen-7b"), tmp_path, "semantic-router-name")
-    assert "'qwen-7b' is model too" in model
+    assert "'qwen-7b' is a model too" in model
     adapters = EXAMPLE.read_text().replace(
         "        max_model_len: 8192\n        api_key_secret: chat-api-key   #",
         "        max_model_len: 8192\n        adapters:\n          - {name: auto, source: \"s3://acme-adapters/auto/\", "

@@ -95,7 +95,7 @@ def semantic_router_name(bp: Blueprint, report: Reporter) -> None:
         for model in fleet.models:
             adapters = [a.name for a in model.lora.adapters] if model.lora is not None else []
             if spec.model_name == model.name or spec.model_name in adapters:
-                what = "model" if spec.model_name == model.name else f"a LoRA adapter of model '{model.name}'"
+                what = "a model" if spec.model_name == model.name else f"a LoRA adapter of model '{model.name}'"
                 report(spec.path + ("model_name",),
                        f"'{spec.model_name}' is {what} too: two routes would match {MODEL_HEADER}: "
                        f"{spec.model_name}, and the Gateway API sends such requests to one of them only",
