@@ -81,13 +81,13 @@ classification slower than that (an embedding of a long prompt on CPU) fails the
 STARTUP_PERIOD_S, STARTUP_FAILURES = 10, 360
 """The chart's startupProbe (10 s x 360: an hour for the model download on a slow link)."""
 COMPLEXITY_RULE = "difficulty"
-DEFAULT_THRESHOLD = 0.75
 DEFAULT_EASY = ("answer briefly", "quick summary", "simple rewrite")
 DEFAULT_HARD = ("solve this step by step", "compare multiple tradeoffs", "analyze the root cause")
-"""The threshold and example prompts of the router's shipped complexity signal (config/config.yaml and
+"""The example prompts of the router's shipped complexity signal (config/config.yaml and
 config/signal/complexity/escalation.yaml at v0.3.0). A request is easy when its score against the hard examples
 minus its score against the easy ones is below -threshold, hard above +threshold, medium between
-(complexity_rule_scoring.go classifyComplexityDifficulty): only easy requests go to the small model."""
+(complexity_rule_scoring.go classifyComplexityDifficulty): only easy requests go to the small model. The shipped
+threshold, 0.75, is no default here: the schema requires one, since at 0.75 ordinary prompts are almost never easy."""
 DEFAULT_MODEL_NAME = "auto"
 
 
@@ -96,7 +96,7 @@ def spec(item: dict, path):
 
     return SemanticRoutingSpec(
         item["small"], item["large"], item.get("model_name", DEFAULT_MODEL_NAME),
-        float(item.get("threshold", DEFAULT_THRESHOLD)), float(item["simple_share"]),
+        float(item["threshold"]), float(item["simple_share"]),
         tuple(item.get("easy", DEFAULT_EASY)), tuple(item.get("hard", DEFAULT_HARD)), path)
 
 

@@ -323,3 +323,14 @@ def test_the_schema_refuses_bad_values(tmp_path, bad, where):
     result = check_text(text, tmp_path)
     assert result.model is None
     assert any(f.rule == "schema" and where in f.to_text() for f in result.findings)
+
+
+def test_the_threshold_is_required(tmp_path):
+    """No default threshold: the router's shipped 0.75 makes a request easy only when it is 0.75 closer to the easy
+    examples than to the hard ones (prototype_scoring.go), which ordinary prompts almost never are, so nearly every
+    request would reach the large model while the plan printed simple_share's saving."""
+    text = re.sub(r"\n      threshold:[^\n]*", "", EXAMPLE.read_text(), count=1)
+    assert "threshold:" not in text
+    result = check_text(text, tmp_path)
+    assert result.model is None
+    assert any(f.rule == "schema" and "threshold" in f.to_text() for f in result.findings)
