@@ -241,6 +241,22 @@ def test_an_inference_window_shorter_than_startup():
     assert "holds its window's nodes for 12 h from Mon 2026-01-05 08:00 CET" in finding.message
 
 
+def test_an_inference_window_shorter_than_node_ready_pull_and_startup():
+    """A replica of a window starts on a node the window's rise asks for: the node gets ready (8 min) and pulls the
+    image (4 min 48 s) before the startup probe's budget runs. A budget of 11 h 55 min alone fits the 12-hour window;
+    with the node's 12 min 48 s it does not (the rule compared the budget alone)."""
+    result = check(HYBRID)
+    model, doc = result.model, result.document
+    serve = next(f for f in model.fleets if f.name == "serve")
+    servers = tuple(replace(s, probes=tuple(replace(p, failure_threshold=4290) if p.kind == "startup" else p
+                                            for p in s.probes)) for s in serve.kube.servers)
+    slow = replace(serve, kube=replace(serve.kube, servers=servers))
+    model = replace(model, fleets=tuple(slow if f.name == "serve" else f for f in model.fleets))
+    (finding,) = [f for f in run(model, doc) if f.rule == "pool-inference-warmup"]
+    assert ("no longer than its replicas may take to start on a new node (12 h 7 min 48 s: node ready and image "
+            "pull 12 min 48 s, the startup probe's budget 11 h 55 min)") in finding.message, finding.message
+
+
 def test_rules_are_listed():
     out = run_cli("rules").stdout
     for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup",
