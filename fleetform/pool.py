@@ -445,8 +445,9 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
                     f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise and "
                     "training's lends start that much before a window opens")
             back = "release_minutes" if terms["release_from"] == "release_minutes" else \
-                (f"drain {_span(terms['drain_s'])}, the pods' termination grace, which EKS cuts at 5 min, + instance "
-                 f"clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again")
+                (f"drain {_span(terms['drain_s'])}, the pods' termination grace, which EKS cuts at 5 min"
+                 + (f", + instance clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again"
+                    if terms["cleanup_s"] else ""))
             lag = (f"release lag: {p['release_lag_minutes']} min ({back}): a node group shrinks at the hour its window "
                    "closes, and training's lends end that much after it; the ledger counts whole hours")
             lines += [f"- {lead}", f"- {lag}"] if markdown else [f"  {lead}", f"  {lag}"]
@@ -733,7 +734,9 @@ def handover(pool: Pool, fleets) -> Handover | None:
         drain, cleanup, release_from = 0, pool.release_min * 60, "release_minutes"
     else:
         drain = min(EKS_DRAIN_LIMIT_S, max(s.grace_s for s in servers))
-        cleanup, release_from = RELEASE_CLEANUP_S, "default"
+        # the clean-up is a Capacity Block's (or a reservation's) slot held by a shutting-down instance; an on-demand
+        # pool is a count of nodes and a terminated instance holds no capacity a resume would need
+        cleanup, release_from = (0 if pool.capacity_type == "on-demand" else RELEASE_CLEANUP_S), "default"
     return Handover(ready, ready_from, image, pull, pull_from, startup, drain, cleanup, release_from)
 
 

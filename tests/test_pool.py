@@ -257,6 +257,18 @@ def test_an_inference_window_shorter_than_node_ready_pull_and_startup():
             "pull 12 min 48 s, the startup probe's budget 11 h 55 min)") in finding.message, finding.message
 
 
+def test_an_on_demand_pool_waits_no_capacity_clean_up():
+    """The release lag's clean-up term is a Capacity Block's: "it takes several minutes to clean up your instance before
+    you can launch another instance to replace it" (EC2 User Guide, Launch instances using Capacity Blocks). An
+    on-demand pool is a count of nodes; training waits the drain alone (serve's pods' 160 s grace: 3 min), not 8."""
+    model = check(HYBRID).model
+    (pool,) = model.pools
+    assert pools.handover(pool, model.fleets).lag_min == 8
+    on_demand = replace(pool, capacity_type="on-demand", reservation_id=None)
+    terms = pools.handover(on_demand, model.fleets)
+    assert (terms.drain_s, terms.cleanup_s, terms.lag_min) == (160, 0, 3)
+
+
 def test_rules_are_listed():
     out = run_cli("rules").stdout
     for rule_id in ("pool-time-zone", "pool-fleets", "pool-overcommit", "pool-training-fit", "pool-inference-warmup",
