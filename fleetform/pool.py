@@ -437,17 +437,18 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
         terms = p.get("handover")
         if terms:
             ready = ("node_ready_minutes" if terms["node_ready_from"] == "node_ready_minutes"
-                     else "launch, boot, join EKS, GPUs advertised")
+                     else f"launch, boot, join EKS, GPUs advertised; {NODE_READY_SOURCE}")
             pull = "image_pull_minutes" if terms["image_pull_from"] == "image_pull_minutes" else \
-                f"{terms['image']}, {terms['image_pull_from']}"
+                f"{terms['image']}, {terms['image_pull_from']}: {IMAGE_PULL_SOURCE}"
             lead = (f"warm-up lead: {p['warmup_lead_minutes']} min = node ready {_span(terms['node_ready_s'])} ({ready}) "
                     f"+ image pull {_span(terms['image_pull_s'])} ({pull}) + startup probe budget "
                     f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise and "
                     "training's lends start that much before a window opens")
             back = "release_minutes" if terms["release_from"] == "release_minutes" else \
-                (f"drain {_span(terms['drain_s'])}, the pods' termination grace, which EKS cuts at 5 min"
-                 + (f", + instance clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again"
-                    if terms["cleanup_s"] else ""))
+                (f"drain {_span(terms['drain_s'])}, the pods' termination grace, which EKS cuts at 5 min "
+                 f"({EKS_DRAIN_SOURCE})"
+                 + (f", + instance clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again "
+                    f"({RELEASE_CLEANUP_SOURCE})" if terms["cleanup_s"] else ""))
             lag = (f"release lag: {p['release_lag_minutes']} min ({back}): a node group shrinks at the hour its window "
                    "closes, and training's lends end that much after it; the ledger counts whole hours")
             lines += [f"- {lead}", f"- {lag}"] if markdown else [f"  {lead}", f"  {lag}"]
@@ -638,6 +639,9 @@ minute or so before it's ready to accept tasks" (coiled/feedback#30), and a Para
 5 minutes from a job's submission to its start (aws-parallelcluster#4236, the maintainers' baseline). 8 minutes is
 the upper end of the GPU figure; a p5.48xlarge's own launch time has not been measured here (no AWS account)."""
 
+NODE_READY_SOURCE = "default: GPU instances 5-7 min to run + a minute to take pods, coiled/feedback#30; not measured on this instance type"
+"""Where NODE_READY_S comes from, as the plan prints it beside the figure (DESIGN: every figure names its source)."""
+
 IMAGE_GB = {"vllm/vllm-openai": 12.0}
 """The compressed size a node pulls of a model server image, by repository: "docker pull
 vllm/vllm-openai:latest - the image is around 12 GB" (vllm-project/vllm#27154, October 2025, the month of the
@@ -649,6 +653,9 @@ pulls of 15-20 GB can take 4-6 minutes per instance" (AWS Machine Learning Blog,
 times using SOCI index on DLAMI and DLC", 2026-06-03); the slow end, 15 GB in 6 minutes. fleetform's node groups
 pre-pull nothing (the AMI is the stock EKS NVIDIA one, fleetform/cluster.py), so every new node pulls the image
 before its replica's container, and with it the startup probe, starts."""
+
+IMAGE_PULL_SOURCE = "vllm-project/vllm#27154, 2025-10; AWS ML Blog on SOCI, 2026-06-03"
+"""Where IMAGE_GB and IMAGE_PULL_GB_PER_MIN come from, as the plan prints them."""
 
 EKS_DRAIN_LIMIT_S = 300
 """How long EKS lets a managed node group's node drain before Auto Scaling terminates it anyway: "Before each
@@ -664,6 +671,11 @@ in a Capacity Block, it takes several minutes to clean up your instance before y
 replace it. During this time, your instance will be in a stopping or shutting-down state" (EC2 User Guide, "Launch
 instances using Capacity Blocks"). "Several minutes" read as 5; a blueprint that measured its own sets
 `release_minutes`."""
+
+
+EKS_DRAIN_SOURCE = "EKS User Guide, Delete a managed node group"
+RELEASE_CLEANUP_SOURCE = "EC2 User Guide, Launch instances using Capacity Blocks: 'several minutes', read as 5"
+"""Where EKS_DRAIN_LIMIT_S and RELEASE_CLEANUP_S come from, as the plan prints them."""
 
 
 @frozen

@@ -259,11 +259,15 @@ def test_the_plan_lists_the_actions_and_the_lead():
     assert "| serve | Mon-Fri 08:00 | 34 7 * * 1,2,3,4,5 | Europe/Berlin | 6/6/6 | 26 min early |" in markdown
     assert "| serve | Mon-Fri 20:00 | 0 20 * * 1,2,3,4,5 | Europe/Berlin | 1/1/1 | nodes back 8 min after |" in markdown
     # the arithmetic, term by term, for a reviewer
-    assert ("warm-up lead: 26 min = node ready 8 min (launch, boot, join EKS, GPUs advertised) + image pull 4 min 48 s "
-            "(vllm/vllm-openai:v0.11.0, 12 GB at 2.5 GB/min) + startup probe budget 12 min 40 s (weights loaded), "
-            "rounded up") in markdown
-    assert ("release lag: 8 min (drain 2 min 40 s, the pods' termination grace, which EKS cuts at 5 min, + instance "
-            "clean-up 5 min until the pool's capacity takes a launch again)") in markdown
+    # the arithmetic, term by term, each default figure with its source (DESIGN: every figure fleetform prints names its
+    # source and date)
+    assert ("warm-up lead: 26 min = node ready 8 min (launch, boot, join EKS, GPUs advertised; default: GPU instances "
+            "5-7 min to run + a minute to take pods, coiled/feedback#30; not measured on this instance type) + image pull "
+            "4 min 48 s (vllm/vllm-openai:v0.11.0, 12 GB at 2.5 GB/min: vllm-project/vllm#27154, 2025-10; AWS ML Blog on "
+            "SOCI, 2026-06-03) + startup probe budget 12 min 40 s (weights loaded), rounded up") in markdown
+    assert ("release lag: 8 min (drain 2 min 40 s, the pods' termination grace, which EKS cuts at 5 min (EKS User Guide, "
+            "Delete a managed node group), + instance clean-up 5 min until the pool's capacity takes a launch again (EC2 "
+            "User Guide, Launch instances using Capacity Blocks: 'several minutes', read as 5))") in markdown
 
 
 def test_a_lead_across_a_clock_change_is_a_finding(write):
