@@ -688,8 +688,8 @@ class Handover:
     shrinks the group at the hour; EKS drains each node (its pods' preStop hooks and grace, at most
     EKS_DRAIN_LIMIT_S: drain_s) and the terminated instance's capacity comes back to the Capacity Block or
     reservation minutes later (cleanup_s). The training fleet's lend ends the lag after the hour, so Slurm resumes
-    no node into capacity still held (a failed resume leaves the node DOWN until the keeper retries, and a capacity
-    error code holds the fleet's powered-down nodes for the keeper's INSUFFICIENT_CAPACITY_TIMEOUT_S)."""
+    no node into capacity still held (EC2 answers ReservationCapacityExceeded, not a code of the keeper's back-off: the
+    node goes DOWN, its job is requeued, and the keeper's next round puts the node back to be launched again)."""
 
     node_ready_s: int
     node_ready_from: str
