@@ -445,8 +445,8 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
                     f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise and "
                     "training's lends start that much before a window opens")
             back = "release_minutes" if terms["release_from"] == "release_minutes" else \
-                (f"drain {_span(terms['drain_s'])}, the pods' termination grace, which EKS cuts at 5 min "
-                 f"({EKS_DRAIN_SOURCE})"
+                (f"drain {_span(terms['drain_s'])}: the pods' termination grace, or EKS's 5-minute cut where a "
+                 f"fall drains more pods of a model than its PodDisruptionBudget lets go at once ({EKS_DRAIN_SOURCE})"
                  + (f", + instance clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again "
                     f"({RELEASE_CLEANUP_SOURCE})" if terms["cleanup_s"] else ""))
             lag = (f"release lag: {p['release_lag_minutes']} min ({back}): a node group shrinks at the hour its window "
@@ -715,6 +715,21 @@ def _lead_fleets(pool: Pool, fleets) -> list:
     return [f for f in fleets if pool.share(f.name) is not None and not f.training and f.kube is not None]
 
 
+def _fall_evicts(pool: Pool, fleet) -> int:
+    """The most pods of one model that a window's fall drains at once: the nodes the window adds above the floor, times
+    the model's pods a node holds. Every model has a PodDisruptionBudget of maxUnavailable 1 (templates/k8s/pdb.yaml.j2)
+    and a drain evicts through the eviction API, which honours it ("API-initiated eviction ... respects your configured
+    PodDisruptionBudgets", Kubernetes docs, API-initiated Eviction): after the first eviction the replacement pod has no
+    node to start on (the group is shrinking, and KEDA holds the window's replicas for its 300 s scale-down
+    stabilization), so no second eviction is allowed and EKS terminates the node at its 5-minute cut (EKS_DRAIN_LIMIT_S)."""
+    share = pool.share(fleet.name)
+    devices = fleet.devices()
+    if share is None or not share.windows or devices is None:
+        return 0
+    added = max(w.nodes for w in share.windows) - share.floor
+    return max(added * max(1, int(devices[0]) // max(1, s.gpu_count)) for s in fleet.kube.servers)
+
+
 def image_gb(image: str) -> float:
     """The pulled size of a model server image (IMAGE_GB by repository, else the vLLM image's)."""
     repository = image.rsplit("@", 1)[0]
@@ -746,6 +761,8 @@ def handover(pool: Pool, fleets) -> Handover | None:
         drain, cleanup, release_from = 0, pool.release_min * 60, "release_minutes"
     else:
         drain = min(EKS_DRAIN_LIMIT_S, max(s.grace_s for s in servers))
+        if any(_fall_evicts(pool, f) > 1 for f in _lead_fleets(pool, fleets)):
+            drain = EKS_DRAIN_LIMIT_S  # each model's PodDisruptionBudget lets the drain evict one pod at a time
         # the clean-up is a Capacity Block's (or a reservation's) slot held by a shutting-down instance; an on-demand
         # pool is a count of nodes and a terminated instance holds no capacity a resume would need
         cleanup, release_from = (0 if pool.capacity_type == "on-demand" else RELEASE_CLEANUP_S), "default"

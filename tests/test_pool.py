@@ -218,9 +218,9 @@ def test_training_max_time_longer_than_the_night(write):
     (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
     assert finding.severity.value == "warning"
     # 12 h less the 26-minute warm-up lead (the next morning's lend starts at 07:34) and the 8-minute release lag
-    # (tonight's lend ends at 20:08, when serve's nodes are gone)
-    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 26 min (from Mon "
-            "2026-01-05 20:08 CET)") in finding.message
+    # (tonight's lend ends at 20:10, when serve's nodes are gone)
+    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 24 min (from Mon "
+            "2026-01-05 20:10 CET)") in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")
     assert "pool-training-fit" not in _rules(ok)
@@ -260,13 +260,14 @@ def test_an_inference_window_shorter_than_node_ready_pull_and_startup():
 def test_an_on_demand_pool_waits_no_capacity_clean_up():
     """The release lag's clean-up term is a Capacity Block's: "it takes several minutes to clean up your instance before
     you can launch another instance to replace it" (EC2 User Guide, Launch instances using Capacity Blocks). An
-    on-demand pool is a count of nodes; training waits the drain alone (serve's pods' 160 s grace: 3 min), not 8."""
+    on-demand pool is a count of nodes; training waits the drain alone (EKS's 5-minute cut: serve's PodDisruptionBudget
+    lets its pods on the 5 nodes go one at a time), 5 min, not 10."""
     model = check(HYBRID).model
     (pool,) = model.pools
-    assert pools.handover(pool, model.fleets).lag_min == 8
+    assert pools.handover(pool, model.fleets).lag_min == 10
     on_demand = replace(pool, capacity_type="on-demand", reservation_id=None)
     terms = pools.handover(on_demand, model.fleets)
-    assert (terms.drain_s, terms.cleanup_s, terms.lag_min) == (160, 0, 3)
+    assert (terms.drain_s, terms.cleanup_s, terms.lag_min) == (300, 0, 5)
 
 
 def test_rules_are_listed():
