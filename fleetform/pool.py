@@ -389,7 +389,7 @@ def _handover_dict(terms: Handover | None) -> dict | None:
         return None
     return {"node_ready_s": terms.node_ready_s, "node_ready_from": terms.node_ready_from,
             "image": terms.image, "image_pull_s": terms.image_pull_s, "image_pull_from": terms.image_pull_from,
-            "startup_s": terms.startup_s, "lead_minutes": terms.lead_min,
+            "startup_s": terms.startup_s, "lead_minutes": terms.lead_min, "lend_minutes": terms.lend_min,
             "drain_s": terms.drain_s, "cleanup_s": terms.cleanup_s, "release_from": terms.release_from,
             "lag_minutes": terms.lag_min}
 
@@ -442,8 +442,10 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
                 f"{terms['image']}, {terms['image_pull_from']}: {IMAGE_PULL_SOURCE}"
             lead = (f"warm-up lead: {p['warmup_lead_minutes']} min = node ready {_span(terms['node_ready_s'])} ({ready}) "
                     f"+ image pull {_span(terms['image_pull_s'])} ({pull}) + startup probe budget "
-                    f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise and "
-                    "training's lends start that much before a window opens")
+                    f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise that "
+                    f"much before a window opens, and training's lends start {terms['lend_minutes']} min before it "
+                    f"(its lent nodes power down in the keeper's next round, up to 1 min, and their instances' clean-up "
+                    f"takes {_span(terms['cleanup_s'])} before the pool's capacity takes the rise's launches)")
             back = "release_minutes" if terms["release_from"] == "release_minutes" else \
                 (f"drain {_span(terms['drain_s'])}: the pods' termination grace, or EKS's 5-minute cut where a "
                  f"fall drains more pods of a model than its PodDisruptionBudget lets go at once ({EKS_DRAIN_SOURCE})"
@@ -528,8 +530,13 @@ def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
                   for (hour, count, lent), days in sorted(groups.items(), key=lambda g: (min(g[1]), g[0])))
     if not lends:
         return None
-    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window, pool.lead_min,
-                    pool.lag_min)
+    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window,
+                    lend_minutes(pool), pool.lag_min)
+
+
+def lend_minutes(pool: Pool) -> int:
+    """How long before the hour a training fleet's lend starts (Handover.lend_min); the lead without a handover."""
+    return pool.handover.lend_min if pool.handover is not None else pool.lead_min
 
 
 @frozen
@@ -678,6 +685,10 @@ RELEASE_CLEANUP_SOURCE = "EC2 User Guide, Launch instances using Capacity Blocks
 """Where EKS_DRAIN_LIMIT_S and RELEASE_CLEANUP_S come from, as the plan prints them."""
 
 
+KEEPER_ROUND_S = 60
+"""The keeper runs bin/pool-edge every minute (fleetform-keeper.timer): a lend's power-down starts up to this late."""
+
+
 @frozen
 class Handover:
     """The terms of a pool's warm-up lead and release lag, in seconds, each with where it comes from.
@@ -704,6 +715,13 @@ class Handover:
     @property
     def lead_min(self) -> int:
         return math.ceil((self.node_ready_s + self.image_pull_s + self.startup_s) / 60)
+
+    @property
+    def lend_min(self) -> int:
+        """When a training fleet's lend starts, in minutes before the hour: the lead, and before it the lent nodes'
+        release (bin/pool-edge powers them down in the keeper's next round, KEEPER_ROUND_S; their instances then hold
+        the Capacity Block's slots for the clean-up, cleanup_s), so the node group's rise finds the capacity free."""
+        return math.ceil((self.node_ready_s + self.image_pull_s + self.startup_s + KEEPER_ROUND_S + self.cleanup_s) / 60)
 
     @property
     def lag_min(self) -> int:

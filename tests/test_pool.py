@@ -217,9 +217,10 @@ def test_training_max_time_longer_than_the_night(write):
     result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
     (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
     assert finding.severity.value == "warning"
-    # 12 h less the 26-minute warm-up lead (the next morning's lend starts at 07:34) and the 8-minute release lag
-    # (tonight's lend ends at 20:10, when serve's nodes are gone)
-    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 24 min (from Mon "
+    # 12 h less the next morning's lend, 32 min before 08:00 (the 26-minute warm-up lead, a keeper round and the
+    # Capacity Block's clean-up of the lent instances: 07:28), and the 10-minute release lag (tonight's lend ends at
+    # 20:10, when serve's nodes are gone)
+    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 18 min (from Mon "
             "2026-01-05 20:10 CET)") in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")

@@ -217,7 +217,9 @@ def test_the_blueprint_overrides_each_term(write):
     serve = next(f for f in model.fleets if f.name == "serve")
     assert {a.recurrence for a in serve.pool_scaling} == {"32 7 * * 1,2,3,4,5", "0 20 * * 1,2,3,4,5"}
     train = next(f for f in model.fleets if f.name == "train")
-    assert (train.pool_edge.warmup_minutes, train.pool_edge.release_minutes) == (28, 12)
+    # training's lend starts before the rise by a keeper round and the clean-up, here the measured release: 1,660 s
+    # + 60 s + 720 s -> 41 min
+    assert (train.pool_edge.warmup_minutes, train.pool_edge.release_minutes) == (41, 12)
 
 
 def test_the_release_lag_is_the_drain_and_the_instance_clean_up():
@@ -255,7 +257,7 @@ def test_the_plan_lists_the_actions_and_the_lead():
     assert pool["warmup_lead_minutes"] == 26 and pool["release_lag_minutes"] == 10
     assert pool["handover"] == {
         "node_ready_s": 480, "node_ready_from": "default", "image": "vllm/vllm-openai:v0.11.0", "image_pull_s": 288,
-        "image_pull_from": "12 GB at 2.5 GB/min", "startup_s": 760, "lead_minutes": 26,
+        "image_pull_from": "12 GB at 2.5 GB/min", "startup_s": 760, "lead_minutes": 26, "lend_minutes": 32,
         "drain_s": 300, "cleanup_s": 300, "release_from": "default", "lag_minutes": 10}
     assert pool["scaling_actions"] == [
         {"fleet": "serve", "name": "fleetform-p5-block-serve-up-6-at-0734-motuwethfr", "recurrence": "34 7 * * 1,2,3,4,5",
@@ -273,7 +275,10 @@ def test_the_plan_lists_the_actions_and_the_lead():
     assert ("warm-up lead: 26 min = node ready 8 min (launch, boot, join EKS, GPUs advertised; default: GPU instances "
             "5-7 min to run + a minute to take pods, coiled/feedback#30; not measured on this instance type) + image pull "
             "4 min 48 s (vllm/vllm-openai:v0.11.0, 12 GB at 2.5 GB/min: vllm-project/vllm#27154, 2025-10; AWS ML Blog on "
-            "SOCI, 2026-06-03) + startup probe budget 12 min 40 s (weights loaded), rounded up") in markdown
+            "SOCI, 2026-06-03) + startup probe budget 12 min 40 s (weights loaded), rounded up: nodes and KEDA cron "
+            "minimums rise that much before a window opens, and training's lends start 32 min before it (its lent nodes "
+            "power down in the keeper's next round, up to 1 min, and their instances' clean-up takes 5 min before the "
+            "pool's capacity takes the rise's launches)") in markdown
     assert ("release lag: 10 min (drain 5 min: the pods' termination grace, or EKS's 5-minute cut where a fall drains "
             "more pods of a model than its PodDisruptionBudget lets go at once (EKS User Guide, Delete a managed node "
             "group), + instance clean-up 5 min until the pool's capacity takes a launch again (EC2 "

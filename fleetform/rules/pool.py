@@ -134,9 +134,9 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
             if not stretches:
                 continue
             start, end = min(stretches, key=lambda s: s[1] - s[0])
-            # the next lend starts the warm-up lead early, and this stretch starts the release lag late (the
-            # inference fleet's nodes drain and terminate after its window's end)
-            shortest = end - start - timedelta(minutes=pool.lead_min + pool.lag_min)
+            # the next lend starts the warm-up lead and its nodes' release early (Handover.lend_min), and this stretch
+            # starts the release lag late (the inference fleet's nodes drain and terminate after its window's end)
+            shortest = end - start - timedelta(minutes=pools.lend_minutes(pool) + pool.lag_min)
             start += timedelta(minutes=pool.lag_min)  # when training really has the nodes back
             if share.on_window == "requeue":
                 every = fleet.checkpoint.every_minutes if fleet.checkpoint else None
