@@ -389,7 +389,7 @@ def _handover_dict(terms: Handover | None) -> dict | None:
         return None
     return {"node_ready_s": terms.node_ready_s, "node_ready_from": terms.node_ready_from,
             "image": terms.image, "image_pull_s": terms.image_pull_s, "image_pull_from": terms.image_pull_from,
-            "startup_s": terms.startup_s, "lead_minutes": terms.lead_min,
+            "startup_s": terms.startup_s, "lead_minutes": terms.lead_min, "lend_minutes": terms.lend_min,
             "drain_s": terms.drain_s, "cleanup_s": terms.cleanup_s, "release_from": terms.release_from,
             "lag_minutes": terms.lag_min}
 
@@ -437,16 +437,20 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
         terms = p.get("handover")
         if terms:
             ready = ("node_ready_minutes" if terms["node_ready_from"] == "node_ready_minutes"
-                     else "launch, boot, join EKS, GPUs advertised")
+                     else f"launch, boot, join EKS, GPUs advertised; {NODE_READY_SOURCE}")
             pull = "image_pull_minutes" if terms["image_pull_from"] == "image_pull_minutes" else \
-                f"{terms['image']}, {terms['image_pull_from']}"
+                f"{terms['image']}, {terms['image_pull_from']}: {IMAGE_PULL_SOURCE}"
             lead = (f"warm-up lead: {p['warmup_lead_minutes']} min = node ready {_span(terms['node_ready_s'])} ({ready}) "
                     f"+ image pull {_span(terms['image_pull_s'])} ({pull}) + startup probe budget "
-                    f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise and "
-                    "training's lends start that much before a window opens")
+                    f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise that "
+                    f"much before a window opens, and training's lends start {terms['lend_minutes']} min before it "
+                    f"(its lent nodes power down in the keeper's next round, up to 1 min, and their instances' clean-up "
+                    f"takes {_span(terms['cleanup_s'])} before the pool's capacity takes the rise's launches)")
             back = "release_minutes" if terms["release_from"] == "release_minutes" else \
-                (f"drain {_span(terms['drain_s'])}, the pods' termination grace, which EKS cuts at 5 min, + instance "
-                 f"clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again")
+                (f"drain {_span(terms['drain_s'])}: the pods' termination grace, or EKS's 5-minute cut where a "
+                 f"fall drains more pods of a model than its PodDisruptionBudget lets go at once ({EKS_DRAIN_SOURCE})"
+                 + (f", + instance clean-up {_span(terms['cleanup_s'])} until the pool's capacity takes a launch again "
+                    f"({RELEASE_CLEANUP_SOURCE})" if terms["cleanup_s"] else ""))
             lag = (f"release lag: {p['release_lag_minutes']} min ({back}): a node group shrinks at the hour its window "
                    "closes, and training's lends end that much after it; the ledger counts whole hours")
             lines += [f"- {lead}", f"- {lag}"] if markdown else [f"  {lead}", f"  {lag}"]
@@ -526,8 +530,13 @@ def edge(pool: Pool, fleet, hosts: list[str]) -> PoolEdge | None:
                   for (hour, count, lent), days in sorted(groups.items(), key=lambda g: (min(g[1]), g[0])))
     if not lends:
         return None
-    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window, pool.lead_min,
-                    pool.lag_min)
+    return PoolEdge(pool.name, pool.time_zone, int(max(limits)) + KEEPER_ROUND_MIN, lends, share.on_window,
+                    lend_minutes(pool), pool.lag_min)
+
+
+def lend_minutes(pool: Pool) -> int:
+    """How long before the hour a training fleet's lend starts (Handover.lend_min); the lead without a handover."""
+    return pool.handover.lend_min if pool.handover is not None else pool.lead_min
 
 
 @frozen
@@ -637,6 +646,9 @@ minute or so before it's ready to accept tasks" (coiled/feedback#30), and a Para
 5 minutes from a job's submission to its start (aws-parallelcluster#4236, the maintainers' baseline). 8 minutes is
 the upper end of the GPU figure; a p5.48xlarge's own launch time has not been measured here (no AWS account)."""
 
+NODE_READY_SOURCE = "default: GPU instances 5-7 min to run + a minute to take pods, coiled/feedback#30; not measured on this instance type"
+"""Where NODE_READY_S comes from, as the plan prints it beside the figure (DESIGN: every figure names its source)."""
+
 IMAGE_GB = {"vllm/vllm-openai": 12.0}
 """The compressed size a node pulls of a model server image, by repository: "docker pull
 vllm/vllm-openai:latest - the image is around 12 GB" (vllm-project/vllm#27154, October 2025, the month of the
@@ -648,6 +660,9 @@ pulls of 15-20 GB can take 4-6 minutes per instance" (AWS Machine Learning Blog,
 times using SOCI index on DLAMI and DLC", 2026-06-03); the slow end, 15 GB in 6 minutes. fleetform's node groups
 pre-pull nothing (the AMI is the stock EKS NVIDIA one, fleetform/cluster.py), so every new node pulls the image
 before its replica's container, and with it the startup probe, starts."""
+
+IMAGE_PULL_SOURCE = "vllm-project/vllm#27154, 2025-10; AWS ML Blog on SOCI, 2026-06-03"
+"""Where IMAGE_GB and IMAGE_PULL_GB_PER_MIN come from, as the plan prints them."""
 
 EKS_DRAIN_LIMIT_S = 300
 """How long EKS lets a managed node group's node drain before Auto Scaling terminates it anyway: "Before each
@@ -665,6 +680,15 @@ instances using Capacity Blocks"). "Several minutes" read as 5; a blueprint that
 `release_minutes`."""
 
 
+EKS_DRAIN_SOURCE = "EKS User Guide, Delete a managed node group"
+RELEASE_CLEANUP_SOURCE = "EC2 User Guide, Launch instances using Capacity Blocks: 'several minutes', read as 5"
+"""Where EKS_DRAIN_LIMIT_S and RELEASE_CLEANUP_S come from, as the plan prints them."""
+
+
+KEEPER_ROUND_S = 60
+"""The keeper runs bin/pool-edge every minute (fleetform-keeper.timer): a lend's power-down starts up to this late."""
+
+
 @frozen
 class Handover:
     """The terms of a pool's warm-up lead and release lag, in seconds, each with where it comes from.
@@ -675,8 +699,8 @@ class Handover:
     shrinks the group at the hour; EKS drains each node (its pods' preStop hooks and grace, at most
     EKS_DRAIN_LIMIT_S: drain_s) and the terminated instance's capacity comes back to the Capacity Block or
     reservation minutes later (cleanup_s). The training fleet's lend ends the lag after the hour, so Slurm resumes
-    no node into capacity still held (a failed resume leaves the node DOWN until the keeper retries, and a capacity
-    error code holds the fleet's powered-down nodes for the keeper's INSUFFICIENT_CAPACITY_TIMEOUT_S)."""
+    no node into capacity still held (EC2 answers ReservationCapacityExceeded, not a code of the keeper's back-off: the
+    node goes DOWN, its job is requeued, and the keeper's next round puts the node back to be launched again)."""
 
     node_ready_s: int
     node_ready_from: str
@@ -693,6 +717,13 @@ class Handover:
         return math.ceil((self.node_ready_s + self.image_pull_s + self.startup_s) / 60)
 
     @property
+    def lend_min(self) -> int:
+        """When a training fleet's lend starts, in minutes before the hour: the lead, and before it the lent nodes'
+        release (bin/pool-edge powers them down in the keeper's next round, KEEPER_ROUND_S; their instances then hold
+        the Capacity Block's slots for the clean-up, cleanup_s), so the node group's rise finds the capacity free."""
+        return math.ceil((self.node_ready_s + self.image_pull_s + self.startup_s + KEEPER_ROUND_S + self.cleanup_s) / 60)
+
+    @property
     def lag_min(self) -> int:
         return math.ceil((self.drain_s + self.cleanup_s) / 60)
 
@@ -700,6 +731,21 @@ class Handover:
 def _lead_fleets(pool: Pool, fleets) -> list:
     """The pool's inference fleets on Kubernetes: those whose node groups rise and fall with the windows."""
     return [f for f in fleets if pool.share(f.name) is not None and not f.training and f.kube is not None]
+
+
+def _fall_evicts(pool: Pool, fleet) -> int:
+    """The most pods of one model that a window's fall drains at once: the nodes the window adds above the floor, times
+    the model's pods a node holds. Every model has a PodDisruptionBudget of maxUnavailable 1 (templates/k8s/pdb.yaml.j2)
+    and a drain evicts through the eviction API, which honours it ("API-initiated eviction ... respects your configured
+    PodDisruptionBudgets", Kubernetes docs, API-initiated Eviction): after the first eviction the replacement pod has no
+    node to start on (the group is shrinking, and KEDA holds the window's replicas for its 300 s scale-down
+    stabilization), so no second eviction is allowed and EKS terminates the node at its 5-minute cut (EKS_DRAIN_LIMIT_S)."""
+    share = pool.share(fleet.name)
+    devices = fleet.devices()
+    if share is None or not share.windows or devices is None:
+        return 0
+    added = max(w.nodes for w in share.windows) - share.floor
+    return max(added * max(1, int(devices[0]) // max(1, s.gpu_count)) for s in fleet.kube.servers)
 
 
 def image_gb(image: str) -> float:
@@ -733,7 +779,11 @@ def handover(pool: Pool, fleets) -> Handover | None:
         drain, cleanup, release_from = 0, pool.release_min * 60, "release_minutes"
     else:
         drain = min(EKS_DRAIN_LIMIT_S, max(s.grace_s for s in servers))
-        cleanup, release_from = RELEASE_CLEANUP_S, "default"
+        if any(_fall_evicts(pool, f) > 1 for f in _lead_fleets(pool, fleets)):
+            drain = EKS_DRAIN_LIMIT_S  # each model's PodDisruptionBudget lets the drain evict one pod at a time
+        # the clean-up is a Capacity Block's (or a reservation's) slot held by a shutting-down instance; an on-demand
+        # pool is a count of nodes and a terminated instance holds no capacity a resume would need
+        cleanup, release_from = (0 if pool.capacity_type == "on-demand" else RELEASE_CLEANUP_S), "default"
     return Handover(ready, ready_from, image, pull, pull_from, startup, drain, cleanup, release_from)
 
 

@@ -217,10 +217,11 @@ def test_training_max_time_longer_than_the_night(write):
     result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
     (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
     assert finding.severity.value == "warning"
-    # 12 h less the 26-minute warm-up lead (the next morning's lend starts at 07:34) and the 8-minute release lag
-    # (tonight's lend ends at 20:08, when serve's nodes are gone)
-    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 26 min (from Mon "
-            "2026-01-05 20:08 CET)") in finding.message
+    # 12 h less the next morning's lend, 32 min before 08:00 (the 26-minute warm-up lead, a keeper round and the
+    # Capacity Block's clean-up of the lent instances: 07:28), and the 10-minute release lag (tonight's lend ends at
+    # 20:10, when serve's nodes are gone)
+    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 18 min (from Mon "
+            "2026-01-05 20:10 CET)") in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")
     assert "pool-training-fit" not in _rules(ok)
@@ -239,6 +240,35 @@ def test_an_inference_window_shorter_than_startup():
     model = replace(model, fleets=tuple(slow if f.name == "serve" else f for f in model.fleets))
     (finding,) = [f for f in run(model, doc) if f.rule == "pool-inference-warmup"]
     assert "holds its window's nodes for 12 h from Mon 2026-01-05 08:00 CET" in finding.message
+
+
+def test_an_inference_window_shorter_than_node_ready_pull_and_startup():
+    """A replica of a window starts on a node the window's rise asks for: the node gets ready (8 min) and pulls the
+    image (4 min 48 s) before the startup probe's budget runs. A budget of 11 h 55 min alone fits the 12-hour window;
+    with the node's 12 min 48 s it does not (the rule compared the budget alone)."""
+    result = check(HYBRID)
+    model, doc = result.model, result.document
+    serve = next(f for f in model.fleets if f.name == "serve")
+    servers = tuple(replace(s, probes=tuple(replace(p, failure_threshold=4290) if p.kind == "startup" else p
+                                            for p in s.probes)) for s in serve.kube.servers)
+    slow = replace(serve, kube=replace(serve.kube, servers=servers))
+    model = replace(model, fleets=tuple(slow if f.name == "serve" else f for f in model.fleets))
+    (finding,) = [f for f in run(model, doc) if f.rule == "pool-inference-warmup"]
+    assert ("no longer than its replicas may take to start on a new node (12 h 7 min 48 s: node ready and image "
+            "pull 12 min 48 s, the startup probe's budget 11 h 55 min)") in finding.message, finding.message
+
+
+def test_an_on_demand_pool_waits_no_capacity_clean_up():
+    """The release lag's clean-up term is a Capacity Block's: "it takes several minutes to clean up your instance before
+    you can launch another instance to replace it" (EC2 User Guide, Launch instances using Capacity Blocks). An
+    on-demand pool is a count of nodes; training waits the drain alone (EKS's 5-minute cut: serve's PodDisruptionBudget
+    lets its pods on the 5 nodes go one at a time), 5 min, not 10."""
+    model = check(HYBRID).model
+    (pool,) = model.pools
+    assert pools.handover(pool, model.fleets).lag_min == 10
+    on_demand = replace(pool, capacity_type="on-demand", reservation_id=None)
+    terms = pools.handover(on_demand, model.fleets)
+    assert (terms.drain_s, terms.cleanup_s, terms.lag_min) == (300, 0, 5)
 
 
 def test_rules_are_listed():

@@ -68,7 +68,7 @@ def test_lend_on_the_real_cluster(cluster, tmp_path):
     begin_local = (soon + timedelta(hours=1)).replace(minute=0) if soon.minute else soon
     begin = begin_local.astimezone(UTC)
     until = int((begin - now).total_seconds() // 60)
-    lag = 8  # the release lag (hybrid-pool's: the serve pods' grace and the Capacity Block's clean-up)
+    lag = 10  # the release lag (hybrid-pool's: EKS's 5-minute drain cut and the Capacity Block's clean-up)
     config = {"pool": "p5-block", "time_zone": "Europe/Berlin", "lead_minutes": until + 60, "on_window": "finish",
               "release_minutes": lag,
               "lends": [{"days": [begin_local.weekday()], "start": begin_local.hour, "hours": 2, "nodes": LENT}]}

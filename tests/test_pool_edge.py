@@ -66,8 +66,8 @@ def test_the_program_lends_exactly_when_the_ledger_says():
                 merged.append((b, f))
         occurrences = sorted(o for lend in config["lends"] for o in edge.occurrences(lend, tz, start, end))
         assert occurrences == merged, week
-        # with the warm-up lead and the release lag: each lend starts exactly 26 real minutes before the ledger's
-        # hour, in every week (a window opening at 08:00 never meets Berlin's change at 02:00/03:00), and ends 8 real
+        # with the lend's start and the release lag: each lend starts exactly 32 real minutes before the ledger's
+        # hour, in every week (a window opening at 08:00 never meets Berlin's change at 02:00/03:00), and ends 10 real
         # minutes after the ledger's hour, when serve's nodes have drained and their instances are cleaned up
         lead = timedelta(minutes=config["warmup_minutes"])
         lag = timedelta(minutes=config["release_minutes"])
@@ -94,29 +94,30 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
-    # the lead: node ready 8 min + the image's pull 288 s + the startup probe budget 760 s, rounded up; the lag: the
-    # serve pods' grace 160 s + the Capacity Block's clean-up 300 s, rounded up
-    assert (config["warmup_minutes"], config["release_minutes"]) == (26, 8)
-    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 26 min earlier for the warm-up, to 20:08 CET
-    # = 19:08 UTC, 8 min after serve's window closes) is within the 720-minute lead
+    # the lend's start: the lead (node ready 8 min + the image's pull 288 s + the startup probe budget 760 s) + a keeper
+    # round 60 s + the Capacity Block's clean-up of the lent instances 300 s, rounded up; the lag: the drain, EKS's
+    # 5-minute cut (serve's PodDisruptionBudget lets its 40 pods on the 5 nodes go one at a time) + the clean-up 300 s
+    assert (config["warmup_minutes"], config["release_minutes"]) == (32, 10)
+    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 32 min earlier, to 20:10 CET = 19:10 UTC,
+    # 10 min after serve's window closes) is within the 720-minute lead
     assert run("2026-03-26T19:30:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0634Z StartTime=2026-03-27T06:34:00 "
-        "Duration=754 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0628Z StartTime=2026-03-27T06:28:00 "
+        "Duration=762 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
     # Friday 20:05 CET: serve's window closed at 20:00, its nodes are still draining and terminating: the lend runs on
-    # (the reservation holds the nodes to 19:08 UTC, so Slurm resumes none of them into capacity still held)
+    # (the reservation holds the nodes to 19:10 UTC, so Slurm resumes none of them into capacity still held)
     assert run("2026-03-27T19:05:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0634Z StartTime=2026-03-27T19:06:00 "
-        "Duration=2 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0628Z StartTime=2026-03-27T19:06:00 "
+        "Duration=4 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
-    # Friday 20:08 CET: the lend is over and nothing starts within 12 h (the next lend is Monday's)
-    assert run("2026-03-27T19:08:00Z") == []
+    # Friday 20:10 CET: the lend is over and nothing starts within 12 h (the next lend is Monday's)
+    assert run("2026-03-27T19:10:00Z") == []
     assert run("2026-03-27T19:30:00Z") == []
-    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:33 UTC the lend is a minute away, at 05:34 it is
-    # under way and its nodes are powered down, 26 minutes before the window opens
-    assert not [c for c in run("2026-03-30T05:33:00Z") if "POWER_DOWN" in c]
-    assert run("2026-03-30T05:34:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260330T0534Z StartTime=2026-03-30T05:35:00 "
-        "Duration=753 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:27 UTC the lend is a minute away, at 05:28 it is
+    # under way and its nodes are powered down, 32 minutes before the window opens
+    assert not [c for c in run("2026-03-30T05:27:00Z") if "POWER_DOWN" in c]
+    assert run("2026-03-30T05:28:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260330T0528Z StartTime=2026-03-30T05:29:00 "
+        "Duration=761 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
     # a clock without an offset is refused, not read as local time
     bad = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-03-30T06:00:00", "--dry-run"],
@@ -176,9 +177,9 @@ def test_real_slurmctld_keeps_crossing_jobs_off_lent_nodes(tmp_path):
         shown = subprocess.run(["scontrol", "show", "reservation", name], env=env, capture_output=True, text=True,
                                timeout=60).stdout
         assert f"StartTime={begin.strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
-        # the lend ends the release lag (8 min) after its two hours: the inference fleet's nodes drain and terminate
+        # the lend ends the release lag (10 min) after its two hours: the inference fleet's nodes drain and terminate
         lag = timedelta(minutes=config["release_minutes"])
-        assert config["release_minutes"] == 8
+        assert config["release_minutes"] == 10
         assert f"EndTime={(begin + timedelta(hours=2) + lag).strftime('%Y-%m-%dT%H:%M:%S')}" in shown, shown
         assert "Nodes=train-[003-005]" in shown and "Users=root" in shown, shown
         # a second round finds it made and changes nothing

@@ -174,6 +174,28 @@ def test_insufficient_capacity_downs_the_node_backs_off_then_returns_it_to_servi
         assert "capacity" not in json.loads((tmp_path / "root/var/lib/fleetform/keeper.json").read_text())
 
 
+def test_a_full_capacity_block_is_retried_each_keeper_round_not_backed_off(rendered, aws, tmp_path):
+    """What a pool's release lag that was too short does on the training side: a resume into a Capacity Block whose
+    slots a draining inference node still holds. A launch that targets a Capacity Reservation (a Capacity Block is a
+    targeted one) without free capacity fails with ReservationCapacityExceeded ("The targeted Capacity Reservation
+    does not have enough available instance capacity", EC2 API Reference, Error codes), which is not one of
+    ParallelCluster's EC2_ICE_ERROR_CODES nor fleetform_node.INSUFFICIENT_CAPACITY: the node is DOWN with the code,
+    no 10-minute back-off starts, and the keeper's next round puts the node back in service (powered down) so that
+    slurmctld launches it again for its requeued job, once a minute until the capacity is back (README, Pools)."""
+    cli = flaky_aws(tmp_path, {"run-instances": (99, "ReservationCapacityExceeded")})
+    with slurmctld.running(rendered, tmp_path / "ctld") as conf:
+        failed = run_program(rendered, conf, aws, tmp_path, "resume", "train-006", cluster="a-rce", FLEETFORM_AWS_CLI=cli)
+        assert failed.returncode == 1, failed.stderr
+        reason = sinfo_reasons(conf).get("train-006", "")
+        assert reason.startswith("fleetform resume failed: (Code:ReservationCapacityExceeded)"), sinfo_reasons(conf)
+        kept = run_program(rendered, conf, aws, tmp_path, "keeper", cluster="a-rce", now=1_900_000_000.0)
+        assert kept.returncode == 0, kept.stderr
+        state = set(node_state(conf, "train-006")["State"].split("+"))
+        assert {"IDLE", "POWERED_DOWN"} <= state and not state & {"DOWN", "DRAIN"}, state
+        assert "capacity" not in json.loads((tmp_path / "root/var/lib/fleetform/keeper.json").read_text())
+        assert "Code:" not in sinfo_reasons(conf).get("train-003", ""), "the fleet's other nodes were held"
+
+
 def test_suspend_terminates_only_this_clusters_compute_nodes(rendered, controller, aws, tmp_path):
     ec2 = aws["ec2"]
 

@@ -24,6 +24,14 @@ def _hours(span: timedelta) -> str:
     return f"{hours} h" + (f" {minutes} min" if minutes else "")
 
 
+def _exact(seconds: int) -> str:
+    """`1 h 30 min 18 s`, `12 min 48 s`: a duration to the second, for a sum whose terms the message shows."""
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{hours} h"] * bool(hours) + [f"{minutes} min"] * bool(minutes) + [f"{secs} s"] * bool(secs)
+    return " ".join(parts) or "0 s"
+
+
 @rule(POOL_TIME_ZONE, "error", "a pool's time zone is an IANA time zone name and its ledger week a real date")
 def pool_time_zone(bp: Blueprint, report: Reporter) -> None:
     from zoneinfo import available_timezones
@@ -126,9 +134,9 @@ def pool_training_fit(bp: Blueprint, report: Reporter) -> None:
             if not stretches:
                 continue
             start, end = min(stretches, key=lambda s: s[1] - s[0])
-            # the next lend starts the warm-up lead early, and this stretch starts the release lag late (the
-            # inference fleet's nodes drain and terminate after its window's end)
-            shortest = end - start - timedelta(minutes=pool.lead_min + pool.lag_min)
+            # the next lend starts the warm-up lead and its nodes' release early (Handover.lend_min), and this stretch
+            # starts the release lag late (the inference fleet's nodes drain and terminate after its window's end)
+            shortest = end - start - timedelta(minutes=pools.lend_minutes(pool) + pool.lag_min)
             start += timedelta(minutes=pool.lag_min)  # when training really has the nodes back
             if share.on_window == "requeue":
                 every = fleet.checkpoint.every_minutes if fleet.checkpoint else None
@@ -162,14 +170,17 @@ def pool_inference_warmup(bp: Blueprint, report: Reporter) -> None:
             if fleet.training or fleet.kube is None:
                 continue
             budgets = [p.period_s * p.failure_threshold for s in fleet.kube.servers for p in s.probes if p.kind == "startup"]
-            if not budgets:
-                continue
-            startup = timedelta(seconds=max(budgets))
+            terms = pool.handover
+            # a replica starts on a node the window's rise asks for: the node gets ready and pulls the image before
+            # the startup probe's budget runs (pools.Handover, the warm-up lead's terms), not the budget alone
+            node_s = (terms.node_ready_s + terms.image_pull_s) if terms is not None else 0
+            startup_s = node_s + max(budgets, default=0)
             for begin, finish in _lent(pool, share, pool.week, tz):
-                if finish - begin <= startup:
+                if startup_s and finish - begin <= timedelta(seconds=startup_s):
                     report(share.path + ("windows",), f"fleet '{fleet.name}' holds its window's nodes for "
                            f"{_hours(finish - begin)} from {_local(begin, tz)}, no longer than its replicas may take to "
-                           f"start ({max(budgets) // 60} min, the startup probe's budget)",
+                           f"start on a new node ({_exact(startup_s)}: node ready and image pull {_exact(node_s)}, the "
+                           f"startup probe's budget {_exact(max(budgets, default=0))})",
                            "a longer window, or a model that loads faster")
                     break
             for action in fleet.pool_scaling:  # the node group's rises: cron lines in local wall clock
