@@ -94,29 +94,30 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
-    # the lead: node ready 8 min + the image's pull 288 s + the startup probe budget 760 s, rounded up; the lag: the
+    # the lead: node ready 8 min + the image's pull 288 s - the 2 min of it pre-pulled while the node joins + the
+    # startup probe budget 760 s, rounded up; the lag: the
     # serve pods' grace 160 s + the Capacity Block's clean-up 300 s, rounded up
-    assert (config["warmup_minutes"], config["release_minutes"]) == (26, 8)
-    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 26 min earlier for the warm-up, to 20:08 CET
+    assert (config["warmup_minutes"], config["release_minutes"]) == (24, 8)
+    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 24 min earlier for the warm-up, to 20:08 CET
     # = 19:08 UTC, 8 min after serve's window closes) is within the 720-minute lead
     assert run("2026-03-26T19:30:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0634Z StartTime=2026-03-27T06:34:00 "
-        "Duration=754 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0636Z StartTime=2026-03-27T06:36:00 "
+        "Duration=752 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
     # Friday 20:05 CET: serve's window closed at 20:00, its nodes are still draining and terminating: the lend runs on
     # (the reservation holds the nodes to 19:08 UTC, so Slurm resumes none of them into capacity still held)
     assert run("2026-03-27T19:05:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0634Z StartTime=2026-03-27T19:06:00 "
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0636Z StartTime=2026-03-27T19:06:00 "
         "Duration=2 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
     # Friday 20:08 CET: the lend is over and nothing starts within 12 h (the next lend is Monday's)
     assert run("2026-03-27T19:08:00Z") == []
     assert run("2026-03-27T19:30:00Z") == []
-    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:33 UTC the lend is a minute away, at 05:34 it is
-    # under way and its nodes are powered down, 26 minutes before the window opens
-    assert not [c for c in run("2026-03-30T05:33:00Z") if "POWER_DOWN" in c]
-    assert run("2026-03-30T05:34:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260330T0534Z StartTime=2026-03-30T05:35:00 "
-        "Duration=753 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:35 UTC the lend is a minute away, at 05:36 it is
+    # under way and its nodes are powered down, 24 minutes before the window opens
+    assert not [c for c in run("2026-03-30T05:35:00Z") if "POWER_DOWN" in c]
+    assert run("2026-03-30T05:36:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260330T0536Z StartTime=2026-03-30T05:37:00 "
+        "Duration=751 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
     # a clock without an offset is refused, not read as local time
     bad = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-03-30T06:00:00", "--dry-run"],
