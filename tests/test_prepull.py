@@ -226,3 +226,23 @@ def test_a_changed_image_rolls_the_node_group(tmp_path):
     assert "node/user-data" in result.stdout and "node roll" in result.stdout
     assert file_disruption("serve/node/user-data", "~", b"a", b"b").cls == "node roll"
     assert file_disruption("serve/node/user-data", "+", None, b"b") is None  # a new fleet's group: nothing runs yet
+
+
+def test_a_cold_start_on_a_new_node_waits_for_the_node_and_the_pull(reference):
+    """cold-start-budget's estimate: where the node group keeps a node, the replica's node has the image (pre-pulled
+    at boot or by an earlier replica) and only weights and engine count; where the group may be at zero nodes, a
+    new node first: 480 s ready + 288 s pull - 120 s pre-pulled while it joins = 648 s (768 s for an image in
+    private ECR, which the kubelet pulls after Ready). Corpus 510 is the finding."""
+    from fleetform.gateway import cold_start
+
+    model, _ = reference
+    serve = next(f for f in model.fleets if f.name == "serve")
+    chat = serve.models[0]
+    kept = cold_start(chat, serve)
+    assert kept.node_s == 0 and kept.total_s == cold_start(chat).total_s
+    empty = replace(serve, nodes=replace(serve.nodes, min=0))
+    fresh = cold_start(chat, empty)
+    assert fresh.node_s == 648 and fresh.total_s == kept.total_s + 648
+    assert fresh.detail.startswith("a new node: ready 480 s + image pull 288 s - 120 s of it pre-pulled")
+    private = replace(chat, image="123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-openai:v0.11.0")
+    assert cold_start(private, empty).node_s == 768
