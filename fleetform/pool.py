@@ -748,7 +748,8 @@ def handover(pool: Pool, fleets) -> Handover | None:
 
 
 def warmup_minutes(pool: Pool, fleets) -> int:
-    """The pool's warm-up lead in whole minutes (rounded up): node ready + image pull + the longest startup probe
+    """The pool's warm-up lead in whole minutes (rounded up): node ready + image pull - the part of the pull the node
+    group's pre-pull runs while the node joins + the longest startup probe
     budget (period x failure threshold, fleetform/k8s.py) of the pool's inference fleets on Kubernetes (Handover).
     The rise of an inference fleet's nodes (its node group's scheduled action, its KEDA cron trigger) and the
     training fleet's lend that frees those nodes start this much before the window opens, so the replicas are
