@@ -601,6 +601,12 @@ def file_disruption(path: str, mark: str, old: bytes | None = None, new: bytes |
                                             "from then on (resume, suspend, prologs) use the new version")
     if len(parts) >= 3 and parts[1] == "k8s" and path.endswith("-deployment.yaml"):
         return Disruption("rolling", path, "applied by `pulumi up`: Kubernetes replaces the pods one by one")
+    if parts[1:] == ["node", "user-data"] and old is not None and new is not None:
+        # fleetform/render/prepull.py: the launch template's user data; a new template version rolls the group
+        return Disruption("node roll", path, "the EKS node group's user data (its pre-pulled images): a new launch "
+                                             "template version, so EKS launches new nodes first (up to 2 per "
+                                             "Availability Zone, or maxUnavailable), drains the old ones and "
+                                             "terminates them")
     return None
 
 

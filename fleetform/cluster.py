@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from .records import frozen
+from . import prepull
 
 ROOT_GIB = 200
 """The root volume of every EKS node (gp3), where kubelet and containerd keep ephemeral storage
@@ -126,6 +127,8 @@ class NodeGroup:
     local_nvme: bool  # ephemeral storage on the instance-store NVMe drives (RAID0)
     path: tuple
     repair: bool | None = None  # EKS node auto repair (inference GPU groups: fleetform/health.py); None: no config sent
+    prepull: tuple[str, ...] = ()  # images each new node pulls as it joins (fleetform/prepull.py), as ctr names them
+    prepull_skipped: tuple[str, ...] = ()  # images left to the kubelet (private ECR: ctr has no credentials)
 
     @property
     def gpu(self) -> bool:
@@ -264,7 +267,8 @@ def _gpu_group(bp, fleet) -> NodeGroup | None:
         # nvidia.com/mig-<profile> and the GPUs left whole as nvidia.com/gpu (NVIDIA k8s-device-plugin README,
         # MIG strategies: mixed)
         group = replace(group, devices=group.devices + (("nvidia.com/gpu", len(kube.mig.whole_devices)),))
-    return group
+    pulled, skipped = prepull.images(kube.servers)  # the node group pre-pulls its models' images
+    return replace(group, prepull=pulled, prepull_skipped=skipped)
 
 
 def gpu_node_group(fleet, labels, taints, device: tuple[str, int], more: tuple = ()) -> NodeGroup:

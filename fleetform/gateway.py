@@ -5,6 +5,8 @@ finds no replica can still wake one."""
 
 from __future__ import annotations
 
+import math
+
 from . import semrouter
 from .k8s import LOAD_GB_PER_S, READY_OVERHEAD_S
 from .records import frozen
@@ -20,24 +22,47 @@ class ColdStart:
     read_s: float  # weights_gb over the source's rate
     engine_s: float  # load onto the GPUs, CUDA graph capture and torch.compile
     rate: float  # GB/s of the source
+    node_s: float = 0.0  # a new node first: node ready + the image's pull - the part pre-pulled while it joins
+    node_detail: str = ""
 
     @property
     def total_s(self) -> float:
-        return self.read_s + self.engine_s
+        return self.node_s + self.read_s + self.engine_s
 
     @property
     def detail(self) -> str:
-        return (f"{self.weights_gb:g} GB from {self.source} at {self.rate:g} GB/s = {self.read_s:.0f} s, "
+        return ((f"{self.node_detail}, then " if self.node_s else "")
+                + f"{self.weights_gb:g} GB from {self.source} at {self.rate:g} GB/s = {self.read_s:.0f} s, "
                 f"plus {self.engine_s:.0f} s to load, compile and capture CUDA graphs")
 
 
-def cold_start(model) -> ColdStart:
+def new_node_s(image: str) -> tuple[int, str]:
+    """The wait for a new GPU node before a replica's weights start to load (the pool's lead terms,
+    fleetform/pool.py): node ready, plus the image's pull less the part the node group's pre-pull runs while the
+    node joins (fleetform/prepull.py; none for an image in private ECR, which the kubelet pulls after Ready)."""
+    from . import pool, prepull
+
+    pull = math.ceil(pool.image_gb(image) / pool.IMAGE_PULL_GB_PER_MIN * 60)
+    pulled = not prepull.PRIVATE_ECR.match(prepull.ctr_reference(image))
+    overlap = min(prepull.NODE_JOIN_S, pool.NODE_READY_S, pull) if pulled else 0
+    return (pool.NODE_READY_S + pull - overlap,
+            f"a new node: ready {pool.NODE_READY_S} s + image pull {pull} s - {overlap} s of it pre-pulled while the "
+            f"node joins = {pool.NODE_READY_S + pull - overlap} s")
+
+
+def cold_start(model, fleet=None) -> ColdStart:
     """The time a replica takes to become ready when none runs: the same figures (k8s.LOAD_GB_PER_S,
-    k8s.READY_OVERHEAD_S) that size the default scale-up period, so the two never disagree."""
+    k8s.READY_OVERHEAD_S) that size the default scale-up period, so the two never disagree. On a fleet whose
+    node group may itself be at zero nodes (nodes.min 0) the replica waits for a new node first (new_node_s);
+    where the group keeps a node, that node has the image already (pre-pulled at its boot, or by an earlier replica:
+    imagePullPolicy IfNotPresent), so only the weights and the engine count."""
     source = model.weights.source if model.weights is not None else "hub"
     weights = model.checkpoint_gb
+    node_s, node_detail = (0, "")
+    if fleet is not None and fleet.nodes is not None and fleet.nodes.min == 0:
+        node_s, node_detail = new_node_s(model.image)
     return ColdStart(source, round(weights, 3), weights / LOAD_GB_PER_S[source], float(READY_OVERHEAD_S),
-                     LOAD_GB_PER_S[source])
+                     LOAD_GB_PER_S[source], float(node_s), node_detail)
 
 
 # ---- the gateway: Gateway API v1.4.0 and its Inference Extension v1.1.0 ----

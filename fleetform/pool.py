@@ -16,6 +16,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from . import prepull
 from .records import frozen
 
 Path = tuple
@@ -389,7 +390,8 @@ def _handover_dict(terms: Handover | None) -> dict | None:
         return None
     return {"node_ready_s": terms.node_ready_s, "node_ready_from": terms.node_ready_from,
             "image": terms.image, "image_pull_s": terms.image_pull_s, "image_pull_from": terms.image_pull_from,
-            "startup_s": terms.startup_s, "lead_minutes": terms.lead_min, "lend_minutes": terms.lend_min,
+            "startup_s": terms.startup_s, "overlap_s": terms.overlap_s, "lead_minutes": terms.lead_min,
+            "lend_minutes": terms.lend_min,
             "drain_s": terms.drain_s, "cleanup_s": terms.cleanup_s, "release_from": terms.release_from,
             "lag_minutes": terms.lag_min}
 
@@ -441,7 +443,10 @@ def plan_lines(pools_data: list[dict], markdown: bool, table) -> list[str]:
             pull = "image_pull_minutes" if terms["image_pull_from"] == "image_pull_minutes" else \
                 f"{terms['image']}, {terms['image_pull_from']}: {IMAGE_PULL_SOURCE}"
             lead = (f"warm-up lead: {p['warmup_lead_minutes']} min = node ready {_span(terms['node_ready_s'])} ({ready}) "
-                    f"+ image pull {_span(terms['image_pull_s'])} ({pull}) + startup probe budget "
+                    f"+ image pull {_span(terms['image_pull_s'])} ({pull}) "
+                    + (f"- {_span(terms['overlap_s'])} of the pull while the node joins (pre-pulled from the "
+                       "kubelet's start) " if terms.get("overlap_s") else "")
+                    + f"+ startup probe budget "
                     f"{_span(terms['startup_s'])} (weights loaded), rounded up: nodes and KEDA cron minimums rise that "
                     f"much before a window opens, and training's lends start {terms['lend_minutes']} min before it "
                     f"(its lent nodes power down in the keeper's next round, up to 1 min, and their instances' clean-up "
@@ -657,9 +662,9 @@ pinned v0.11.0). An image of another repository is taken to be as large (they ar
 IMAGE_PULL_GB_PER_MIN = 2.5
 """How fast a fresh node pulls and unpacks an image without a pre-pull or lazy loading: "Standard Docker image
 pulls of 15-20 GB can take 4-6 minutes per instance" (AWS Machine Learning Blog, "Reducing container cold start
-times using SOCI index on DLAMI and DLC", 2026-06-03); the slow end, 15 GB in 6 minutes. fleetform's node groups
-pre-pull nothing (the AMI is the stock EKS NVIDIA one, fleetform/cluster.py), so every new node pulls the image
-before its replica's container, and with it the startup probe, starts."""
+times using SOCI index on DLAMI and DLC", 2026-06-03); the slow end, 15 GB in 6 minutes. The node groups pre-pull
+the image from the kubelet's start on (fleetform/prepull.py), so the pull overlaps the node's join
+(prepull.NODE_JOIN_S) and the replica's container, with its startup probe, starts when the rest has arrived."""
 
 IMAGE_PULL_SOURCE = "vllm-project/vllm#27154, 2025-10; AWS ML Blog on SOCI, 2026-06-03"
 """Where IMAGE_GB and IMAGE_PULL_GB_PER_MIN come from, as the plan prints them."""
@@ -711,17 +716,21 @@ class Handover:
     drain_s: int
     cleanup_s: int
     release_from: str
+    overlap_s: int = 0  # of the pull, the part that runs while the node joins (the node group's pre-pull)
 
     @property
     def lead_min(self) -> int:
-        return math.ceil((self.node_ready_s + self.image_pull_s + self.startup_s) / 60)
+        """node ready + image pull - their overlap + startup: the pre-pull starts with the kubelet, so the node's
+        join and the pull run side by side, and the replica starts after the later of the two."""
+        return math.ceil((self.node_ready_s + self.image_pull_s - self.overlap_s + self.startup_s) / 60)
 
     @property
     def lend_min(self) -> int:
         """When a training fleet's lend starts, in minutes before the hour: the lead, and before it the lent nodes'
         release (bin/pool-edge powers them down in the keeper's next round, KEEPER_ROUND_S; their instances then hold
         the Capacity Block's slots for the clean-up, cleanup_s), so the node group's rise finds the capacity free."""
-        return math.ceil((self.node_ready_s + self.image_pull_s + self.startup_s + KEEPER_ROUND_S + self.cleanup_s) / 60)
+        return math.ceil((self.node_ready_s + self.image_pull_s - self.overlap_s + self.startup_s + KEEPER_ROUND_S
+                          + self.cleanup_s) / 60)
 
     @property
     def lag_min(self) -> int:
@@ -784,11 +793,15 @@ def handover(pool: Pool, fleets) -> Handover | None:
         # the clean-up is a Capacity Block's (or a reservation's) slot held by a shutting-down instance; an on-demand
         # pool is a count of nodes and a terminated instance holds no capacity a resume would need
         cleanup, release_from = (0 if pool.capacity_type == "on-demand" else RELEASE_CLEANUP_S), "default"
-    return Handover(ready, ready_from, image, pull, pull_from, startup, drain, cleanup, release_from)
+    # the node group pre-pulls the image from the kubelet's start (fleetform/prepull.py), unless ctr cannot (ECR)
+    pulled = not prepull.PRIVATE_ECR.match(prepull.ctr_reference(image))
+    overlap = min(prepull.NODE_JOIN_S, ready, pull) if pulled else 0
+    return Handover(ready, ready_from, image, pull, pull_from, startup, drain, cleanup, release_from, overlap)
 
 
 def warmup_minutes(pool: Pool, fleets) -> int:
-    """The pool's warm-up lead in whole minutes (rounded up): node ready + image pull + the longest startup probe
+    """The pool's warm-up lead in whole minutes (rounded up): node ready + image pull - the part of the pull the node
+    group's pre-pull runs while the node joins + the longest startup probe
     budget (period x failure threshold, fleetform/k8s.py) of the pool's inference fleets on Kubernetes (Handover).
     The rise of an inference fleet's nodes (its node group's scheduled action, its KEDA cron trigger) and the
     training fleet's lend that frees those nodes start this much before the window opens, so the replicas are

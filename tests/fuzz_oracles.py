@@ -309,6 +309,25 @@ def read_sssd(name: str, text: str) -> dict[str, dict[str, str]]:
     return sections
 
 
+def read_user_data(name: str, data: bytes) -> dict:
+    """An EKS node group's MIME user data as nodeadm and cloud-init read it (fleetform/render/prepull.py): the
+    NodeConfig parts as YAML, and the image list the shell part writes, one reference a line."""
+    import email
+
+    message = email.message_from_bytes(data)
+    assert message.is_multipart(), f"{name}: not MIME multipart"
+    out: dict = {"node_config": [], "images": []}
+    for part in message.get_payload():
+        body = part.get_payload()
+        if part.get_content_type() == "application/node.eks.aws":
+            out["node_config"] += read_yaml(name, body)
+        else:
+            assert part.get_content_type() == "text/x-shellscript", f"{name}: part {part.get_content_type()}"
+            block = body.split("<<'FLEETFORM_IMAGES'\n", 1)[1].split("\nFLEETFORM_IMAGES\n", 1)[0]
+            out["images"] = block.splitlines()
+    return out
+
+
 def read_files(files: dict[str, bytes]) -> dict[str, object]:
     """Each rendered file read as its consumer reads it; fails (AssertionError or the parser's error)
     on a file the consumer would not take. Files that are fleetform's programs copied as they are
@@ -343,6 +362,8 @@ def read_files(files: dict[str, bytes]) -> dict[str, object]:
             read[name] = source_env(text)
         elif name.endswith("/accounts.cfg"):
             read[name] = read_sacctmgr(name, text)
+        elif name.endswith("/node/user-data"):
+            read[name] = read_user_data(name, data)
         else:
             raise AssertionError(f"{name}: no reader for this kind of file; add one")
     return read

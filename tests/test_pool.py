@@ -217,10 +217,10 @@ def test_training_max_time_longer_than_the_night(write):
     result = _variant(write, 'max_time: "11:00:00"', "max_time: 7-00:00:00")
     (finding,) = [f for f in result.findings if f.rule == "pool-training-fit"]
     assert finding.severity.value == "warning"
-    # 12 h less the next morning's lend, 32 min before 08:00 (the 26-minute warm-up lead, a keeper round and the
-    # Capacity Block's clean-up of the lent instances: 07:28), and the 10-minute release lag (tonight's lend ends at
+    # 12 h less the next morning's lend, 30 min before 08:00 (the 24-minute warm-up lead, a keeper round and the
+    # Capacity Block's clean-up of the lent instances: 07:30), and the 10-minute release lag (tonight's lend ends at
     # 20:10, when serve's nodes are gone)
-    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 18 min (from Mon "
+    assert ("lets a job run 168 h, but fleet 'train' holds its lent nodes for as little as 11 h 20 min (from Mon "
             "2026-01-05 20:10 CET)") in finding.message
     # requeue with checkpoints every 30 minutes fits the 12-hour nights
     ok = _variant(write, "on_window: finish", "on_window: requeue")
@@ -306,10 +306,10 @@ def test_keda_cron_triggers_follow_the_windows(tmp_path):
     (doc,) = yaml.safe_load_all(files["serve/k8s/qwen-7b-scaledobject.yaml"])
     prometheus, cron = doc["spec"]["triggers"]
     assert prometheus["type"] == "prometheus"
-    # the trigger starts the warm-up lead (26 min: node ready, image pull, startup probe budget) before 08:00, at the
+    # the trigger starts the warm-up lead (24 min: node ready, image pull less its pre-pulled part, startup probe budget) before 08:00, at the
     # node group's own rise: its pods never wait on a node not yet asked for, and rise no earlier than the nodes do
     assert cron == {"type": "cron", "metricType": "AverageValue", "metadata": {
-        "timezone": "Europe/Berlin", "start": "34 7 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
+        "timezone": "Europe/Berlin", "start": "36 7 * * 1,2,3,4,5", "end": "0 20 * * 1,2,3,4,5", "desiredReplicas": "48"}}
     (rise,) = [a for a in next(f for f in model.fleets if f.name == "serve").pool_scaling if a.rise]
     assert cron["metadata"]["start"] == rise.recurrence
     crd = jsonschema.Draft202012Validator(CRD_SCHEMAS["keda.sh_v1alpha1_ScaledObject"])

@@ -103,13 +103,13 @@ def recorded():
 
 def test_the_node_group_follows_the_windows_under_the_mocks(recorded):
     """blueprints/hybrid-pool.yaml: two scheduled actions on the serve node group's Auto Scaling group (its name
-    read from the node group's resources output): 6/6/6 nodes from 07:34 on weekdays (08:00 less the 26-minute
+    read from the node group's resources output): 6/6/6 nodes from 07:36 on weekdays (08:00 less the 24-minute
     lead), 1/1/1 from 20:00, in Europe/Berlin; each one passes what AWS requires."""
     model, resources = recorded
     schedules = sorted((r for r in resources if r["type"] == SCHEDULE), key=lambda r: r["inputs"]["recurrence"])
     assert [(s["inputs"]["recurrence"], s["inputs"]["timeZone"], s["inputs"]["minSize"], s["inputs"]["desiredCapacity"],
              s["inputs"]["maxSize"]) for s in schedules] == [
-        ("0 20 * * 1,2,3,4,5", "Europe/Berlin", 1, 1, 1), ("34 7 * * 1,2,3,4,5", "Europe/Berlin", 6, 6, 6)]
+        ("0 20 * * 1,2,3,4,5", "Europe/Berlin", 1, 1, 1), ("36 7 * * 1,2,3,4,5", "Europe/Berlin", 6, 6, 6)]
     for s in schedules:
         assert s["parent"] == "serve" and s["inputs"]["autoscalingGroupName"] == "eks-serve-gpu-asg"
         assert s["deps"]["autoscalingGroupName"] == [f"{NODE_GROUP}::serve-gpu"]
@@ -122,7 +122,7 @@ def test_the_node_group_follows_the_windows_under_the_mocks(recorded):
         broken["inputs"][key] = value
         assert aws_problems(broken), (key, value)
     # no other blueprint's node group gets an action, and the reference plan's groups keep their own sizes
-    assert model.pools[0].lead_min == 26
+    assert model.pools[0].lead_min == 24
 
 
 def test_a_later_pulumi_up_leaves_the_pooled_group_sizes_to_the_schedule(recorded):
@@ -190,9 +190,11 @@ def test_a_lead_into_the_skipped_hour_of_spring():
 
 def test_the_lead_is_node_ready_image_pull_and_startup_budget():
     """warmup_minutes: node ready (8 min, NODE_READY_S) + the image's pull (vllm/vllm-openai, 12 GB at 2.5 GB a
-    minute: 288 s) + the longest startup probe budget of the pool's inference fleets (760 s), rounded up: 1,528 s ->
-    26 min. Before this the lead was the probe budget alone (13 min): the node group's action asked for nodes that
-    were not even running when the window opened. A pool without inference fleets on Kubernetes has none."""
+    minute: 288 s) - the part of the pull the node group's pre-pull runs while the node joins (2 min,
+    prepull.NODE_JOIN_S: it starts with the kubelet) + the longest startup probe budget of the pool's inference
+    fleets (760 s), rounded up: 1,408 s -> 24 min (26 min without the pre-pull). Before this the lead was the probe
+    budget alone (13 min): the node group's action asked for nodes that were not even running when the window
+    opened. A pool without inference fleets on Kubernetes has none."""
     model = check(HYBRID).model
     (pool,) = model.pools
     serve = next(f for f in model.fleets if f.name == "serve")
@@ -200,7 +202,13 @@ def test_the_lead_is_node_ready_image_pull_and_startup_budget():
     assert startup.period_s * startup.failure_threshold == 760
     terms = pool.handover
     assert (terms.node_ready_s, terms.image, terms.image_pull_s, terms.startup_s) == (480, "vllm/vllm-openai:v0.11.0", 288, 760)
-    assert terms.lead_min == pools.warmup_minutes(pool, model.fleets) == 26
+    assert terms.overlap_s == 120
+    assert terms.lead_min == pools.warmup_minutes(pool, model.fleets) == 24
+    # an image in private ECR is not pre-pulled (ctr has no credentials for it): the pull follows the join whole
+    serve_ecr = replace(serve, kube=replace(serve.kube, servers=tuple(
+        replace(s, image="123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-openai:v0.11.0") for s in serve.kube.servers)))
+    private = pools.handover(pool, [serve_ecr])
+    assert (private.overlap_s, private.lead_min) == (0, 26)
     assert pools.warmup_minutes(replace(pool, handover=None), [f for f in model.fleets if f.training]) == 0
     assert pools.handover(pool, [f for f in model.fleets if f.training]) is None
 
@@ -254,29 +262,29 @@ def test_the_plan_lists_the_actions_and_the_lead():
 
     _, (data, _, _) = build(str(HYBRID), resources=False)
     (pool,) = data["pools"]
-    assert pool["warmup_lead_minutes"] == 26 and pool["release_lag_minutes"] == 10
+    assert pool["warmup_lead_minutes"] == 24 and pool["release_lag_minutes"] == 10
     assert pool["handover"] == {
         "node_ready_s": 480, "node_ready_from": "default", "image": "vllm/vllm-openai:v0.11.0", "image_pull_s": 288,
-        "image_pull_from": "12 GB at 2.5 GB/min", "startup_s": 760, "lead_minutes": 26, "lend_minutes": 32,
-        "drain_s": 300, "cleanup_s": 300, "release_from": "default", "lag_minutes": 10}
+        "image_pull_from": "12 GB at 2.5 GB/min", "startup_s": 760, "overlap_s": 120, "lead_minutes": 24,
+        "lend_minutes": 30, "drain_s": 300, "cleanup_s": 300, "release_from": "default", "lag_minutes": 10}
     assert pool["scaling_actions"] == [
-        {"fleet": "serve", "name": "fleetform-p5-block-serve-up-6-at-0734-motuwethfr", "recurrence": "34 7 * * 1,2,3,4,5",
-         "time_zone": "Europe/Berlin", "min_size": 6, "desired_capacity": 6, "max_size": 6, "lead_minutes": 26,
+        {"fleet": "serve", "name": "fleetform-p5-block-serve-up-6-at-0736-motuwethfr", "recurrence": "36 7 * * 1,2,3,4,5",
+         "time_zone": "Europe/Berlin", "min_size": 6, "desired_capacity": 6, "max_size": 6, "lead_minutes": 24,
          "lag_minutes": 0, "change": "Mon-Fri 08:00"},
         {"fleet": "serve", "name": "fleetform-p5-block-serve-down-1-at-2000-motuwethfr", "recurrence": "0 20 * * 1,2,3,4,5",
          "time_zone": "Europe/Berlin", "min_size": 1, "desired_capacity": 1, "max_size": 1, "lead_minutes": 0,
          "lag_minutes": 10, "change": "Mon-Fri 20:00"}]
     markdown = "\n".join(text_lines(data, True))
-    assert "| serve | Mon-Fri 08:00 | 34 7 * * 1,2,3,4,5 | Europe/Berlin | 6/6/6 | 26 min early |" in markdown
+    assert "| serve | Mon-Fri 08:00 | 36 7 * * 1,2,3,4,5 | Europe/Berlin | 6/6/6 | 24 min early |" in markdown
     assert "| serve | Mon-Fri 20:00 | 0 20 * * 1,2,3,4,5 | Europe/Berlin | 1/1/1 | nodes back 10 min after |" in markdown
-    # the arithmetic, term by term, for a reviewer
     # the arithmetic, term by term, each default figure with its source (DESIGN: every figure fleetform prints names its
     # source and date)
-    assert ("warm-up lead: 26 min = node ready 8 min (launch, boot, join EKS, GPUs advertised; default: GPU instances "
+    assert ("warm-up lead: 24 min = node ready 8 min (launch, boot, join EKS, GPUs advertised; default: GPU instances "
             "5-7 min to run + a minute to take pods, coiled/feedback#30; not measured on this instance type) + image pull "
             "4 min 48 s (vllm/vllm-openai:v0.11.0, 12 GB at 2.5 GB/min: vllm-project/vllm#27154, 2025-10; AWS ML Blog on "
-            "SOCI, 2026-06-03) + startup probe budget 12 min 40 s (weights loaded), rounded up: nodes and KEDA cron "
-            "minimums rise that much before a window opens, and training's lends start 32 min before it (its lent nodes "
+            "SOCI, 2026-06-03) - 2 min of the pull while the node joins (pre-pulled from the kubelet's start) + startup "
+            "probe budget 12 min 40 s (weights loaded), rounded up: nodes and KEDA cron "
+            "minimums rise that much before a window opens, and training's lends start 30 min before it (its lent nodes "
             "power down in the keeper's next round, up to 1 min, and their instances' clean-up takes 5 min before the "
             "pool's capacity takes the rise's launches)") in markdown
     assert ("release lag: 10 min (drain 5 min: the pods' termination grace, or EKS's 5-minute cut where a fall drains "
@@ -299,7 +307,7 @@ def test_a_lead_across_a_clock_change_is_a_finding(write):
                                       '{days: [sun], start: "03:00", end: "20:00", nodes: 6}')
     result = check(write(text))
     (finding,) = [f for f in result.findings if f.rule == "pool-inference-warmup"]
-    assert ("rises at '34 2 * * 0' (Europe/Berlin), 26 min before its window, and a clock change can fall between "
+    assert ("rises at '36 2 * * 0' (Europe/Berlin), 24 min before its window, and a clock change can fall between "
             "the two: they rise on Sun 2026-03-29 60 min late") in finding.message
 
 
@@ -382,11 +390,11 @@ def test_the_plans_pool_section_matches_its_golden(markdown):
 
 
 def test_an_overlap_lasts_from_the_lead_to_the_lag():
-    """pool-warmup-overlap on two inference fleets handing over at 14:00 (corpus 461): chat's nodes rise from 13:34
-    (the 26-minute lead) and serve's are gone only at 14:10 (the 10-minute release lag), so the finding spans both
+    """pool-warmup-overlap on two inference fleets handing over at 14:00 (corpus 461): chat's nodes rise from 13:36
+    (the 24-minute lead) and serve's are gone only at 14:10 (the 10-minute release lag), so the finding spans both
     and its hint leaves lead plus lag between the windows."""
     (finding,) = [f for f in check(ROOT / "tests/corpus/461-pool-warmup-overlap.yaml").findings
                   if f.rule == "pool-warmup-overlap"]
-    assert finding.message.startswith("from Mon 13:34 to 14:10 (Europe/Berlin) the fleets of pool 'p5-block' hold 12 nodes")
+    assert finding.message.startswith("from Mon 13:36 to 14:10 (Europe/Berlin) the fleets of pool 'p5-block' hold 12 nodes")
     assert "(its nodes are back 10 min after it closes at 14:00)" in finding.message
-    assert finding.hint.startswith("leave 36 minutes between the two windows")
+    assert finding.hint.startswith("leave 34 minutes between the two windows")

@@ -94,30 +94,31 @@ def test_dry_run_at_a_fixed_clock(tmp_path):
         assert result.returncode == 0, result.stderr
         return result.stdout.splitlines()
 
-    # the lend's start: the lead (node ready 8 min + the image's pull 288 s + the startup probe budget 760 s) + a keeper
-    # round 60 s + the Capacity Block's clean-up of the lent instances 300 s, rounded up; the lag: the drain, EKS's
-    # 5-minute cut (serve's PodDisruptionBudget lets its 40 pods on the 5 nodes go one at a time) + the clean-up 300 s
-    assert (config["warmup_minutes"], config["release_minutes"]) == (32, 10)
-    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 32 min earlier, to 20:10 CET = 19:10 UTC,
+    # the lend's start: the lead (node ready 8 min + the image's pull 288 s - the 2 min of it pre-pulled while the node
+    # joins + the startup probe budget 760 s) + a keeper round 60 s + the Capacity Block's clean-up of the lent
+    # instances 300 s, rounded up; the lag: the drain, EKS's 5-minute cut (serve's PodDisruptionBudget lets its 40 pods
+    # on the 5 nodes go one at a time) + the clean-up 300 s
+    assert (config["warmup_minutes"], config["release_minutes"]) == (30, 10)
+    # Thursday 26 March 20:30 CET: Friday's lend (08:00 CET = 07:00 UTC, 30 min earlier, to 20:10 CET = 19:10 UTC,
     # 10 min after serve's window closes) is within the 720-minute lead
     assert run("2026-03-26T19:30:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0628Z StartTime=2026-03-27T06:28:00 "
-        "Duration=762 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0630Z StartTime=2026-03-27T06:30:00 "
+        "Duration=760 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS"]
     # Friday 20:05 CET: serve's window closed at 20:00, its nodes are still draining and terminating: the lend runs on
     # (the reservation holds the nodes to 19:10 UTC, so Slurm resumes none of them into capacity still held)
     assert run("2026-03-27T19:05:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260327T0628Z StartTime=2026-03-27T19:06:00 "
+        "scontrol create reservation ReservationName=pool-p5-block-20260327T0630Z StartTime=2026-03-27T19:06:00 "
         "Duration=4 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
     # Friday 20:10 CET: the lend is over and nothing starts within 12 h (the next lend is Monday's)
     assert run("2026-03-27T19:10:00Z") == []
     assert run("2026-03-27T19:30:00Z") == []
-    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:27 UTC the lend is a minute away, at 05:28 it is
-    # under way and its nodes are powered down, 32 minutes before the window opens
-    assert not [c for c in run("2026-03-30T05:27:00Z") if "POWER_DOWN" in c]
-    assert run("2026-03-30T05:28:00Z") == [
-        "scontrol create reservation ReservationName=pool-p5-block-20260330T0528Z StartTime=2026-03-30T05:29:00 "
-        "Duration=761 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
+    # the first Monday of summer time (08:00 CEST = 06:00 UTC): at 05:29 UTC the lend is a minute away, at 05:30 it is
+    # under way and its nodes are powered down, 30 minutes before the window opens
+    assert not [c for c in run("2026-03-30T05:29:00Z") if "POWER_DOWN" in c]
+    assert run("2026-03-30T05:30:00Z") == [
+        "scontrol create reservation ReservationName=pool-p5-block-20260330T0530Z StartTime=2026-03-30T05:31:00 "
+        "Duration=759 Nodes=train-[003-007] Users=root Flags=IGNORE_JOBS",
         "scontrol update NodeName=train-[003-007] State=POWER_DOWN_ASAP Reason=pool-p5-block"]
     # a clock without an offset is refused, not read as local time
     bad = subprocess.run([sys.executable, str(PROGRAM), "--config", str(path), "--now", "2026-03-30T06:00:00", "--dry-run"],

@@ -25,7 +25,7 @@ REF = ROOT / "blueprints/reference.yaml"
 def test_render_writes_the_layout_of_the_design(tmp_path):
     result = run_cli("render", str(REF), cwd=tmp_path)
     assert result.returncode == 0 and result.stdout.endswith("[hf-revision-unpinned]\n1 blueprint checked, valid: 0 errors, 4 warnings\n"
-                                                     "rendered 59 files to rendered/llm-70b/\n")
+                                                     "rendered 61 files to rendered/llm-70b/\n")
     files = sorted(p.relative_to(tmp_path / "rendered/llm-70b").as_posix()
                    for p in (tmp_path / "rendered/llm-70b").rglob("*") if p.is_file())
     assert [f for f in files if not f.startswith(("serve/", "small-models/"))] == [
@@ -44,7 +44,7 @@ def test_render_writes_the_layout_of_the_design(tmp_path):
         "serve/acceptance/accept-models", "serve/acceptance/models.json", "serve/gpu-operator-values.yaml", "serve/k8s/dcgm-servicemonitor.yaml", "serve/k8s/kustomization.yaml",
         "serve/k8s/llama-70b-deployment.yaml", "serve/k8s/llama-70b-pdb.yaml", "serve/k8s/llama-70b-scaledobject.yaml",
         "serve/k8s/llama-70b-service.yaml", "serve/k8s/llama-70b-servicemonitor.yaml", "serve/k8s/namespace.yaml",
-        "serve/k8s/networkpolicy.yaml", "serve/k8s/priorityclass.yaml"]
+        "serve/k8s/networkpolicy.yaml", "serve/k8s/priorityclass.yaml", "serve/node/user-data"]
     # an HPA fleet also gets the Prometheus adapter's values (the rule its metric needs)
     assert "small-models/prometheus-adapter-values.yaml" in files and "serve/prometheus-adapter-values.yaml" not in files
 
@@ -58,7 +58,7 @@ def test_manifest_records_blueprint_tool_and_every_file(tmp_path):
     assert manifest["tool"]["name"] == "fleetform" and manifest["bases"] == []
     for path, digest in manifest["files"].items():
         assert hashlib.sha256((out / path).read_bytes()).hexdigest() == digest
-    assert len(manifest["files"]) == 58
+    assert len(manifest["files"]) == 60
 
 
 def test_output_is_byte_identical_whatever_the_cwd_locale_and_time_zone(tmp_path):
@@ -92,7 +92,7 @@ def test_check_lists_stale_missing_and_extra_and_writes_nothing(tmp_path):
 
 def test_check_of_a_folder_that_does_not_exist(tmp_path):
     result = run_cli("render", str(REF), "-o", str(tmp_path / "none"), "--check")
-    assert result.returncode == 1 and result.stdout.count("missing: ") == 59
+    assert result.returncode == 1 and result.stdout.count("missing: ") == 61
     assert not (tmp_path / "none").exists()
 
 

@@ -12,7 +12,7 @@ import json
 
 from .. import __version__
 from ..model import Blueprint
-from . import k8s, kueue, nccl, ray, slinky, slurm
+from . import k8s, kueue, nccl, prepull, ray, slinky, slurm
 
 
 def render(bp: Blueprint) -> dict[str, bytes]:
@@ -25,6 +25,7 @@ def render(bp: Blueprint) -> dict[str, bytes]:
         files.update(kueue.files(bp, fleet))
         files.update(ray.files(bp, fleet))
         files.update(slinky.files(bp, fleet))
+        files.update(prepull.files(bp, fleet))  # an inference node group's user data
     files["manifest.json"] = manifest(bp, files)
     return dict(sorted(files.items()))
 

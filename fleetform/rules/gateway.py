@@ -53,7 +53,7 @@ def cold_start_budget(bp: Blueprint, report: Reporter) -> None:
         for model in fleet.models:
             if model.replicas.min != 0 or model.autoscale is None:
                 continue
-            estimate = cold_start(model)
+            estimate = cold_start(model, fleet)
             budget = model.autoscale.cold_start_latency_s
             if budget is None:
                 report(model.replicas.path + ("min",),

@@ -74,6 +74,7 @@ class InferenceFleet(pulumi.ComponentResource):
         self.wait = pulumi.CustomTimeouts(create=f"{startup + 600}s", update=f"{startup + 600}s")
         tags = {**tags, "fleetform:fleet": fleet.cloud_name}  # a rename rolls no node
         group = next(g for g in eks.model.node_groups if g.fleet == fleet.name)
+        self._files = files  # the rendered user data (_launch_template)
         template = self._launch_template(f"{name}-nodes", fleet, group, tags)
         pooled = {"ignore_changes": POOLED_SCALING_IGNORED} if fleet.pool_scaling else {}
         self.node_group = node_group(f"{name}-gpu", eks, group, "AL2023_x86_64_NVIDIA", template, tags, self,
@@ -99,7 +100,11 @@ class InferenceFleet(pulumi.ComponentResource):
     def _launch_template(self, name: str, fleet: Fleet, group, tags: dict):
         from .lws import launch_extras  # replicas spanning nodes: EFA and a placement group
 
-        return launch_template(name, group, _user_data(LOCAL_NVME_NODECONFIG) if group.local_nvme else None, tags,
+        # the rendered user data (fleetform/render/prepull.py): the image pre-pull, and the RAID0 NodeConfig on
+        # local NVMe; a changed image list is a new launch template version, so EKS rolls the group's nodes
+        rendered = self._files.get(f"{fleet.name}/node/user-data")
+        data = rendered if rendered is not None else LOCAL_NVME_NODECONFIG if group.local_nvme else None
+        return launch_template(name, group, _user_data(data) if data is not None else None, tags,
                                self, ROOT_GIB, **launch_extras(self, fleet, tags))
 
     def _object(self, obj: dict, depends_on: list) -> KubeObject:
