@@ -397,6 +397,11 @@ def parse(raw: bytes, file: str) -> Document:
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line, column = _pos(mark) if mark else (1, 1)
+        if err.problem == "exceeded maximum nesting depth":
+            # libyaml 0.2.5 as PyYAML 6.0.4's wheels bundle it stops at 1,000 flow levels while its scanner looks
+            # ahead for a simple key, before the builder has seen MAX_DEPTH of them: the same limit, reached first
+            raise fail(line, column, f"nesting deeper than {MAX_DEPTH} levels", "yaml-size",
+                       "a blueprint needs a handful of levels; flatten the structure") from None
         problem = err.problem or "invalid YAML"
         if err.context:
             problem = f"{problem} ({err.context})"
