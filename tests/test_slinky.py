@@ -746,10 +746,19 @@ def test_schema_refuses_a_directory_value_that_would_inject_lines_or_a_directory
 def test_diff_calls_a_new_directory_a_node_roll(tmp_path):
     """A changed directory changes the chart's sssd.conf Secret, whose hash slurm-operator v1.2.1 puts on the NodeSet's
     and LoginSet's pod templates (workerbuilder/worker_app.go getWorkerHashes, loginbuilder/login_app.go
-    getLoginHashes: AnnotationSssdConfHash): the slurmd pods roll like any NodeSet change, not an update in place."""
+    getLoginHashes: AnnotationSssdConfHash): the slurmd pods roll like any NodeSet change, not an update in place, and
+    the login pod is replaced, ending the users' kubectl exec shells in it; a NodeSet change alone leaves it."""
     changed = tmp_path / "directory.yaml"
     changed.write_text(TEXT.replace("ldaps://ldap.corp.example.com", "ldaps://ldap2.corp.example.com"))
     diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
                           capture_output=True, text=True)
     assert diff.returncode == 0, diff.stderr
     assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
+    line = next(x for x in diff.stdout.splitlines() if "Release train-slurm" in x)
+    assert "login pod is replaced too" in line and "kubectl exec sessions) end" in line, line
+    nodeset = tmp_path / "nodeset.yaml"
+    nodeset.write_text(TEXT.replace("instance_type: p5.48xlarge", "instance_type: p5en.48xlarge"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(nodeset)],
+                          capture_output=True, text=True)
+    line = next(x for x in diff.stdout.splitlines() if "Release train-slurm" in x)
+    assert "node roll" in line and "login pod" not in line, line
