@@ -403,6 +403,21 @@ def test_gres_rule_finds_the_operators_known_mismatches(tmp_path):
     assert any("never start" in m for m in _run("slinky-cpus", _with_slinky(model, def_cpu_per_gpu=24)))
 
 
+def test_memory_rule_refuses_a_node_line_setting_a_key_the_entrypoint_appends(tmp_path, monkeypatch):
+    """RealMemory, CoreSpecCount or MemSpecLimit in the NodeSet's extraConf (in any case: slurm-operator title-cases
+    the keys, Slurm reads them in any case) is given twice once the entrypoint appends its own, and the later wins."""
+    from fleetform.slinky import SlinkyConfig
+
+    model = _model(TEXT, tmp_path)
+    line = model.fleets[0].slinky.node_conf
+    for extra in ("RealMemory=1886028", "Corespeccount=10", "MEMSPECLIMIT=41943"):
+        monkeypatch.setattr(SlinkyConfig, "node_conf", property(lambda self, extra=extra: f"{line} {extra}"))
+        found = _run("slinky-memory", model)
+        assert any("slurmd would use the entrypoint's values" in m for m in found), (extra, found)
+    monkeypatch.setattr(SlinkyConfig, "node_conf", property(lambda self: line))
+    assert _run("slinky-memory", model) == []
+
+
 @pytest.mark.parametrize("instance_type", ["g6e.12xlarge", "g5.xlarge", "g6.16xlarge", "p5.48xlarge"])
 def test_the_slurmd_pods_cpu_limit_is_whole_cpus_so_the_entrypoints_core_spec_fits_it(tmp_path, instance_type):
     """slurm-operator v1.2.1 passes the slurmd container's CPU limit rounded UP to whole CPUs as POD_CPUS
