@@ -518,10 +518,14 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
         # (internal/controller/nodeset/nodeset_sync.go syncRollingUpdate -> doPodScale: a condemned pod's Slurm node
         # is drained, and the pod deleted only once IsNodeDrained, i.e. its jobs ended). A new sssd.conf is a new
         # pod template too: the operator annotates it with the sssd.conf Secret's hash (workerbuilder/worker_app.go
-        # getWorkerHashes, AnnotationSssdConfHash)
+        # getWorkerHashes, AnnotationSssdConfHash), and on the LoginSet's: its Deployment's pod template carries the
+        # same hash (loginbuilder/login_app.go loginPodTemplate, getLoginHashes), so the login pod is replaced and
+        # the shells users hold in it (kubectl exec) end
+        login = ("; the LoginSet's login pod is replaced too (its template carries the sssd.conf hash): shells in it "
+                 "(kubectl exec sessions) end" if any(i.path.startswith("values.sssd") for i in change.inputs) else "")
         return Disruption("node roll", what, "Slinky's NodeSet rolls its slurmd pods (RollingUpdate, at most 25% at "
                                              "a time): each old pod's Slurm node is drained and the pod replaced "
-                                             "once its jobs end; running jobs finish on the old pods")
+                                             "once its jobs end; running jobs finish on the old pods" + login)
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")

@@ -138,6 +138,9 @@ class SlinkyConfig:
     sockets: int
     cores_per_socket: int
     threads_per_core: int
+    # the memory a slurmd pod registers with: RealMemory is the node's, as `slurmd -C` reports it in the pod (the host's
+    # /proc/meminfo, not the cgroup's: the catalog's memory stands for it), MemSpecLimit the part past the pod's limit,
+    # which the image's entrypoint appends (ENTRYPOINT_KEYS): jobs get RealMemory - MemSpecLimit = the pod's limit
     real_memory_mib: int
     mem_spec_limit_mib: int
     def_cpu_per_gpu: int
@@ -183,13 +186,43 @@ class SlinkyConfig:
         return self.cpus - self.core_spec_count * self.threads_per_core
 
     @property
+    def job_memory_mib(self) -> int:
+        """The memory Slurm gives jobs on a node: RealMemory less MemSpecLimit, the pod's memory limit."""
+        return self.real_memory_mib - self.mem_spec_limit_mib
+
+    @property
     def node_conf(self) -> str:
-        """The NodeSet's extraConf: slurmd's `--conf` (worker_app.go slurmdConfArgs adds Features=<nodeset>)."""
+        """The NodeSet's extraConf: slurmd's `--conf` (worker_app.go slurmdConfArgs adds Features=<nodeset>). It
+        leaves RealMemory to `slurmd -C` and CoreSpecCount and MemSpecLimit to the image's entrypoint
+        (ENTRYPOINT_KEYS), which appends them after these: given here too, slurmd would use the entrypoint's (the
+        later) value, and with it a RealMemory of the pod's limit would lose the memory past it twice."""
         return (f"CPUs={self.cpus} Sockets={self.sockets} CoresPerSocket={self.cores_per_socket} "
-                f"ThreadsPerCore={self.threads_per_core} "
-                + (f"CoreSpecCount={self.core_spec_count} " if self.core_spec_count else "")
-                + f"RealMemory={self.real_memory_mib} "
-                f"MemSpecLimit={self.mem_spec_limit_mib} Gres={self.gres} Features={self.features}")
+                f"ThreadsPerCore={self.threads_per_core} Gres={self.gres} Features={self.features}")
+
+    @property
+    def entrypoint_conf(self) -> str:
+        """What the slurmd image's entrypoint appends to the `--conf` of a node whose memory `slurmd -C` reports as
+        real_memory_mib (core_spec, mem_spec): an item is appended only when its value is above 0."""
+        return " ".join(f"{k}={v}" for k, v in (("CoreSpecCount", self.core_spec_count),
+                                                  ("MemSpecLimit", self.mem_spec_limit_mib)) if v > 0)
+
+
+ENTRYPOINT_KEYS = ("CoreSpecCount", "MemSpecLimit")
+"""The node keys the slurmd image's entrypoint appends to slurmd's --conf, after the NodeSet's extraConf
+(SlinkyProject/containers schedmd/slurm/26.05/ubuntu26.04 files/usr/local/bin/slurmd-entrypoint.sh main: addConfItem
+puts `CoreSpecCount=` then `MemSpecLimit=` at the end of the --conf argument slurm-operator v1.2.1 builds,
+workerbuilder/worker_app.go slurmdConfArgs). Slurm uses the later of two values of one key (parse_config.c
+_handle_common: "specified more than once, latest value used"), so the entrypoint's win; fleetform's node line sets
+neither (nor RealMemory, from which the entrypoint's MemSpecLimit is computed)."""
+
+
+def mem_spec(host_mib: int, pod_memory_mib: int) -> int:
+    """MemSpecLimit of a slurmd pod: the entrypoint's calculateMemSpecLimit, `slurmd -C`'s RealMemory less POD_MEMORY,
+    the slurmd container's memory limit in MiB (worker_app.go getResourceLimits: Quantity.Value() / 1024 / 1024);
+    not appended when 0 or less. `slurmd -C` reads the host's memory in the pod, not the cgroup's limit (measured with
+    Debian's slurmd 22.05 in a 4 GiB memory cgroup), and the node registers with that RealMemory when --conf names
+    none (slurmd(8) --conf: "override or define additional parameters" of what -C reports), so jobs get POD_MEMORY."""
+    return max(0, host_mib - pod_memory_mib)
 
 
 def core_spec(cpu_m: int, sockets: int, cores_per_socket: int, threads_per_core: int) -> int:
@@ -199,9 +232,9 @@ def core_spec(cpu_m: int, sockets: int, cores_per_socket: int, threads_per_core:
     itself does: its entrypoint adds `CoreSpecCount=<cores - POD_CPUS / ThreadsPerCore>` to slurmd's --conf
     (SlinkyProject/containers schedmd/slurm/26.05/ubuntu26.04 files/usr/local/bin/slurmd-entrypoint.sh
     calculateCoreSpecCount), POD_CPUS being the slurmd container's CPU limit as slurm-operator v1.2.1 passes it
-    (workerbuilder/worker_app.go getResourceLimits: Quantity.Value(), rounded up to a whole CPU). Slurm uses the later
-    of two values of one key (parse_config.c _handle_common: "specified more than once, latest value used"); writing
-    the same one makes the node line fleetform shows the one that registers."""
+    (workerbuilder/worker_app.go getResourceLimits: Quantity.Value(), rounded up to a whole CPU), the cores those of
+    `slurmd -C` (Boards x SocketsPerBoard x CoresPerSocket: the catalog's for an EC2 instance). The key is not in
+    fleetform's node line: it is left to the entrypoint (ENTRYPOINT_KEYS), and this is the value it appends."""
     pod_cpus = math.ceil(cpu_m / 1000)
     return max(0, sockets * cores_per_socket - pod_cpus // threads_per_core)
 
@@ -218,7 +251,7 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         return None
     if size.max < 1 or shape.sockets is None or shape.cores_per_socket is None or shape.threads_per_core is None:
         return None
-    type_, features, cpus, memory, mem_spec = node_facts(fleet)
+    type_, features, cpus, _, mem_spec_slurm = node_facts(fleet)
     ident = fleet.cloud_name
     release = f"slurm-{ident}"  # contains the chart's name: the chart's fullname is the release name (_helpers.tpl)
     # whole CPUs: slurm-operator passes the limit rounded up as POD_CPUS (worker_app.go getResourceLimits,
@@ -226,13 +259,19 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
     # fractional limit the jobs would get up to a core more than the pod may use (g6e.12xlarge: 43029m, 44 CPUs)
     cpu_m = math.floor((instance.vcpus * 1000 - cpu_reserved_m(instance.vcpus)) * POD_SHARE) // 1000 * 1000
     memory_mib = math.floor((instance.mem_gib * 1024 - memory_reserved_mib()) * POD_SHARE)
-    # a Slurm fleet's RealMemory (95% of the node) is more than the slurmd pod's memory limit: Slurm would give
-    # jobs memory the kubelet's cgroup then takes back by OOM-killing the pod; the node line says what the pod has
-    memory = min(memory, memory_mib)
-    # as RealMemory, the CPUs jobs get are the pod's: DefCpuPerGPU shares those (of every CPU, a job asking for all
+    # the node registers with the host's memory (slurmd -C) and the entrypoint's MemSpecLimit keeps what is past the
+    # pod's limit: jobs get the pod's memory. Before, the node line also said RealMemory=<the pod's limit>, and
+    # the entrypoint's MemSpecLimit (host - pod) came off that again: a p5.48xlarge gave jobs 2 x pod - host,
+    # 1,674,904 MiB, less than DefMemPerGPU x 8 = 1,844,080, so a job asking for every GPU never started
+    host_mib = instance.mem_gib * 1024
+    spec_mib = mem_spec(host_mib, memory_mib)
+    # DefMemPerGPU shares the pod's memory less a Slurm fleet's MemSpecLimit (2% of the node, at least 2 GiB): the
+    # pod's own slurmd, slurmstepd, sshd and sssd live under the same limit as its jobs
+    job_memory = host_mib - spec_mib
+    # as the memory, the CPUs jobs get are the pod's: DefCpuPerGPU shares those (of every CPU, a job asking for all
     # GPUs would ask for more CPUs than the node gives and never start)
     spec_cores = core_spec(cpu_m, shape.sockets, shape.cores_per_socket, shape.threads_per_core)
-    def_cpu, def_mem = gpu_defaults(fleet, cpus - spec_cores * shape.threads_per_core, memory, mem_spec)
+    def_cpu, def_mem = gpu_defaults(fleet, cpus - spec_cores * shape.threads_per_core, job_memory, mem_spec_slurm)
     efa = instance.max_efa if fleet.interconnect is not None and fleet.interconnect.fabric == "efa" else 0
     mounts = []
     for name in fleet.storage:
@@ -254,8 +293,8 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         gpu_type=type_, gpus=shape.gpu_count, gres=f"gpu:{type_}:{shape.gpu_count}", gres_types=("gpu",),
         gres_file=gpu_files(shape.gpu_count), gres_type=type_, gres_devices=shape.gpu_count,
         features=features, cpus=cpus, core_spec_count=spec_cores, sockets=shape.sockets,
-        cores_per_socket=shape.cores_per_socket, threads_per_core=shape.threads_per_core, real_memory_mib=memory,
-        mem_spec_limit_mib=mem_spec, def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
+        cores_per_socket=shape.cores_per_socket, threads_per_core=shape.threads_per_core, real_memory_mib=host_mib,
+        mem_spec_limit_mib=spec_mib, def_cpu_per_gpu=def_cpu, def_mem_per_gpu_mib=def_mem,
         efa=efa, hugepages=EFA_HUGEPAGES if efa else None,
         cpu=f"{cpu_m}m", cpu_m=cpu_m, memory=f"{memory_mib}Mi", memory_mib=memory_mib,
         partition=nodeset, partition_config="Default=YES MaxTime=UNLIMITED State=UP",

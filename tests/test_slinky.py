@@ -105,15 +105,57 @@ def test_render_check_accepts_the_examples_own_render(tmp_path):
     assert stale.returncode == 1 and "train/slinky/values.yaml" in stale.stdout + stale.stderr
 
 
-def _registered(conf_text: str, values: dict) -> str:
-    """The node line slurmctld holds once the NodeSet's slurmd pods registered: `slurmd -Z --conf` with the
-    NodeSet's extraConf, Features= merged after the NodeSet's own name (slurm-operator v1.2.1
-    internal/builder/workerbuilder/worker_app.go slurmdConfArgs), one per pod <nodeset>-<ordinal>."""
+def _slurmd_conf(values: dict, host_mib: int, host_cores: int, threads: int) -> list[tuple[str, str]]:
+    """The items of the --conf a NodeSet's slurmd runs with, in order: slurm-operator v1.2.1's (worker_app.go
+    slurmdConfArgs: the extraConf's keys title-cased, Features= merged after the NodeSet's own name, sorted), then
+    what the slurmd image's entrypoint appends from the container's limits (SlinkyProject/containers
+    schedmd/slurm/26.05/ubuntu26.04 slurmd-entrypoint.sh main, addConfItem): CoreSpecCount = cores - POD_CPUS /
+    ThreadsPerCore, MemSpecLimit = `slurmd -C`'s RealMemory - POD_MEMORY, each only above 0. POD_CPUS is the CPU
+    limit rounded up, POD_MEMORY the memory limit's bytes / 1024 / 1024 (worker_app.go getResourceLimits);
+    `slurmd -C` in the pod reports the host's cores and memory."""
+    from fleetform.cluster import quantity
+
     (name, nodeset), = values["nodesets"].items()
-    conf = dict(item.split("=", 1) for item in nodeset["extraConf"].split())
-    conf["Features"] = f"{name},{conf['Features']}" if "Features" in conf else name
+    conf = {"Features": name}
+    for item in nodeset["extraConf"].split():
+        key, val = item.split("=", 1)
+        key = key[0].upper() + key[1:].lower()  # cases.Title
+        key = "Features" if key in ("Feature", "Features") else key
+        conf[key] = conf[key] + "," + val if key in conf else val
+    items = sorted(conf.items(), key=lambda kv: f"{kv[0]}={kv[1]}")
+    limits = nodeset["slurmd"]["resources"]["limits"]
+    pod_cpus = -(-int(quantity(str(limits["cpu"])) * 1000) // 1000)
+    pod_memory = int(quantity(str(limits["memory"]))) // 2**20
+    core_spec = host_cores - pod_cpus // threads
+    mem_spec = host_mib - pod_memory
+    return items + [(k, str(v)) for k, v in (("CoreSpecCount", core_spec), ("MemSpecLimit", mem_spec)) if v > 0]
+
+
+def _node(values: dict, host_mib: int, host_cores: int, threads: int) -> dict[str, str]:
+    """The node slurmd registers: RealMemory as `slurmd -C` reports it unless --conf names one (slurmd(8) --conf),
+    the later of two values of one key (Slurm's parse_config.c: "specified more than once, latest value used");
+    keys as Slurm reads them, in any case."""
+    node = {"realmemory": str(host_mib)}
+    for key, val in _slurmd_conf(values, host_mib, host_cores, threads):
+        node[key.lower()] = val
+    return node
+
+
+def _host(model=None):
+    """(RealMemory MiB, cores, ThreadsPerCore) `slurmd -C` reports on the fleet's instance: the catalog's memory and
+    vCPUs, the shape's threads (the example's when no model is given)."""
+    fleet = (model or check(EXAMPLE).model).fleets[0]
+    threads = fleet.shape.threads_per_core
+    return fleet.instance.mem_gib * 1024, fleet.instance.vcpus // threads, threads
+
+
+def _registered(conf_text: str, values: dict, host=None) -> str:
+    """The node line slurmctld holds once the NodeSet's slurmd pods registered (_node), one per pod
+    <nodeset>-<ordinal>."""
+    (name, nodeset), = values["nodesets"].items()
+    node = _node(values, *(host or _host()))
     names = f"{name}-[0-{nodeset['replicas'] - 1}]" if nodeset["replicas"] > 1 else f"{name}-0"
-    return conf_text + f"NodeName={names} " + " ".join(f"{k}={v}" for k, v in sorted(conf.items())) + "\n"
+    return conf_text + f"NodeName={names} " + " ".join(f"{k}={v}" for k, v in sorted(node.items())) + "\n"
 
 
 def _slurm_folder(files: dict, folder, jwt: bool = True):
@@ -148,6 +190,32 @@ def test_slurmctld_reads_the_operators_slurm_conf_with_the_registered_nodes(tmp_
     conf.write_text(conf.read_text().replace("PartitionName=train Nodes=train", "PartitionName=train Nodes=nope-[0-1]"))
     assert not slurmctld.check(part).ok
     assert not slurmctld.check(_slurm_folder(files, tmp_path / "no-jwt", jwt=False)).ok
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "g6e.12xlarge", "g5.xlarge", "p4d.24xlarge"])
+def test_a_registered_node_gives_jobs_the_pods_memory_and_cpus_and_a_job_for_every_gpu_fits(tmp_path, instance_type):
+    """The node slurmd registers with, from the rendered values as the operator and the slurmd image's entrypoint
+    make its --conf (_node): jobs get RealMemory - MemSpecLimit, the pod's memory limit, and CPUs less the
+    specialized cores' threads, the pod's CPU limit at most; a job asking for every GPU and nothing else asks for
+    DefMemPerGPU and DefCpuPerGPU per GPU (the controller's extraConf), which must fit one node. fleetform's node line
+    set RealMemory=<the pod's limit> and MemSpecLimit=41943, and the entrypoint's MemSpecLimit=<host - pod>, later,
+    won: a p5.48xlarge gave jobs 2 x 1,886,028 - 2,097,152 = 1,674,904 MiB, less than 230,510 x 8 = 1,844,080, and the
+    README's `sbatch -N 4 --gres=gpu:8` never started."""
+    model = _model(TEXT.replace("instance_type: p5.48xlarge", f"instance_type: {instance_type}"), tmp_path)
+    values = yaml.safe_load(render(model)["train/slinky/values.yaml"])
+    node = _node(values, *_host(model))
+    defaults = dict(line.split("=", 1) for line in values["controller"]["extraConf"].splitlines() if "=" in line)
+    limits = values["nodesets"]["train"]["slurmd"]["resources"]["limits"]
+    gpus = int(limits["nvidia.com/gpu"])
+    job_memory = int(node["realmemory"]) - int(node.get("memspeclimit", 0))
+    job_cpus = int(node["cpus"]) - int(node.get("corespeccount", 0)) * int(node["threadspercore"])
+    assert job_memory == int(str(limits["memory"]).removesuffix("Mi"))
+    assert int(defaults["DefMemPerGPU"]) * gpus <= job_memory
+    assert int(defaults["DefCpuPerGPU"]) * gpus <= job_cpus <= int(str(limits["cpu"]).removesuffix("m")) // 1000
+    # no key twice: slurmd logs "specified more than once" and uses the later
+    keys = [k.lower() for k, _ in _slurmd_conf(values, *_host(model))]
+    assert len(keys) == len(set(keys)), keys
+    assert model.fleets[0].slinky.job_memory_mib == job_memory and _run("slinky-memory", model) == []
 
 
 FREE_FORM = ("nodeSelector",)
@@ -278,9 +346,9 @@ def test_the_charts_custom_resources_pass_slurm_operators_crd_schemas(tmp_path):
 
 
 def test_the_node_line_and_gres_conf_are_a_slurm_fleets_of_the_same_instance(tmp_path):
-    """fleetform/slurm.py derives both: a Slurm fleet of 4 p5.48xlarge says the same CPUs, sockets, Gres=,
-    features, MemSpecLimit and gres.conf devices; RealMemory is the smaller of its and the pod's memory limit, and
-    the cores past the pod's CPU limit are specialized (CoreSpecCount), so jobs get the CPUs the pod has."""
+    """fleetform/slurm.py derives both: a Slurm fleet of 4 p5.48xlarge says the same CPUs, sockets, Gres=, features
+    and gres.conf devices. RealMemory, CoreSpecCount and MemSpecLimit are left to slurmd -C and the slurmd image's
+    entrypoint, which append them from the pod's limits: jobs get the pod's memory and CPUs."""
     slurm_text = re.sub(r"    scheduler:\n(      .*\n)+", "    scheduler:\n      type: slurm\n", TEXT).replace(
         "  eks:\n    system_nodes: {instance_type: m7i.xlarge, nodes: 2}\n", "")
     slurm_fleet = _model(slurm_text, tmp_path).fleets[0]
@@ -289,12 +357,13 @@ def test_the_node_line_and_gres_conf_are_a_slurm_fleets_of_the_same_instance(tmp
     conf = dict(item.split("=", 1) for item in s.node_conf.split())
     assert (int(conf["CPUs"]), int(conf["Sockets"]), int(conf["CoresPerSocket"]), int(conf["ThreadsPerCore"])) == (
         node.cpus, node.sockets, node.cores_per_socket, node.threads_per_core)
-    assert (conf["Gres"], conf["Features"], int(conf["MemSpecLimit"])) == (node.gres, node.features,
-                                                                             node.mem_spec_limit_mib)
+    assert (conf["Gres"], conf["Features"]) == (node.gres, node.features)
     assert (s.gres_type, s.gres_file, s.gres_devices) == (gres.type, gres.file, gres.devices)
-    assert int(conf["RealMemory"]) == min(node.real_memory_mib, s.memory_mib) == s.memory_mib < node.real_memory_mib
+    assert not {"RealMemory", "MemSpecLimit", "CoreSpecCount"} & set(conf)
+    assert s.entrypoint_conf == f"CoreSpecCount=10 MemSpecLimit={2048 * 1024 - s.memory_mib}"
+    assert s.job_memory_mib == s.memory_mib == 1886028
     # the CPUs are the pod's too: the cores past its limit are specialized (CoreSpecCount), DefCpuPerGPU shares the rest
-    assert int(conf["CoreSpecCount"]) == s.core_spec_count == 10 and s.job_cpus == 172 <= s.cpu_m / 1000
+    assert s.core_spec_count == 10 and s.job_cpus == 172 <= s.cpu_m / 1000
     assert s.def_cpu_per_gpu == s.job_cpus // 8 == 21 < slurm_fleet.slurm.def_cpu_per_gpu
 
 
@@ -329,11 +398,30 @@ def test_gres_rule_finds_the_operators_known_mismatches(tmp_path):
     assert any("Gres=(null)" in m for m in _run("slinky-gres", _with_slinky(model, gres="gpu:nvidia_h100_80gb_hbm3:8")))
     assert any("nvidia.com/gpu limit 1" in m for m in _run("slinky-gres", _with_slinky(model, gpus=1)))
     s = model.fleets[0].slinky
-    assert _run("slinky-memory", _with_slinky(model, real_memory_mib=s.memory_mib + 1))
+    assert any("OOM" in m for m in _run("slinky-memory", _with_slinky(model, real_memory_mib=s.real_memory_mib + 1)))
+    # the node line of before: RealMemory=<the pod's limit>, under the entrypoint's MemSpecLimit=<host - pod>
+    twice = _with_slinky(model, real_memory_mib=s.memory_mib)
+    assert any("less than the pod has" in m for m in _run("slinky-memory", twice))
+    assert any("never start" in m for m in _run("slinky-memory", _with_slinky(model, def_mem_per_gpu_mib=235754)))
     # CPUs: the pod's limit holds the node's jobs (CoreSpecCount), DefCpuPerGPU shares what is left
     assert _run("slinky-cpus", model) == []
     assert any("throttled" in m for m in _run("slinky-cpus", _with_slinky(model, core_spec_count=0)))
     assert any("never start" in m for m in _run("slinky-cpus", _with_slinky(model, def_cpu_per_gpu=24)))
+
+
+def test_memory_rule_refuses_a_node_line_setting_a_key_the_entrypoint_appends(tmp_path, monkeypatch):
+    """RealMemory, CoreSpecCount or MemSpecLimit in the NodeSet's extraConf (in any case: slurm-operator title-cases
+    the keys, Slurm reads them in any case) is given twice once the entrypoint appends its own, and the later wins."""
+    from fleetform.slinky import SlinkyConfig
+
+    model = _model(TEXT, tmp_path)
+    line = model.fleets[0].slinky.node_conf
+    for extra in ("RealMemory=1886028", "Corespeccount=10", "MEMSPECLIMIT=41943"):
+        monkeypatch.setattr(SlinkyConfig, "node_conf", property(lambda self, extra=extra: f"{line} {extra}"))
+        found = _run("slinky-memory", model)
+        assert any("slurmd would use the entrypoint's values" in m for m in found), (extra, found)
+    monkeypatch.setattr(SlinkyConfig, "node_conf", property(lambda self: line))
+    assert _run("slinky-memory", model) == []
 
 
 @pytest.mark.parametrize("instance_type", ["g6e.12xlarge", "g5.xlarge", "g6.16xlarge", "p5.48xlarge"])
@@ -681,10 +769,19 @@ def test_schema_refuses_a_directory_value_that_would_inject_lines_or_a_directory
 def test_diff_calls_a_new_directory_a_node_roll(tmp_path):
     """A changed directory changes the chart's sssd.conf Secret, whose hash slurm-operator v1.2.1 puts on the NodeSet's
     and LoginSet's pod templates (workerbuilder/worker_app.go getWorkerHashes, loginbuilder/login_app.go
-    getLoginHashes: AnnotationSssdConfHash): the slurmd pods roll like any NodeSet change, not an update in place."""
+    getLoginHashes: AnnotationSssdConfHash): the slurmd pods roll like any NodeSet change, not an update in place, and
+    the login pod is replaced, ending the users' kubectl exec shells in it; a NodeSet change alone leaves it."""
     changed = tmp_path / "directory.yaml"
     changed.write_text(TEXT.replace("ldaps://ldap.corp.example.com", "ldaps://ldap2.corp.example.com"))
     diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
                           capture_output=True, text=True)
     assert diff.returncode == 0, diff.stderr
     assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
+    line = next(x for x in diff.stdout.splitlines() if "Release train-slurm" in x)
+    assert "login pod is replaced too" in line and "kubectl exec sessions) end" in line, line
+    nodeset = tmp_path / "nodeset.yaml"
+    nodeset.write_text(TEXT.replace("instance_type: p5.48xlarge", "instance_type: p5en.48xlarge"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(nodeset)],
+                          capture_output=True, text=True)
+    line = next(x for x in diff.stdout.splitlines() if "Release train-slurm" in x)
+    assert "node roll" in line and "login pod" not in line, line

@@ -1,7 +1,7 @@
 """Rules of training fleets scheduled by Slurm on EKS through Slinky (fleetform/slinky.py): the fleet runs where the
 operator does, its size fits the operator's slurm.conf, and the known mismatches of Slurm-on-Kubernetes operators
-(GPU GRES reported as null; gres.conf types and counts against the pod's `nvidia.com/gpu` limit; a node line
-promising more memory than the pod has) are found in the derived configuration before a cluster shows them."""
+(GPU GRES reported as null; gres.conf types and counts against the pod's `nvidia.com/gpu` limit; a node
+registering more or less memory than the pod has) are found in the derived configuration before a cluster shows them."""
 
 from __future__ import annotations
 
@@ -72,37 +72,57 @@ def slinky_gres(bp: Blueprint, report: Reporter) -> None:
                    "report this: one slurmd pod per node with every GPU")
 
 
-@rule("slinky-memory", "error", "a Slinky node's RealMemory is at most its slurmd pod's memory limit", stage="config")
+@rule("slinky-memory", "error", "a Slinky node gives jobs its slurmd pod's memory limit, no more and no less, and a "
+      "job asking for every GPU gets its default memory", stage="config")
 def slinky_memory(bp: Blueprint, report: Reporter) -> None:
-    """Slurm allots jobs the node's RealMemory; the kubelet kills the slurmd pod, and every job on it, past the pod's
-    memory limit. A Slurm fleet's RealMemory (95% of the instance) is more than a pod can ask for on EKS."""
+    """Slurm allots jobs RealMemory less MemSpecLimit; the kubelet kills the slurmd pod, and every job on it, past the
+    pod's memory limit. The node registers with the host's RealMemory (`slurmd -C` in the pod) and the slurmd image's
+    entrypoint appends MemSpecLimit = that - POD_MEMORY after the NodeSet's extraConf, where the later value wins
+    (fleetform/slinky.py ENTRYPOINT_KEYS, mem_spec): a RealMemory or MemSpecLimit in fleetform's node line would lose
+    the memory past the limit twice (RealMemory=<the pod's limit> gave a p5.48xlarge's jobs 2 x pod - host), and then
+    DefMemPerGPU x GPUs, asked by a job for every GPU, is more than any node has."""
     from ..cluster import quantity
+    from ..slinky import ENTRYPOINT_KEYS
 
     for fleet in _slinky_fleets(bp):
         s = fleet.slinky
         if s is None:
             continue
-        limit_mib = quantity(s.memory) / 2**20
-        if s.real_memory_mib > limit_mib or s.mem_spec_limit_mib >= s.real_memory_mib:
-            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s node line says RealMemory="
-                   f"{s.real_memory_mib} (MemSpecLimit={s.mem_spec_limit_mib}) MiB, but its slurmd pod's memory "
-                   f"limit is {s.memory}: jobs would be OOM-killed with the pod",
-                   "report this: RealMemory is the pod's memory limit")
+        limit_mib = int(quantity(s.memory)) // 2**20  # POD_MEMORY: worker_app.go getResourceLimits, / 1024 / 1024
+        given = [k for k in ("RealMemory",) + ENTRYPOINT_KEYS
+                 if any(item.split("=", 1)[0].lower() == k.lower() for item in s.node_conf.split())]
+        if given:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s node line sets {', '.join(given)}, which "
+                   "the slurmd image's entrypoint sets after it (RealMemory from slurmd -C, CoreSpecCount and "
+                   "MemSpecLimit from the pod's limits): slurmd would use the entrypoint's values",
+                   "report this: the node line leaves those keys to the entrypoint")
+        if s.job_memory_mib != limit_mib or s.mem_spec_limit_mib < 0:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s node registers RealMemory="
+                   f"{s.real_memory_mib} MemSpecLimit={s.mem_spec_limit_mib}: {s.job_memory_mib} MiB for jobs, but "
+                   f"its slurmd pod's memory limit is {s.memory} ({limit_mib} MiB): jobs would "
+                   + ("be OOM-killed with the pod" if s.job_memory_mib > limit_mib else "get less than the pod has"),
+                   "report this: MemSpecLimit is the host's memory less the pod's limit")
+        elif not 1 <= s.def_mem_per_gpu_mib * s.gpus <= s.job_memory_mib:
+            report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}': DefMemPerGPU={s.def_mem_per_gpu_mib} x "
+                   f"{s.gpus} GPUs is not within the {s.job_memory_mib} MiB a node gives jobs: a job asking for every "
+                   "GPU would never start", "report this: DefMemPerGPU shares the pod's memory")
 
 
 @rule("slinky-cpus", "error", "a Slinky node gives jobs at most its slurmd pod's CPU limit, and a job asking for every "
       "GPU gets its default CPUs", stage="config")
 def slinky_cpus(bp: Blueprint, report: Reporter) -> None:
     """The kubelet's CFS quota holds the slurmd pod, and every job step in it, to its CPU limit; Slurm would place
-    tasks on every CPU of the node line. The cores past the limit are specialized (CoreSpecCount, as the slurmd
-    image's entrypoint computes them: fleetform/slinky.py core_spec), and DefCpuPerGPU shares the CPUs left: more than
+    tasks on every CPU of the node line. The cores past the limit are specialized (CoreSpecCount, which the slurmd
+    image's entrypoint appends from POD_CPUS: fleetform/slinky.py core_spec; slinky-memory
+    refuses it in fleetform's node line), and DefCpuPerGPU shares the CPUs left: more than
     those, and a job asking for all of a node's GPUs without --cpus-per-task asks for more CPUs than any node has."""
     for fleet in _slinky_fleets(bp):
         s = fleet.slinky
         if s is None:
             continue
         cores = s.sockets * s.cores_per_socket
-        if s.job_cpus > s.cpu_m / 1000 or not 0 <= s.core_spec_count < cores:
+        entrypoint = max(0, cores - -(-s.cpu_m // 1000) // s.threads_per_core)  # POD_CPUS: the limit rounded up
+        if s.job_cpus > s.cpu_m / 1000 or not 0 <= s.core_spec_count < cores or s.core_spec_count != entrypoint:
             report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s node line gives jobs {s.job_cpus} CPUs "
                    f"(CPUs={s.cpus}, CoreSpecCount={s.core_spec_count} of {cores} cores), but its slurmd pod's CPU "
                    f"limit is {s.cpu}: jobs would be throttled below what Slurm allotted them",
