@@ -324,8 +324,18 @@ def read_user_data(name: str, data: bytes) -> dict:
         else:
             assert part.get_content_type() == "text/x-shellscript", f"{name}: part {part.get_content_type()}"
             block = body.split("<<'FLEETFORM_IMAGES'\n", 1)[1].split("\nFLEETFORM_IMAGES\n", 1)[0]
-            out["images"] = block.splitlines()
+            out["images"] = [_docker_short(ref) for ref in block.splitlines()]
     return out
+
+
+def _docker_short(ref: str) -> str:
+    """A reference as `ctr` takes it (docker.io/..., docker.io/library/... for a one-part name) in the short form the
+    blueprint names the same image with: the round trip compares what the user wrote, and the one-part and two-part
+    Docker Hub names gain different prefixes (prepull.ctr_reference)."""
+    for prefix in ("docker.io/library/", "docker.io/"):
+        if ref.startswith(prefix) and (prefix.endswith("library/") or "/" in ref[len(prefix):]):
+            return ref[len(prefix):]
+    return ref
 
 
 def read_files(files: dict[str, bytes]) -> dict[str, object]:
