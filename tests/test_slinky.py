@@ -857,3 +857,13 @@ def test_schema_refuses_slurmd_image_on_other_schedulers(tmp_path, scheduler):
     # the same key on slinky is allowed; a value that is no image reference is refused
     assert not [f for f in _check(_with_image(f"{IMAGE}:1"), tmp_path).findings if f.rule == "schema"]
     assert any(f.rule == "schema" for f in _check(_with_image("'Bad Image:1'"), tmp_path).findings)
+
+
+def test_diff_calls_a_new_slurmd_image_a_node_roll_of_the_nodeset(tmp_path):
+    """A changed image is a changed NodeSet spec: the operator rolls the slurmd pods (draining each Slurm node)."""
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(_with_image(f"{IMAGE}:26.05-efa"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
+    assert f'+        repository: "{IMAGE}"' in diff.stdout and '+        tag: "26.05-efa"' in diff.stdout

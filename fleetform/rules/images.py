@@ -22,7 +22,7 @@ def split_reference(image: str) -> tuple[str, str, str]:
     return name, "", digest
 
 
-@rule("image-pinned", "warning", "a model's container image names a tag other than latest, or a digest: an image "
+@rule("image-pinned", "warning", "a model's (or a Slinky fleet's slurmd) container image names a tag other than latest, or a digest: an image "
       "without one pulls whatever `latest` is on the day a node starts")
 def image_pinned(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
