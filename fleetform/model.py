@@ -189,6 +189,7 @@ class SlinkyScheduler:
     path: Path
     type: Literal["slinky"] = "slinky"
     directory: SlinkyDirectory | None = None  # the job users' directory (none: no job can run, slinky-users)
+    slurmd_image: str | None = None  # the slurmd pods' image; None: the chart's (no aws-ofi-nccl, slinky-efa-image)
 
     @property
     def minor(self) -> tuple[int, int]:

@@ -80,7 +80,8 @@ def _scheduler(data: dict | None, path: tuple) -> (SlurmScheduler | KubernetesSc
     if data["type"] == "slinky":
         return SlinkyScheduler(data["version"], data.get("namespace", slinky.DEFAULT_NAMESPACE),
                                data.get("cluster_name"), path, directory=_directory(data.get("directory"),
-                                                                                    path + ("directory",)))
+                                                                                    path + ("directory",)),
+                               slurmd_image=data.get("slurmd_image"))
     if data["type"] == "ray":
         return RayScheduler(data["version"], data.get("namespace", "default"),
                             data.get("ray_version", ray.DEFAULT_RAY_VERSION), path)

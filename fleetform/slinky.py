@@ -72,6 +72,14 @@ STATE_VOLUME = (("type", "gp3"), ("encrypted", "true"))
 named the claim stays Pending and slurmctld never starts."""
 
 
+SLURMD_IMAGE = "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
+"""The `slurm` chart v1.2.1's slurmd image (helm/slurm/values.yaml nodesets.slinky.slurmd.image). It installs no EFA
+userspace and no NCCL net plugin (SlinkyProject/containers schedmd/slurm/26.05/ubuntu26.04/Dockerfile: the slurmd
+stage adds Slurm's packages, openssh-server and sssd to a base-extra of Ubuntu's openmpi-bin; no EFA installer, no
+aws-ofi-nccl), so NCCL in its jobs reaches EFA through nothing and uses TCP sockets: slinky-efa-image says so and
+scheduler.slurmd_image names an image built FROM it with them. The chart renders the image object as
+repository@digest where a digest is given, else repository:tag (helm/slurm/templates/_helpers.tpl slurm.format-image)."""
+
 SSSD_DIR = "/etc/sssd"
 """Where sssd reads sssd.conf and its conf.d snippets: slurm-operator v1.2.1 mounts the chart's sssd.conf at
 /etc/sssd/sssd.conf in the login and (with ssh.enabled) slurmd containers (loginbuilder/login_app.go SssdConfDir,
@@ -167,6 +175,9 @@ class SlinkyConfig:
     sssd_conf: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     sssd_secret: tuple[str, str] | None = None
     sssd_files: tuple[SssdFile, ...] = ()
+    # the slurmd pods' image (scheduler.slurmd_image) as the chart's image object: repository, tag, digest ("" where
+    # the reference has none); None: the chart's default, SLURMD_IMAGE
+    slurmd_image: tuple[str, str, str] | None = None
 
     @property
     def users(self) -> bool:
@@ -305,7 +316,20 @@ def build(fleet, nccl_env=(), storage=()) -> SlinkyConfig | None:
         # cluster-scoped: named after the release, which carries the fleet's name, so two fleets do not share one
         storage_class=f"{release}-state", storage_provisioner=EBS_PROVISIONER, storage_parameters=STATE_VOLUME,
         sssd_conf=sssd_conf, sssd_secret=sssd_secret, sssd_files=sssd_files,
+        slurmd_image=slurmd_image(scheduler.slurmd_image),
     )
+
+
+def slurmd_image(image: str | None) -> tuple[str, str, str] | None:
+    """The chart's image object (repository, tag, digest) of scheduler.slurmd_image. A reference without tag or
+    digest means :latest (distribution reference grammar); the tag is written then, since Helm merges the chart's own
+    tag (26.05-ubuntu26.04) into an image object that has none and would pull that tag of the blueprint's repository."""
+    from .rules.images import split_reference
+
+    if not image:
+        return None
+    repository, tag, digest = split_reference(image)
+    return repository, tag or ("" if digest else "latest"), digest
 
 
 def sssd(directory) -> tuple[tuple, tuple[str, str] | None, tuple[SssdFile, ...]]:

@@ -28,8 +28,10 @@ MEANT = {
     # the stock vLLM image has no aws-ofi-nccl, so the group's NCCL uses sockets (lws-efa-image names AWS's vLLM
     # image); the 405B model from the Hub without a pinned commit: fleetform found no source for one
     "inference-multinode.yaml": [("warning", "lws-efa-image"), ("warning", "hf-revision-unpinned")],
-    # its job users come from the LDAP directory scheduler.directory names: no slinky-users warning
-    "slurm-on-eks.yaml": [],
+    # its job users come from the LDAP directory scheduler.directory names: no slinky-users warning; its slurmd pods
+    # run the chart's image, which has no aws-ofi-nccl (slinky-efa-image): fleetform names no image the team has not
+    # built, so NCCL between its nodes uses sockets until the team sets scheduler.slurmd_image
+    "slurm-on-eks.yaml": [("warning", "slinky-efa-image")],
 }
 
 

@@ -137,6 +137,8 @@ def test_explain_reads_the_shipped_schema_without_jsonschema():
     # each default as fleetform/resolve.py applies it where the blueprint leaves the field out
     ("storage.versioning", "true"),                                  # item.get("versioning", True)
     ("fleets.scheduler.namespace", "default (slinky: slurm)"),       # data.get("namespace", "default"); slinky.py
+    # no slurmd.image in the values: the chart's (slinky.py SLURMD_IMAGE)
+    ("fleets.scheduler.slurmd_image", "the chart's ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"),
     ("fleets.scheduler.autoscaler", "keda"),                         # data.get("autoscaler", "keda")
     ("fleets.models.replicas", "1"),                                 # item.get("replicas", 1)
     ("fleets.capacity", "on-demand"),                                # {"type": "on-demand"}

@@ -76,8 +76,9 @@ def _with_slinky(bp, **changes):
 
 def test_the_example_validates_clean_and_renders_the_chart_values_and_slurm_files(tmp_path):
     result = _check(TEXT, tmp_path)
-    # no error, no warning: the example names its users' directory (test_users_rule_says_no_job_runs_until_...)
-    assert [f.rule for f in result.findings] == []
+    # no error; the example names its users' directory (test_users_rule_says_no_job_runs_until_...), and keeps the
+    # chart's slurmd image, which has no aws-ofi-nccl (test_efa_image_rule_...)
+    assert [f.rule for f in result.findings] == ["slinky-efa-image"]
     files = render(result.model)
     assert {p for p in files if p.startswith("train/")} == {
         "train/k8s/namespace.yaml", "train/k8s/storageclass.yaml", "train/k8s/kustomization.yaml", "train/nccl.env",
@@ -284,8 +285,10 @@ def _crs(values: dict) -> dict:
         return out
 
     def container(c):
-        image = c["image"]
-        return {**{k: v for k, v in c.items() if k != "image"}, "image": f"{image['repository']}:{image['tag']}"}
+        image = c["image"]  # _helpers.tpl slurm.format-image: repository@digest where a digest is given, else :tag
+        ref = f"{image['repository']}@{image['digest']}" if image.get("digest") else \
+            f"{image['repository']}:{image['tag']}"
+        return {**{k: v for k, v in c.items() if k != "image"}, "image": ref}
 
     chart = merged(CHART, values)
     (key, ns), = values["nodesets"].items()
@@ -702,7 +705,7 @@ def test_a_complete_sssd_conf_secret_is_the_charts_secret_ref(tmp_path):
     own = re.sub(r"      directory:\n(        .*\n)+", "      directory:\n        sssd_secret: {name: team-sssd}\n",
                  TEXT)
     result = _check(own, tmp_path)
-    assert [f.rule for f in result.findings] == []
+    assert [f.rule for f in result.findings] == ["slinky-efa-image"]  # the example's chart image, as before
     files = render(result.model)
     values = yaml.safe_load(files["train/slinky/values.yaml"])
     assert values["sssd"] == {"secretRef": {"name": "team-sssd", "key": "sssd.conf"}}
@@ -785,3 +788,82 @@ def test_diff_calls_a_new_directory_a_node_roll(tmp_path):
                           capture_output=True, text=True)
     line = next(x for x in diff.stdout.splitlines() if "Release train-slurm" in x)
     assert "node roll" in line and "login pod" not in line, line
+
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/slurmd-efa"
+DIGEST = "sha256:" + "ab" * 32
+
+
+def _with_image(image: str) -> str:
+    return TEXT.replace("      cluster_name: train\n", f"      cluster_name: train\n      slurmd_image: {image}\n")
+
+
+def test_efa_image_rule_warns_while_efa_pods_run_the_charts_slurmd_image(tmp_path):
+    """The chart's slurmd image has no libfabric of the EFA installer and no aws-ofi-nccl (SlinkyProject/containers
+    schedmd/slurm/26.05/ubuntu26.04/Dockerfile), so NCCL in jobs of pods holding EFA interfaces uses sockets."""
+    (finding,) = [f for f in _check(TEXT, tmp_path).findings if f.rule == "slinky-efa-image"]
+    assert finding.severity == "warning" and "sockets" in finding.message and "32 EFA interfaces" in finding.message
+    assert "FROM ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04" in finding.hint
+    assert "aws-ofi-nccl" in finding.hint and "scheduler.slurmd_image" in finding.hint
+    # the chart's default is what the rule names: the copy of its values.yaml says so
+    default = CHART["nodesetDefaults"]["slurmd"]["image"]
+    assert f"{default['repository']}:{default['tag']}" in finding.message
+    # an image of the team's own: no warning; a fleet without EFA (TCP): no warning either
+    assert _rules(_with_image(f"{IMAGE}:26.05-efa"), tmp_path, "slinky-efa-image") == []
+    tcp = TEXT.replace("    placement: cluster\n", "    placement: cluster\n    interconnect: {fabric: tcp}\n")
+    model = _model(tcp, tmp_path)
+    assert model.fleets[0].slinky.efa == 0 and _run("slinky-efa-image", model) == []
+
+
+@pytest.mark.parametrize("image, expected, pulled", [
+    (f"{IMAGE}:26.05-efa", {"repository": IMAGE, "tag": "26.05-efa"}, f"{IMAGE}:26.05-efa"),
+    (f"{IMAGE}@{DIGEST}", {"repository": IMAGE, "digest": DIGEST}, f"{IMAGE}@{DIGEST}"),
+    (f"{IMAGE}:26.05-efa@{DIGEST}", {"repository": IMAGE, "tag": "26.05-efa", "digest": DIGEST}, f"{IMAGE}@{DIGEST}"),
+    # no tag: :latest, written out (Helm would otherwise merge the chart's 26.05-ubuntu26.04 tag in)
+    (IMAGE, {"repository": IMAGE, "tag": "latest"}, f"{IMAGE}:latest"),
+])
+def test_slurmd_image_is_the_nodesets_image_in_the_chart_values(tmp_path, image, expected, pulled):
+    model = _model(_with_image(image), tmp_path)
+    values = yaml.safe_load(render(model)["train/slinky/values.yaml"])
+    assert values["nodesets"]["train"]["slurmd"]["image"] == expected
+    assert _missing_keys(values, CHART) == []  # repository, tag, digest: keys of nodesetDefaults.slurmd.image
+    # the NodeSet the chart makes of it runs that image (slurm.format-image), and passes the CRD's schema
+    nodeset = _crs(values)["NodeSet"]
+    assert nodeset["spec"]["slurmd"]["image"] == pulled
+    assert list(jsonschema.Draft202012Validator(CRDS["NodeSet"]).iter_errors(nodeset)) == []
+    pinned = [f for f in _check(_with_image(image), tmp_path).findings if f.rule == "image-pinned"]
+    assert [f.path for f in pinned] == ([] if image != IMAGE else ["fleets[0].scheduler.slurmd_image"])
+
+
+def test_without_slurmd_image_the_values_keep_the_charts_image(tmp_path):
+    values = yaml.safe_load(render(_model(TEXT, tmp_path))["train/slinky/values.yaml"])
+    assert "image" not in values["nodesets"]["train"]["slurmd"]
+    assert _crs(values)["NodeSet"]["spec"]["slurmd"]["image"] == "ghcr.io/slinkyproject/slurmd:26.05-ubuntu26.04"
+
+
+@pytest.mark.parametrize("scheduler", [
+    "      type: slurm\n      slurm_version: \"24.11\"\n",
+    "      type: kubernetes\n      version: \"1.35\"\n",
+    "      type: ray\n      version: \"1.35\"\n",
+])
+def test_schema_refuses_slurmd_image_on_other_schedulers(tmp_path, scheduler):
+    text = (ROOT / "blueprints/slurm-on-eks.yaml").read_text()
+    start = text.index("    scheduler:\n") + len("    scheduler:\n")
+    end = text.index("\n", text.index("      cluster_name: train\n")) + 1
+    bad = text[:start] + scheduler + f"      slurmd_image: {IMAGE}:1\n" + text[end:]
+    findings = _check(bad, tmp_path).findings
+    assert any(f.rule == "schema" and f.path.endswith("slurmd_image") for f in findings), \
+        [f.to_text() for f in findings]
+    # the same key on slinky is allowed; a value that is no image reference is refused
+    assert not [f for f in _check(_with_image(f"{IMAGE}:1"), tmp_path).findings if f.rule == "schema"]
+    assert any(f.rule == "schema" for f in _check(_with_image("'Bad Image:1'"), tmp_path).findings)
+
+
+def test_diff_calls_a_new_slurmd_image_a_node_roll_of_the_nodeset(tmp_path):
+    """A changed image is a changed NodeSet spec: the operator rolls the slurmd pods (draining each Slurm node)."""
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(_with_image(f"{IMAGE}:26.05-efa"))
+    diff = subprocess.run([sys.executable, "-m", "fleetform", "diff", str(EXAMPLE), str(changed)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert "[node roll] Release train-slurm: Slinky's NodeSet rolls its slurmd pods" in diff.stdout, diff.stdout
+    assert f'+        repository: "{IMAGE}"' in diff.stdout and '+        tag: "26.05-efa"' in diff.stdout

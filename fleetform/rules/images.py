@@ -22,7 +22,7 @@ def split_reference(image: str) -> tuple[str, str, str]:
     return name, "", digest
 
 
-@rule("image-pinned", "warning", "a model's container image names a tag other than latest, or a digest: an image "
+@rule("image-pinned", "warning", "a model's (or a Slinky fleet's slurmd) container image names a tag other than latest, or a digest: an image "
       "without one pulls whatever `latest` is on the day a node starts")
 def image_pinned(bp: Blueprint, report: Reporter) -> None:
     for fleet in bp.fleets:
@@ -37,3 +37,14 @@ def image_pinned(bp: Blueprint, report: Reporter) -> None:
                    f"image '{model.image}' {what}, which moves: with imagePullPolicy IfNotPresent each node keeps "
                    "the build it pulled first, so replicas run different builds and a rollback has nothing to return to",
                    f"pin it with a version tag or a digest, e.g. {example} (or {repository}@sha256:DIGEST)")
+        # a Slinky fleet's slurmd image: the `slurm` chart's imagePullPolicy is IfNotPresent too (values.yaml)
+        image = getattr(fleet.scheduler, "slurmd_image", None)
+        if image:
+            repository, tag, digest = split_reference(image)
+            if not digest and (not tag or tag == "latest"):
+                what = "names no tag, so it pulls 'latest'" if not tag else "uses the tag 'latest'"
+                report(fleet.scheduler.path + ("slurmd_image",),
+                       f"slurmd_image '{image}' {what}, which moves: with imagePullPolicy IfNotPresent each node "
+                       "keeps the build it pulled first, so slurmd pods run different builds",
+                       f"pin it with a version tag or a digest, e.g. {repository}:VERSION "
+                       f"(or {repository}@sha256:DIGEST)")

@@ -253,3 +253,32 @@ def slinky_directory(bp: Blueprint, report: Reporter) -> None:
             report(d.path + ("bind_secret",), f"Slinky fleet '{fleet.name}''s directory names bind_secret "
                    f"'{d.bind_secret[0]}' but no bind_dn: sssd would bind anonymously and ignore the password",
                    "add bind_dn: the DN the password belongs to")
+
+
+@rule("slinky-efa-image", "warning", "a Slinky fleet whose slurmd pods get EFA interfaces runs a slurmd image with "
+      "libfabric and aws-ofi-nccl")
+def slinky_efa_image(bp: Blueprint, report: Reporter) -> None:
+    """NCCL reaches EFA only through the aws-ofi-nccl net plugin over libfabric's efa provider, both inside the
+    container its job runs in; without them it falls back to TCP sockets, silently, although every slurmd pod holds
+    the node's vpc.amazonaws.com/efa interfaces. A Slinky job runs in the slurmd container, and the `slurm` chart's
+    slurmd image (fleetform/slinky.py SLURMD_IMAGE) installs neither the EFA installer nor aws-ofi-nccl
+    (SlinkyProject/containers schedmd/slurm/26.05/ubuntu26.04/Dockerfile). An image built FROM it keeps what the
+    operator relies on: its entrypoint (which appends CoreSpecCount and MemSpecLimit to slurmd's --conf), sssd and
+    supervisord. The EFA installer (aws-efa-installer README: libfabric under /opt/amazon/efa; in an image build
+    `--skip-kmod` "Do not install the EFA kernel module while installing user-space packages", the module being the
+    host's, `--skip-limit-conf` and `--no-verify`, the build host having no EFA) and aws-ofi-nccl (its README: NCCL loads libnccl-net-ofi.so from LD_LIBRARY_PATH;
+    /opt/amazon/ofi-nccl/lib where the installer puts it) are what AWS's own containers add (aws/deep-learning-
+    containers: install_efa.sh)."""
+    for fleet in _slinky_fleets(bp):
+        s = fleet.slinky
+        if s is None or not s.efa or s.slurmd_image is not None:
+            continue
+        from ..slinky import SLURMD_IMAGE
+
+        report(fleet.scheduler.path, f"Slinky fleet '{fleet.name}''s slurmd pods get {s.efa} EFA interfaces each, but "
+               f"run the chart's {SLURMD_IMAGE}, which has no EFA installer's libfabric and no aws-ofi-nccl: NCCL in "
+               f"its jobs falls back to TCP sockets between the nodes",
+               f"build an image FROM {SLURMD_IMAGE} (keep its entrypoint, sssd and supervisord: the operator relies on "
+               "them) that runs the EFA installer (efa_installer.sh -y --skip-kmod --skip-limit-conf --no-verify: "
+               "aws-efa-installer README) and installs aws-ofi-nccl (its README; /opt/amazon/ofi-nccl/lib "
+               "on LD_LIBRARY_PATH), push it to a registry the nodes pull from, and set scheduler.slurmd_image")
