@@ -626,6 +626,31 @@ points both inside VLLM_CACHE_ROOT for the graphs it compiles (COMPILE_SAVED_S),
 pod's."""
 
 
+EFS_USD_PER_GB_MONTH = 0.30
+"""EFS Standard storage, us-east-1 (aws.amazon.com/efs/pricing, read 2026-11-24: "$0.30/GB-month", billed on the
+average bytes stored)."""
+EFS_ELASTIC_USD_PER_GB = (0.03, 0.06)
+"""EFS elastic throughput, us-east-1: $0.03 per GB read, $0.06 per GB written (the EFS pricing page's elastic
+throughput rates as factualminds.com's "Amazon EFS Pricing" summary of June 2026 lists them; not read on the AWS page
+itself here)."""
+
+
+def efs_cost_note(fleet) -> str | None:
+    """The plan's line on a fleet's EFS cache: storage at the claim's size if it fills, and what elastic throughput bills
+    for the start of one replica of each model (its Hub weights read, or the first start's download written)."""
+    shared = fleet.kube.shared_cache if fleet.kube is not None else None
+    if shared is None or not shared.efs:
+        return None
+    size = int(shared.size.removesuffix("Gi")) * 1.073741824  # GiB -> GB
+    read, write = EFS_ELASTIC_USD_PER_GB
+    hub = sum(m.checkpoint_gb for m in fleet.models if m.weights is None or m.weights.source == "hub")
+    return (f"fleet {fleet.name}: shared cache on EFS, not in the totals: {size:,.0f} GB if full x "
+            f"${EFS_USD_PER_GB_MONTH:.2f}/GB-month = ${size * EFS_USD_PER_GB_MONTH:,.2f} a month (EFS Standard, us-east-1, "
+            f"aws.amazon.com/efs/pricing, 2026-11-24); elastic throughput ${read:.2f}/GB read, ${write:.2f}/GB written: "
+            f"the first start of every model writes {hub:g} GB (${hub * write:,.2f}), each later replica start reads "
+            f"its model's weights (${hub * read:,.2f} for one of each)")
+
+
 def shared_claim(ident: str) -> str:
     """The name of a fleet's shared cache claim in its namespace."""
     return f"{ident}-model-cache"

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from .model import BYTES_PER_PARAM, GPU_OVERHEAD_GB, Blueprint, Fleet
 from .route_cost import blended_cost, route_cost
+from .k8s import efs_cost_note
 from .lws import nodes_per_replica
 from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
                        training_state_gb, training_time)
@@ -414,6 +415,8 @@ def cost(bp: Blueprint) -> tuple[list[FleetCost], list[str]]:
             unpriced.append(f"fleet {fleet.name}: the Slurm controller "
                             f"({fleet.scheduler.controller_instance_type or 'm7i.2xlarge'}) is not a GPU instance in "
                             "the catalog")
+        if bp.cloud == "aws" and (efs := efs_cost_note(fleet)) is not None:  # a shared cache (fleetform/k8s.py)
+            unpriced.append(efs)
         if fleet.login is not None and fleet.login.nodes and bp.cloud == "aws" and fleet.training:
             unpriced.append(f"fleet {fleet.name}: {fleet.login.nodes} login node(s) ({fleet.login.instance_type}), "
                             "not GPU instances in the catalog")

@@ -129,3 +129,153 @@ def test_cache_scope_off_aws_needs_a_class(tmp_path):
     assert len(_rules(_check(text, tmp_path), "cache-scope")) == 1
     fixed = text.replace("cache: {size_gib: 200}", "cache: {size_gib: 200, storage_class: cephfs}")
     assert _rules(_check(fixed, tmp_path), "cache-scope") == []
+
+
+# ---- AWS: the EFS file system, its mount target and security group, the add-on and the StorageClass ----
+
+EXAMPLE = ROOT / "blueprints/inference-cache.yaml"
+
+
+def _plan(source):
+    from fleetform.plan import record
+
+    model = check(source).model
+    assert model is not None
+    return model, record(model, render(model))
+
+
+def _one(resources, type_, name):
+    (found,) = [r for r in resources if r["type"] == type_ and r["name"] == name]
+    return found
+
+
+@pytest.fixture(scope="module")
+def example_plan():
+    return _plan(EXAMPLE)
+
+
+def test_the_example_makes_an_encrypted_efs_cache_the_nodes_mount(example_plan):
+    """The file system is encrypted, in elastic throughput; its one mount target sits in the node groups' subnet behind a
+    group that admits TCP 2049 from the cluster security group EKS gives the managed nodes, from nothing else; the
+    StorageClass provisions access points owned by the pods' uid/gid (restricted pods write without a chown) and is
+    applied after the driver and the mount target; the claim after the StorageClass."""
+    _, resources = example_plan
+    fs = _one(resources, "aws:efs/fileSystem:FileSystem", "chat-cache-fs")["inputs"]
+    assert fs["encrypted"] is True and fs["throughputMode"] == "elastic"
+    target = _one(resources, "aws:efs/mountTarget:MountTarget", "chat-cache-mount")["inputs"]
+    assert target == {"fileSystemId": "chat-cache-fs-id", "securityGroups": ["chat-cache-nfs-id"],
+                      "subnetId": "network-private-id"}
+    groups = [r for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
+    assert all(g["inputs"]["subnetIds"] == ["network-private-id"] for g in groups)
+    ingress = [r["inputs"] for r in resources if r["type"] == "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+               and r["inputs"]["securityGroupId"] == "chat-cache-nfs-id"]
+    assert [(i["ipProtocol"], i["fromPort"], i["toPort"], i["referencedSecurityGroupId"], i.get("cidrIpv4"))
+            for i in ingress] == [("tcp", 2049, 2049, "eks-cluster-sg", None)]
+    sc = _one(resources, "kubernetes:storage.k8s.io/v1:StorageClass", "chat-cache-storageclass")
+    assert sc["inputs"]["provisioner"] == "efs.csi.aws.com" and sc["inputs"]["metadata"]["name"] == "chat-model-cache"
+    assert sc["inputs"]["parameters"] == {"provisioningMode": "efs-ap", "fileSystemId": "chat-cache-fs-id",
+                                          "directoryPerms": "700", "uid": "10001", "gid": "10001", "basePath": "/fleetform"}
+    assert {"chat-cache-mount", "eks-aws-efs-csi-driver"} <= set(sc["depends_on"])
+    claim = _one(resources, "kubernetes:core/v1:PersistentVolumeClaim", "chat-persistentvolumeclaim-chat-chat-model-cache")
+    assert claim["inputs"]["spec"]["storageClassName"] == "chat-model-cache" and "chat-cache-storageclass" in claim["depends_on"]
+    # the pods' uid is the access points' owner
+    deployment = _one(resources, "kubernetes:apps/v1:Deployment", "chat-deployment-chat-qwen-7b")["inputs"]
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 10001
+
+
+def test_the_efs_driver_add_on_gets_its_managed_policy_through_pod_identity(example_plan):
+    """EKS User Guide, "Amazon EFS CSI driver": the AmazonEFSCSIDriverPolicy managed policy, for the controller's service
+    account efs-csi-controller-sa; the add-on's own Pod Identity association, after the agent, like the EBS driver's."""
+    _, resources = example_plan
+    addon = _one(resources, "aws:eks/addon:Addon", "eks-aws-efs-csi-driver")
+    assert addon["inputs"]["podIdentityAssociations"] == [
+        {"roleArn": "arn:aws:mock:::role/eks-aws-efs-csi-driver", "serviceAccount": "efs-csi-controller-sa"}]
+    assert {"eks-eks-pod-identity-agent", "eks-system"} <= set(addon["depends_on"])
+    attached = [r["inputs"] for r in resources if r["type"] == "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+                and r["inputs"]["role"] == "eks-aws-efs-csi-driver"]
+    assert attached == [{"policyArn": "arn:aws:iam::aws:policy/service-role/AmazonEFSCSIDriverPolicy",
+                         "role": "eks-aws-efs-csi-driver"}]
+    assert not [r for r in resources if r["type"] == "aws:iam/rolePolicy:RolePolicy"
+                and "efs" in r["name"]]  # the managed policy only, no inline statement
+
+
+def test_a_named_class_makes_no_file_system(tmp_path):
+    """cache.storage_class names an existing class: no EFS, no add-on, no StorageClass of fleetform's."""
+    text = EXAMPLE.read_text().replace("    cache: {}", "    cache: {storage_class: efs-sc}")
+    path = tmp_path / "bp.yaml"
+    path.write_text(text)
+    _, resources = _plan(path)
+    assert not [r for r in resources if r["type"].startswith("aws:efs/") or "StorageClass" in r["type"]
+                or r["name"] == "eks-aws-efs-csi-driver"]
+
+
+def _broken(resources, type_, name, fn):
+    import copy
+
+    out = copy.deepcopy(resources)
+    for r in out:
+        if r["type"] == type_ and r["name"] == name:
+            fn(r["inputs"])
+    return out
+
+
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
+@pytest.mark.parametrize("policy, type_, name, fn", [
+    ("encrypted-storage", "aws:efs/fileSystem:FileSystem", "chat-cache-fs", lambda i: i.update(encrypted=False)),
+    ("encrypted-storage", "aws:efs/fileSystem:FileSystem", "chat-cache-fs", lambda i: i.pop("encrypted")),
+    # from a range instead of the nodes' group: efs-nfs-from-nodes, and no-open-ingress for the Internet
+    ("efs-nfs-from-nodes", INGRESS, "chat-cache-nfs-from-nodes",
+     lambda i: (i.pop("referencedSecurityGroupId"), i.update(cidrIpv4="10.80.0.0/16"))),
+    ("efs-nfs-from-nodes,no-open-ingress", INGRESS, "chat-cache-nfs-from-nodes",
+     lambda i: (i.pop("referencedSecurityGroupId"), i.update(cidrIpv4="0.0.0.0/0"))),
+    ("efs-nfs-from-nodes", INGRESS, "chat-cache-nfs-from-nodes", lambda i: i.update(fromPort=0, toPort=65535)),
+    # no rule on 2049 at all: no node mounts
+    ("efs-nfs-from-nodes", INGRESS, "chat-cache-nfs-from-nodes", lambda i: i.update(securityGroupId="other-id")),
+    ("efs-nfs-from-nodes", "aws:efs/mountTarget:MountTarget", "chat-cache-mount", lambda i: i.update(securityGroups=[])),
+])
+def test_each_efs_check_fails_on_a_crafted_graph(example_plan, policy, type_, name, fn):
+    from fleetform.policies import check as check_policies
+
+    model, resources = example_plan
+    assert check_policies(resources, model) == []  # the control
+    violations = check_policies(_broken(resources, type_, name, fn), model)
+    assert sorted({v[0] for v in violations}) == policy.split(","), violations
+
+
+def test_render_check_sees_a_changed_cache(tmp_path):
+    """The example's render is current, and a cache sized by hand is a stale claim."""
+    from conftest import assert_render_check_sees
+
+    assert_render_check_sees(EXAMPLE, "    cache: {}", "    cache: {size_gib: 300}", "chat/k8s/shared-cache.yaml", tmp_path)
+
+
+def test_diff_calls_adding_the_cache_a_pod_roll(tmp_path):
+    """The Deployments' volumes and environment change: each model's pods are replaced one by one, as any other
+    volume change; the file system, its mount target and group, the add-on, the class and the claim are new."""
+    from conftest import run_cli
+
+    old = tmp_path / "old.yaml"
+    old.write_text(EXAMPLE.read_text().replace("    cache: {}", "", 1))
+    out = run_cli("diff", str(old), str(EXAMPLE)).stdout
+    for model in ("qwen-7b", "llama-8b"):
+        assert f"[rolling] Deployment chat-deployment-chat-{model}: Kubernetes replaces the pods one by one" in out
+    for created in ("Addon eks-aws-efs-csi-driver", "FileSystem chat-cache-fs", "MountTarget chat-cache-mount",
+                    "SecurityGroupIngressRule chat-cache-nfs-from-nodes", "StorageClass chat-cache-storageclass",
+                    "PersistentVolumeClaim chat-persistentvolumeclaim-chat-chat-model-cache"):
+        assert f"+ {created}" in out
+
+
+def test_the_plan_prices_the_efs_cache_apart_from_the_totals():
+    """59 GiB (63.4 GB) at EFS Standard's $0.30/GB-month if the claim fills = $19.01; elastic throughput: the first
+    start of both models writes 15.2 + 16 GB at $0.06 = $1.87, a later start of one of each reads them at $0.03 = $0.94.
+    A named class (no EFS of fleetform's) gets no line."""
+    from fleetform.sizing import cost
+
+    _, notes = cost(check(EXAMPLE).model)
+    (line,) = [n for n in notes if "EFS" in n]
+    assert "63 GB if full x $0.30/GB-month = $19.01 a month" in line
+    assert "writes 31.2 GB ($1.87)" in line and "($0.94 for one of each)" in line
+    _, plain = cost(check(GATEWAY).model)
+    assert not [n for n in plain if "EFS" in n]
