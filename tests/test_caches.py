@@ -279,3 +279,18 @@ def test_the_plan_prices_the_efs_cache_apart_from_the_totals():
     assert "writes 31.2 GB ($1.87)" in line and "($0.94 for one of each)" in line
     _, plain = cost(check(GATEWAY).model)
     assert not [n for n in plain if "EFS" in n]
+
+
+def test_the_storage_class_the_program_applies_is_a_valid_object():
+    """The StorageClass is made by the program (its fileSystemId is known at `pulumi up` only), not rendered, so the
+    strict validation of the rendered folder does not see it: validated here against the fleet's Kubernetes version."""
+    import kubernetes_validate
+
+    from fleetform.providers.aws.caches import storage_class
+
+    fleet = check(EXAMPLE).model.fleets[0]
+    obj = storage_class(fleet.kube.shared_cache, "fs-0123456789abcdef0")
+    kubernetes_validate.validate(obj, f"{fleet.kube.version}.0", strict=True)
+    broken = {**obj, "parameters": {**obj["parameters"], "uid": 10001}}  # a number: parameters are strings
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, f"{fleet.kube.version}.0", strict=True)
