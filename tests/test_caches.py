@@ -197,6 +197,25 @@ def test_the_efs_driver_add_on_gets_its_managed_policy_through_pod_identity(exam
                          "role": "eks-aws-efs-csi-driver"}]
     assert not [r for r in resources if r["type"] == "aws:iam/rolePolicy:RolePolicy"
                 and "efs" in r["name"]]  # the managed policy only, no inline statement
+    import json
+
+    role = _one(resources, "aws:iam/role:Role", "eks-aws-efs-csi-driver")["inputs"]
+    assert json.loads(role["assumeRolePolicy"]) == {  # EKS Pod Identity's trust, nothing else may assume it
+        "Version": "2012-10-17",
+        "Statement": [{"Sid": "AllowEksAuthToAssumeRoleForPodIdentity", "Effect": "Allow",
+                       "Principal": {"Service": "pods.eks.amazonaws.com"},
+                       "Action": ["sts:AssumeRole", "sts:TagSession"]}]}
+    # what the cache adds to the example's IAM: this role and its one attachment, nothing else
+    plain_path = EXAMPLE.read_text().replace("    cache: {}", "", 1)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bp.yaml"
+        path.write_text(plain_path)
+        _, plain = _plan(path)
+    iam = lambda rs: {(r["type"], r["name"]) for r in rs if r["type"].startswith("aws:iam/")}  # noqa: E731
+    assert iam(resources) - iam(plain) == {("aws:iam/role:Role", "eks-aws-efs-csi-driver"),
+                                           ("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "eks-aws-efs-csi-driver")}
 
 
 def test_a_named_class_makes_no_file_system(tmp_path):
