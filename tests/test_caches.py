@@ -313,3 +313,21 @@ def test_the_storage_class_the_program_applies_is_a_valid_object():
     broken = {**obj, "parameters": {**obj["parameters"], "uid": 10001}}  # a number: parameters are strings
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, f"{fleet.kube.version}.0", strict=True)
+
+
+def test_the_efs_add_on_entry_matches_the_charts_values():
+    """addons.yaml's workloads and service account for the EFS CSI driver are the chart's at the driver's tag (a copy of
+    the keys: tests/data/aws-efs-csi-driver-v3.4.1-values.yaml): two controller replicas without requests tolerating
+    CriticalAddonsOnly and the driver's agent-not-ready taint, a node plugin tolerating every taint (it must run on the
+    tainted GPU nodes that mount the claim), and the controller's service account the Pod Identity association names."""
+    from fleetform.cluster import addons_data
+
+    values = yaml.safe_load((ROOT / "tests/data/aws-efs-csi-driver-v3.4.1-values.yaml").read_text())
+    entry = addons_data()["optional_addons"]["aws-efs-csi-driver"]
+    assert entry["pod_identity"]["service_account"] == values["controller"]["serviceAccount"]["name"]
+    controller, node = entry["workloads"]
+    assert controller["replicas"] == values["controller"]["replicaCount"]
+    assert values["controller"]["resources"] == {} and (controller["cpu"], controller["memory"]) == (0, 0)
+    assert [t["key"] for t in controller["tolerations"]] == [t["key"] for t in values["controller"]["tolerations"]]
+    assert node["tolerations"] == [{"operator": "Exists"}] == values["node"]["tolerations"]
+    assert values["node"]["resources"] == {} and (node["cpu"], node["memory"]) == (0, 0)
