@@ -297,6 +297,17 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
     if blend is not None:
         out.add(f"requests for '{fleet.semantic_routing.model_name}': blended cost per 1,000 requests", blend.formula,
                 blend.result)
+    if fleet.kube is not None and fleet.kube.shared_cache is not None:  # `cache:`: which start applies (fleetform/gateway.py)
+        from .gateway import cold_start
+
+        for model in fleet.models:
+            start = cold_start(model, fleet)
+            out.add(f"{model.name}: replica start, first / with the shared cache filled",
+                    f"first: {start.detail}; later: {start.later.detail}",
+                    f"{start.total_s:.0f} s / {start.later.total_s:.0f} s")
+        out.notes.append("a start is a first start while the shared cache holds nothing for the model, its image and "
+                         "flags (a new image or flag is a new compile-cache folder); KEDA's scale-up period follows "
+                         "the later start, cold-start-budget holds the first")
     if fleet.nodes is not None and fleet.nodes.elastic:
         out.notes.append(f"nodes scale from {fleet.nodes.min} to {fleet.nodes.max} only with a node autoscaler in "
                          "the cluster (Cluster Autoscaler with auto-discovery, or Karpenter): the replicas "

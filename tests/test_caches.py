@@ -331,3 +331,17 @@ def test_the_efs_add_on_entry_matches_the_charts_values():
     assert [t["key"] for t in controller["tolerations"]] == [t["key"] for t in values["controller"]["tolerations"]]
     assert node["tolerations"] == [{"operator": "Exists"}] == values["node"]["tolerations"]
     assert values["node"]["resources"] == {} and (node["cpu"], node["memory"]) == (0, 0)
+
+
+def test_the_plan_shows_both_starts_of_each_model():
+    """plan's sizing names which start is which: qwen-7b 196 s first, 135 s with the cache filled (a fleet without a
+    cache shows no such step)."""
+    from fleetform.sizing import sizing
+
+    (fleet,) = sizing(check(EXAMPLE).model)
+    steps = {s.what: s for s in fleet.steps}
+    step = steps["qwen-7b: replica start, first / with the shared cache filled"]
+    assert step.result == "196 s / 135 s" and "15.2 GB from volume (shared cache) at 0.5 GB/s" in step.formula
+    assert any("cold-start-budget holds the first" in n for n in fleet.notes)
+    (plain,) = sizing(check(GATEWAY).model)
+    assert not [s for s in plain.steps if "replica start" in s.what]
