@@ -345,3 +345,22 @@ def test_the_plan_shows_both_starts_of_each_model():
     assert any("cold-start-budget holds the first" in n for n in fleet.notes)
     (plain,) = sizing(check(GATEWAY).model)
     assert not [s for s in plain.steps if "replica start" in s.what]
+
+
+def test_a_group_spanning_nodes_mounts_the_cache_on_every_pod(tmp_path):
+    """A LeaderWorkerSet's leader and workers each compile their own ranks (rank_<r>_<dp> folders under the hash): both
+    pod templates mount the claim read-write and point VLLM_CACHE_ROOT and HF_HOME at it."""
+    text = (ROOT / "blueprints/inference-multinode.yaml").read_text()
+    assert "      autoscaler: keda\n" in text
+    text = text.replace("      autoscaler: keda\n", "      autoscaler: keda\n    cache: {}\n", 1)
+    result = _check(text, tmp_path)
+    assert result.model is not None, [f.to_text() for f in result.findings if f.severity == "error"]
+    lws = yaml.safe_load(render(result.model)["big/k8s/llama-405b-leaderworkerset.yaml"])
+    spec = lws["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod = spec[role]["spec"]
+        (claim,) = [v for v in pod["volumes"] if v["name"] == "shared-cache"]
+        assert claim["persistentVolumeClaim"] == {"claimName": "big-model-cache"}, role
+        env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+        assert env["VLLM_CACHE_ROOT"] == "/shared-cache/vllm" and env["HF_HOME"] == "/shared-cache/huggingface"
+    # the weights claim's readOnly: true is tests/test_k8s.py test_weights_from_a_volume_and_a_pinned_hub_revision's
