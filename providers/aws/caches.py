@@ -43,8 +43,10 @@ def storage_class(cache: SharedCache, file_system_id) -> dict:
 
 
 class CacheFileSystem(pulumi.ComponentResource):
-    """One fleet's EFS file system for its shared cache, encrypted at rest (and in transit: the EFS CSI driver mounts
-    with TLS unless a volume says encryptInTransit "false"; docs/parameters.md), and its StorageClass."""
+    """One fleet's EFS file system for its shared cache, encrypted at rest, and in transit: the claim's volume is an
+    access point, and the EFS CSI driver mounts an access point with `tls` always (pkg/driver/node.go at v3.4.1:
+    "Access point mounts won't work without it"); it sets no local_lock or nolock option, so huggingface_hub's flock
+    locks reach the server (fleetform/k8s.py SHARED_ENV)."""
 
     TYPE = "fleetform:aws:CacheFileSystem"
 
