@@ -364,3 +364,22 @@ def test_a_group_spanning_nodes_mounts_the_cache_on_every_pod(tmp_path):
         env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
         assert env["VLLM_CACHE_ROOT"] == "/shared-cache/vllm" and env["HF_HOME"] == "/shared-cache/huggingface"
     # the weights claim's readOnly: true is tests/test_k8s.py test_weights_from_a_volume_and_a_pinned_hub_revision's
+
+
+def test_diff_says_the_api_server_refuses_a_resized_claim(tmp_path):
+    """Adding a model grows the default request of the claim (shared_cache_gib), an update in place that Kubernetes'
+    PersistentVolumeClaimResize admission refuses unless the claim's StorageClass has allowVolumeExpansion: true
+    ("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support
+    resize"), and a smaller request is refused always (ValidatePersistentVolumeClaimUpdate: "field can not be less
+    than previous value"). fleetform's EFS class sets no allowVolumeExpansion, so `pulumi up` fails on the claim:
+    the diff must say so instead of "nothing running notices"."""
+    from conftest import run_cli
+
+    new = tmp_path / "new.yaml"
+    new.write_text(EXAMPLE.read_text().replace("    cache: {}", "    cache: {size_gib: 200}", 1))
+    grown = run_cli("diff", str(EXAMPLE), str(new)).stdout
+    assert ("PersistentVolumeClaim chat-persistentvolumeclaim-chat-chat-model-cache: its request goes from 59Gi to "
+            "200Gi: the API server refuses it unless the claim's StorageClass has allowVolumeExpansion: true") in grown
+    assert "`pulumi up` fails on it" in grown
+    shrunk = run_cli("diff", str(new), str(EXAMPLE)).stdout
+    assert "from 200Gi to 59Gi: the API server refuses a smaller request" in shrunk
