@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, check_text as _check
 from fleetform.gateway import cold_start
 from fleetform.k8s import COMPILE_SAVED_S, LOAD_GB_PER_S, READY_OVERHEAD_S
 from fleetform.pipeline import check
@@ -21,12 +21,6 @@ GATEWAY = ROOT / "blueprints/inference-gateway.yaml"
 def _cached(text: str, cache: str = "{storage_class: efs-sc}") -> str:
     assert "    gateway:\n" in text
     return text.replace("    gateway:\n", f"    cache: {cache}\n    gateway:\n", 1)
-
-
-def _check(text: str, tmp_path: Path):
-    path = tmp_path / "bp.yaml"
-    path.write_text(text)
-    return check(path)
 
 
 def _rules(result, rule: str) -> list[str]:
