@@ -431,6 +431,30 @@ def _tags_only(change: Change) -> bool:
     return bool(change.inputs) and all(i.path.split(".")[0] in tags for i in change.inputs)
 
 
+CLAIM_REQUEST = "spec.resources.requests.storage"
+
+
+def claim_resize(old, new) -> str:
+    """What the API server does with a bound claim's new request (a shared cache's size, fleetform/k8s.py: its
+    default grows with each model): the PersistentVolumeClaimResize admission plugin refuses a larger request unless
+    the claim's StorageClass has allowVolumeExpansion: true ("only dynamically provisioned pvc can be resized and the
+    storageclass that provisions the pvc must support resize"), and validation refuses a smaller one always
+    (ValidatePersistentVolumeClaimUpdate: "field can not be less than previous value"). fleetform's EFS class sets no
+    allowVolumeExpansion (providers/aws/caches.py): `pulumi up` fails on the claim either way."""
+    from .cluster import quantity
+
+    try:
+        smaller = quantity(new) < quantity(old)
+    except (TypeError, ValueError):
+        smaller = False
+    why = ("the API server refuses a smaller request of a bound claim" if smaller else
+           "the API server refuses it unless the claim's StorageClass has allowVolumeExpansion: true (fleetform's "
+           "EFS class does not; EFS ignores the request anyway)")
+    return (f"its request goes from {old} to {new}: {why}, so `pulumi up` fails on it; keep "
+            f"the old size (cache.size_gib: {str(old).removesuffix('Gi')}) or delete the claim first (its cache is "
+            "then filled again)")
+
+
 def classify(change: Change, component: tuple[str, str]) -> Disruption:
     """The disruption of one resource change, from its type, action, inputs and component."""
     data = replacement_data().get(change.type, {})
@@ -526,6 +550,10 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
         return Disruption("node roll", what, "Slinky's NodeSet rolls its slurmd pods (RollingUpdate, at most 25% at "
                                              "a time): each old pod's Slurm node is drained and the pod replaced "
                                              "once its jobs end; running jobs finish on the old pods" + login)
+    resized = next((i for i in change.inputs if i.path == CLAIM_REQUEST), None) if kind == "PersistentVolumeClaim" \
+        and change.action == UPDATE else None
+    if resized is not None:
+        return Disruption("in place", what, claim_resize(resized.old, resized.new))
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")

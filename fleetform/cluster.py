@@ -455,10 +455,14 @@ def volume_weights(fleets) -> bool:
 def optional_addons(data: dict, fleets, training=(), ray_mounts: bool = False, slinky: bool = False) -> list[str]:
     """The add-ons of providers/aws/addons.yaml `optional_addons` the cluster's fleets need: the FSx CSI driver
     where a model reads its weights from a claim, a training job mounts a file system or a Ray fleet mounts an
-    FSx for Lustre claim; the EBS CSI driver where a Slinky fleet's slurmctld keeps its state on a claim;
+    FSx for Lustre claim; the EBS CSI driver where a Slinky fleet's slurmctld keeps its state on a claim; the EFS
+    CSI driver where a fleet's shared cache is fleetform's EFS file system;
     metrics-server and the node monitoring agent on every cluster (each has GPU nodes)."""
     mounts = any(f.kueue.job is not None and f.kueue.job.volumes for f in training)
-    wanted = {"inference": True, "volume-weights": volume_weights(fleets) or mounts or ray_mounts, "slinky": slinky}
+    wanted = {"inference": True, "volume-weights": volume_weights(fleets) or mounts or ray_mounts, "slinky": slinky,
+              # a fleet whose shared cache is fleetform's EFS file system (fleetform/k8s.py SharedCache.efs)
+              "shared-cache": any(f.kube is not None and f.kube.shared_cache is not None and f.kube.shared_cache.efs
+                                  for f in fleets)}
     return [name for name, spec in data["optional_addons"].items() if wanted[spec["when"]]]
 
 

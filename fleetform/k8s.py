@@ -75,6 +75,20 @@ LOAD_GB_PER_S = {"hub": 0.2, "s3": 1.0, "volume": 0.5}
 """Estimated weight read rate per replica by source (GB/s): a Hub download through NAT, the Run:ai
 streamer from S3 in the same region, a shared file system. Only sizes the default scale-up period."""
 
+SHARED_CACHE_DIR = "/shared-cache"
+"""Where a fleet with `cache:` mounts its shared ReadWriteMany claim: VLLM_CACHE_ROOT and HF_HOME live there, the
+rest of the caches (XDG, config) stay in the pod's own emptyDir at CACHE_DIR."""
+COMPILE_SAVED_S = 15
+"""Seconds of READY_OVERHEAD_S a start saves when vLLM finds its torch.compile cache: Inductor's compile of the
+graph for the general shape (14.77 s) and the Triton kernels' compile (about 5 s, seen as longer CUDA graph
+capture) for Meta-Llama-3-8B (vllm-project/vllm#11005), less loading the cached graphs (4.19 s,
+vllm-project/vllm#16848: "Directly load the compiled graph(s) ... from the cache, took 4.190 s"): 14.77 + 5 - 4.19
+= 15.6, rounded down. Dynamo's bytecode transform (4.6-7.5 s) and CUDA graph capture run on every start, cache or
+not (vllm-project/vllm#20264: a start that reused the cache still logged Dynamo 7.51 s and graph capture 17 s).
+vLLM keeps Inductor's and Triton's caches inside VLLM_CACHE_ROOT/torch_compile_cache/<hash>/ (compiler_interface.py
+InductorAdaptor.initialize_cache sets TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR there), so sharing
+VLLM_CACHE_ROOT shares all three."""
+
 DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 """vLLM --dtype of an unquantized precision (vLLM's ModelConfig dtype choices)."""
 
@@ -138,6 +152,19 @@ class Autoscaling:
     fallback_failures: int
     cron: tuple = ()  # KEDA: the pool's windows as cron triggers (fleetform/pool.py CronWindow), next to the queue
     triggers: tuple[Trigger, ...] = ()  # KEDA: KV-cache use and time to first token, after the queue
+
+
+@frozen
+class SharedCache:
+    """The fleet's `cache:` claim: one ReadWriteMany PersistentVolumeClaim in the fleet's namespace that every
+    replica of its models mounts at SHARED_CACHE_DIR."""
+
+    claim: str
+    namespace: str
+    storage_class: str
+    size: str  # the claim's request, a quantity
+    efs: bool = False  # fleetform makes the class and its EFS file system (AWS, no storage_class given)
+    uid: int = RUN_AS  # the access points' owner: the pods' runAsUser and fsGroup
 
 
 @frozen
@@ -348,6 +375,7 @@ class KubeFleet:
     network_policy: NetworkPolicy | None = None
     adapter_rules: tuple[AdapterRule, ...] = ()  # what the HPA's metric needs from the Prometheus adapter
     adapter_prometheus: AdapterPrometheus | None = None  # the Prometheus the adapter reads (HPA fleets)
+    shared_cache: SharedCache | None = None  # `cache:`: the compile cache and Hub downloads the replicas share
 
 
 def _gib(value: float) -> str:
@@ -454,11 +482,14 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         if model.lora is not None:
             args += model.lora.args()
         args += list(model.extra_args)
-        cache_gib = math.ceil(checkpoint_gb * CACHE_FACTOR + CACHE_EXTRA_GIB) if downloaded else CACHE_EXTRA_GIB
+        # with a shared cache the Hub download lands on the claim: the pod's emptyDir keeps the small caches only
+        cache_gib = math.ceil(checkpoint_gb * CACHE_FACTOR + CACHE_EXTRA_GIB) if downloaded and fleet.cache is None \
+            else CACHE_EXTRA_GIB
         autoscaling = None
         if model.replicas.elastic and model.autoscale is not None and scheduler.autoscaler in ("keda", "hpa"):
             auto = model.autoscale
-            ready_s = READY_OVERHEAD_S + checkpoint_gb / LOAD_GB_PER_S[source]
+            # a scale-up adds replicas while one runs: with a shared cache that one has filled it (a later start)
+            ready_s = start_s(model, fleet, later=fleet.cache is not None)
             autoscaling = Autoscaling(
                 scheduler.autoscaler, model.replicas.min, model.replicas.max,
                 f"{auto.target_per_replica:g}", auto.scale_down_window_s,
@@ -478,6 +509,10 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
                EnvVar("VLLM_NO_USAGE_STATS", "1"), EnvVar("DO_NOT_TRACK", "1")]
         volumes = [Volume("cache", CACHE_DIR, "emptyDir", size_limit=f"{cache_gib}Gi"),
                    Volume("tmp", "/tmp", "emptyDir", size_limit=f"{TMP_SIZE_GIB}Gi")]
+        if fleet.cache is not None:
+            # the torch.compile cache and Hub downloads outlive the pod; XDG and config stay the pod's own
+            env = [e if e.name not in SHARED_ENV else EnvVar(e.name, SHARED_ENV[e.name]) for e in env]
+            volumes.append(Volume("shared-cache", SHARED_CACHE_DIR, "persistentVolumeClaim", source=shared_claim(ident)))
         shm = None
         if not mps:
             # under MPS the device plugin mounts the MPS daemon's shared memory at /dev/shm itself
@@ -568,9 +603,86 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         rules = (AdapterRule(f'{QUEUE_METRIC}{{namespace!="",pod!=""}}', f"^{QUEUE_METRIC}$", HPA_METRIC,
                              ADAPTER_METRICS_QUERY),)
         adapter = adapter_prometheus(prometheus)
+    shared = None
+    if fleet.cache is not None:
+        size = fleet.cache.size_gib or shared_cache_gib(fleet)
+        made = fleet.cache.storage_class is None  # on AWS fleetform makes it (rules/caches.py refuses it elsewhere)
+        shared = SharedCache(shared_claim(ident), namespace, fleet.cache.storage_class or shared_claim(ident),
+                             f"{size}Gi", made)
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
                      tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE, monitor,
-                     f"{ident}-dcgm-exporter", psa, policy, rules, adapter)
+                     f"{ident}-dcgm-exporter", psa, policy, rules, adapter, shared)
+
+
+SHARED_ENV = {"VLLM_CACHE_ROOT": f"{SHARED_CACHE_DIR}/vllm", "HF_HOME": f"{SHARED_CACHE_DIR}/huggingface"}
+"""What a fleet with `cache:` moves to the shared claim. VLLM_CACHE_ROOT: vLLM's torch.compile cache, one folder per
+hash of every config that shapes the graph, the PyTorch configs and the traced source files (docs/design/torch_compile.md,
+"Compilation Cache": "you can directly copy the whole ~/.cache/vllm/torch_compile_cache directory ... to save a great
+amount of compilation time"), so replicas of different models or images never read each other's artifacts. Two
+replicas compiling one hash at once: vLLM's current docs describe a file lock the first holds and a .cache_ready marker
+the others wait for ("Concurrent Access Control"); whether the pinned 0.11.0 has it was not read here, and without it
+both compile and write the same artifacts (the cost of a first start, twice).
+HF_HOME: huggingface_hub's cache, whose downloads take a file lock per blob under .locks/ (WeakFileLock, flock) and
+move a finished .incomplete file into place, so two replicas starting at once download one copy, the second waiting
+on the lock. That holds where flock locks across clients: Linux's NFS client emulates flock() with NFSv4 byte-range
+locks on the whole file (flock(2), "since Linux 2.6.12"), which EFS serves (EFS FAQ: "file locking"), and the EFS
+CSI driver mounts without local_lock. Where flock silently succeeds for every caller (Lustre or GPFS without flock,
+NFS with local_lock), two downloads of one blob append to the same .incomplete file and can poison the cache
+(huggingface/huggingface_hub#4306, fixed in releases after the vLLM 0.11.0 image's): a storage_class of such a file
+system should not hold HF_HOME. TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR stay in the pod: vLLM
+points both inside VLLM_CACHE_ROOT for the graphs it compiles (COMPILE_SAVED_S), and whatever else uses them is the
+pod's."""
+
+
+EFS_USD_PER_GB_MONTH = 0.30
+"""EFS Standard storage, us-east-1 (aws.amazon.com/efs/pricing, read 2026-11-24: "$0.30/GB-month", billed on the
+average bytes stored)."""
+EFS_ELASTIC_USD_PER_GB = (0.03, 0.06)
+"""EFS elastic throughput, us-east-1: $0.03 per GB read, $0.06 per GB written (the EFS pricing page's elastic
+throughput rates as factualminds.com's "Amazon EFS Pricing" summary of June 2026 lists them; not read on the AWS page
+itself here)."""
+
+
+def efs_cost_note(fleet) -> str | None:
+    """The plan's line on a fleet's EFS cache: storage at the claim's size if it fills, and what elastic throughput bills
+    for the start of one replica of each model (its Hub weights read, or the first start's download written)."""
+    shared = fleet.kube.shared_cache if fleet.kube is not None else None
+    if shared is None or not shared.efs:
+        return None
+    size = int(shared.size.removesuffix("Gi")) * 1.073741824  # GiB -> GB
+    read, write = EFS_ELASTIC_USD_PER_GB
+    hub = sum(m.checkpoint_gb for m in fleet.models if m.weights is None or m.weights.source == "hub")
+    return (f"fleet {fleet.name}: shared cache on EFS, not in the totals: {size:,.0f} GB if full x "
+            f"${EFS_USD_PER_GB_MONTH:.2f}/GB-month = ${size * EFS_USD_PER_GB_MONTH:,.2f} a month (EFS Standard, us-east-1, "
+            f"aws.amazon.com/efs/pricing, 2026-11-24); elastic throughput ${read:.2f}/GB read, ${write:.2f}/GB written: "
+            f"the first start of every model writes {hub:g} GB (${hub * write:,.2f}), each later replica start reads "
+            f"its model's weights (${hub * read:,.2f} for one of each)")
+
+
+def shared_claim(ident: str) -> str:
+    """The name of a fleet's shared cache claim in its namespace."""
+    return f"{ident}-model-cache"
+
+
+def shared_cache_gib(fleet) -> int:
+    """The shared claim's default request: each Hub model's download plus 20% and CACHE_EXTRA_GIB, and CACHE_EXTRA_GIB
+    for the compile cache of each model read from S3 or a volume (their weights never land on the claim)."""
+    total = 0
+    for model in fleet.models:
+        hub = model.weights is None or model.weights.source == "hub"
+        total += math.ceil(model.checkpoint_gb * CACHE_FACTOR + CACHE_EXTRA_GIB) if hub else CACHE_EXTRA_GIB
+    return total
+
+
+def start_s(model, fleet=None, later: bool = False) -> float:
+    """Seconds from a pod's start to a ready replica, the node aside: the weights over the source's rate, plus
+    READY_OVERHEAD_S. A later start on a fleet with a shared cache (the cache filled by an earlier start of the same
+    model, image and flags) reads Hub weights from the claim at the volume rate and saves COMPILE_SAVED_S; S3 weights
+    are streamed again (the Run:ai streamer reads into GPU memory, not into HF_HOME)."""
+    source = model.weights.source if model.weights is not None else "hub"
+    warm = later and fleet is not None and fleet.cache is not None
+    rate = LOAD_GB_PER_S["volume" if warm and source == "hub" else source]
+    return model.checkpoint_gb / rate + READY_OVERHEAD_S - (COMPILE_SAVED_S if warm else 0)
 
 
 def load_triggers(model, namespace: str) -> tuple[Trigger, ...]:

@@ -292,6 +292,16 @@ class GpuSharing:
 
 
 @frozen
+class CacheSpec:
+    """An inference fleet's `cache:` block: a ReadWriteMany claim its replicas share for the compile cache and
+    Hub downloads (fleetform/k8s.py SharedCache)."""
+
+    storage_class: str
+    size_gib: int | None
+    path: Path
+
+
+@frozen
 class GatewaySpec:
     """An inference fleet's `gateway:` block: one OpenAI endpoint in front of its models (issue 23)."""
 
@@ -502,6 +512,7 @@ class Fleet:
     pool_edge: PoolEdge | None = None  # AWS Slurm training fleets that lend nodes to a pool (fleetform/pool.py)
     pool_scaling: tuple = ()  # inference fleets on EKS in a pool: their node group's scheduled actions (pool.ScalingAction)
     gateway: GatewaySpec | None = None  # inference on Kubernetes: the blueprint's `gateway:` block
+    cache: CacheSpec | None = None  # inference on Kubernetes: the shared compile and download cache (`cache:`)
     inference_gateway: InferenceGateway | None = None  # its objects, when the fleet has kube and a gateway
     semantic_routing: SemanticRoutingSpec | None = None  # the blueprint's `semantic_routing:` block
     accounting: AccountingConfig | None = None  # Slurm fleets with `scheduler.accounting` (fleetform/accounting.py)

@@ -52,10 +52,42 @@ def encrypted(resources, bp):
     for r in _of(resources, INSTANCE):
         if not (r["inputs"].get("rootBlockDevice") or {}).get("encrypted"):
             out.append((r["name"], "root volume is not encrypted"))
+    # an EFS file system (a fleet's shared cache, providers/aws/caches.py): encryption at rest is chosen at creation
+    # only (EFS User Guide, "Encrypting data at rest": it "can't be disabled" or enabled later)
+    out += [(r["name"], "EFS file system is not encrypted at rest") for r in _of(resources, EFS_FILE_SYSTEM)
+            if r["inputs"].get("encrypted") is not True]
     encrypted_buckets = {r["inputs"].get("bucket") for r in
                          _of(resources, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")}
     out += [(b["name"], "bucket has no server-side encryption configuration") for b in _of(resources, BUCKET)
             if f"{b['name']}-id" not in encrypted_buckets]
+    return out
+
+
+EFS_FILE_SYSTEM = "aws:efs/fileSystem:FileSystem"
+EFS_MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
+
+
+@policy("efs-nfs-from-nodes", "an EFS mount target admits NFS (TCP 2049) from security groups only, and some group at all")
+def efs_nfs(resources, bp):
+    """A mount target answers what its security groups admit (EFS User Guide, "Using VPC security groups for Amazon
+    EFS": the mount target's groups "must allow inbound access ... on the NFS port (2049)" from the clients' groups):
+    no rule on 2049 and no node mounts (the pods stay ContainerCreating); a rule from a range, or on other ports,
+    opens the cache's file system to whatever the range holds."""
+    rules = _of(resources, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    out = []
+    for target in _of(resources, EFS_MOUNT_TARGET):
+        groups = set(target["inputs"].get("securityGroups") or ())
+        mine = [r for r in rules if r["inputs"].get("securityGroupId") in groups]
+        for r in mine:
+            i = r["inputs"]
+            if i.get("cidrIpv4") or i.get("cidrIpv6") or i.get("prefixListId") or not i.get("referencedSecurityGroupId"):
+                out.append((r["name"], "admits a range, not the clients' security group, to an EFS mount target"))
+            elif (i.get("ipProtocol"), i.get("fromPort"), i.get("toPort")) != ("tcp", 2049, 2049):
+                out.append((r["name"], f"admits {i.get('ipProtocol')} {i.get('fromPort')}-{i.get('toPort')} to an "
+                                       "EFS mount target, which serves NFS on TCP 2049 only"))
+        if not any((r["inputs"].get("ipProtocol"), r["inputs"].get("fromPort")) == ("tcp", 2049) for r in mine):
+            out.append((target["name"], "no security group of the EFS mount target admits NFS (TCP 2049): "
+                                        "no node can mount the file system"))
     return out
 
 

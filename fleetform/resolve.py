@@ -20,7 +20,7 @@ from .catalog import Catalog, InstanceType
 from .loader import Document
 from .models import load_models
 from .model import (
-    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
+    IMPORT_DIR, AllowReplace, Autoscale, Blueprint, CacheSpec, Checkpoint, CheckpointExport, Fleet, GatewaySpec, GpuSharing, Image,
     Interconnect, KubernetesScheduler, Model, Nccl, Network, NodeShape, Partition, RayScheduler, SlurmScheduler, Size,
     SlinkyDirectory, SlinkyScheduler, Slo, Storage, Switch,
     Topology, Waiver, Weights, WholeGpus, Workload, under,
@@ -240,6 +240,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
             item["gateway"].get("expose", "cluster")),
         semantic_routing=semrouter.spec(item["semantic_routing"], path + ("semantic_routing",))
         if "semantic_routing" in item else None,
+        cache=None if "cache" not in item else CacheSpec(
+            item["cache"].get("storage_class"), item["cache"].get("size_gib"), path + ("cache",)),
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from .model import BYTES_PER_PARAM, GPU_OVERHEAD_GB, Blueprint, Fleet
 from .route_cost import blended_cost, route_cost
+from .k8s import efs_cost_note
 from .lws import nodes_per_replica
 from .workload import (CAPACITY_BLOCK_MAX_DAYS, OPTIMIZER_BYTES, gb_text as _gb,  # noqa: F401 (re-exported)
                        training_state_gb, training_time)
@@ -296,6 +297,17 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
     if blend is not None:
         out.add(f"requests for '{fleet.semantic_routing.model_name}': blended cost per 1,000 requests", blend.formula,
                 blend.result)
+    if fleet.kube is not None and fleet.kube.shared_cache is not None:  # `cache:`: which start applies (fleetform/gateway.py)
+        from .gateway import cold_start
+
+        for model in fleet.models:
+            start = cold_start(model, fleet)
+            out.add(f"{model.name}: replica start, first / with the shared cache filled",
+                    f"first: {start.detail}; later: {start.later.detail}",
+                    f"{start.total_s:.0f} s / {start.later.total_s:.0f} s")
+        out.notes.append("a start is a first start while the shared cache holds nothing for the model, its image and "
+                         "flags (a new image or flag is a new compile-cache folder); KEDA's scale-up period follows "
+                         "the later start, cold-start-budget holds the first")
     if fleet.nodes is not None and fleet.nodes.elastic:
         out.notes.append(f"nodes scale from {fleet.nodes.min} to {fleet.nodes.max} only with a node autoscaler in "
                          "the cluster (Cluster Autoscaler with auto-discovery, or Karpenter): the replicas "
@@ -414,6 +426,8 @@ def cost(bp: Blueprint) -> tuple[list[FleetCost], list[str]]:
             unpriced.append(f"fleet {fleet.name}: the Slurm controller "
                             f"({fleet.scheduler.controller_instance_type or 'm7i.2xlarge'}) is not a GPU instance in "
                             "the catalog")
+        if bp.cloud == "aws" and (efs := efs_cost_note(fleet)) is not None:  # a shared cache (fleetform/k8s.py)
+            unpriced.append(efs)
         if fleet.login is not None and fleet.login.nodes and bp.cloud == "aws" and fleet.training:
             unpriced.append(f"fleet {fleet.name}: {fleet.login.nodes} login node(s) ({fleet.login.instance_type}), "
                             "not GPU instances in the catalog")

@@ -54,6 +54,8 @@ def files(bp: Blueprint, fleet: Fleet) -> dict[str, bytes]:
     if kube.mig is not None:
         objects["mig-parted-config.yaml"] = render("k8s/mig-parted-config.yaml.j2", m=kube.mig, **common)
     objects["dcgm-servicemonitor.yaml"] = render("k8s/dcgm-servicemonitor.yaml.j2", **common)
+    if kube.shared_cache is not None:
+        objects["shared-cache.yaml"] = render("k8s/shared-cache.yaml.j2", c=kube.shared_cache, **common)
     objects.update(gateway_objects(fleet))
     objects.update(mig.objects(fleet, labels))  # a node split by GPU: Kueue on its whole GPUs
     out = {f"{fleet.name}/k8s/{name}": data for name, data in objects.items()}

@@ -12,6 +12,7 @@ from . import accounting  # noqa: F401  (after slurm: Slurm accounting and teams
 from . import models  # noqa: F401  (the model catalog's rules: after inference's memory rules)
 from . import lws  # noqa: F401  (multi-node replicas: after inference's tensor-parallel and memory rules)
 from . import gateway  # noqa: F401  (scaling beyond the queue and the cold-start budget: after inference)
+from . import caches  # noqa: F401  (the shared compile and download cache: after gateway)
 from . import semrouter  # noqa: F401  (routing simple requests to a smaller model: after gateway)
 from . import lora  # noqa: F401  (a model's LoRA adapters: after the catalog's memory rules)
 from . import slo  # noqa: F401  (sizing from an SLO: after inference's memory rules)

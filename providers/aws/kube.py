@@ -56,7 +56,7 @@ DESIRED_SIZE_OWNED_BY_AUTOSCALER = "scalingConfig.desiredSize"
 """A node group's desired size is the Cluster Autoscaler's once the group exists: a later `pulumi up`
 that set it back to the minimum would terminate GPU nodes under load."""
 
-AFTER_NODES = {"coredns", "aws-fsx-csi-driver", "aws-ebs-csi-driver", "metrics-server"}
+AFTER_NODES = {"coredns", "aws-fsx-csi-driver", "aws-ebs-csi-driver", "aws-efs-csi-driver", "metrics-server"}
 """EKS add-ons that run a Deployment: EKS reports them active only once a node runs their pods, so they
 are created after the system node group (an add-on a new cluster cannot schedule stays CREATING)."""
 

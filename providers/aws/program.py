@@ -46,6 +46,12 @@ def build(bp: Blueprint, files: dict[str, bytes], deployer_cidr: str | None = No
                     else SlinkyFleet if fleet.slinky is not None else InferenceFleet)
             serving.append(kind(fleet.name, fleet, eks, files, tags, opts))
     if eks is not None:
+        from .caches import CacheFileSystem  # a fleet's shared cache on EFS (providers/aws/caches.py)
+
+        for fleet in serving:
+            shared = next((f.kube.shared_cache for f in bp.fleets if f.name == fleet.name and f.kube is not None), None)
+            if shared is not None and shared.efs:  # its claim, a late object, waits for the StorageClass
+                fleet.early.append(CacheFileSystem(f"{fleet.name}-cache", shared, net, eks, tags).storage_class)
         eks.install([r for f in serving for r in f.early])
         for fleet in serving:
             fleet.apply()
