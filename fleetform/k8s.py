@@ -162,7 +162,8 @@ class SharedCache:
     claim: str
     namespace: str
     storage_class: str
-    size: str  # the claim's request, a quantity
+    size: str  # the claim's request, a quantity: EFS_CLAIM_REQUEST on fleetform's EFS class, which ignores it
+    estimate_gib: int  # what the cache holds when full: cache.size_gib, or shared_cache_gib (the plan's EFS cost)
     efs: bool = False  # fleetform makes the class and its EFS file system (AWS, no storage_class given)
     uid: int = RUN_AS  # the access points' owner: the pods' runAsUser and fsGroup
 
@@ -605,10 +606,10 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
         adapter = adapter_prometheus(prometheus)
     shared = None
     if fleet.cache is not None:
-        size = fleet.cache.size_gib or shared_cache_gib(fleet)
+        estimate = fleet.cache.size_gib or shared_cache_gib(fleet)
         made = fleet.cache.storage_class is None  # on AWS fleetform makes it (rules/caches.py refuses it elsewhere)
         shared = SharedCache(shared_claim(ident), namespace, fleet.cache.storage_class or shared_claim(ident),
-                             f"{size}Gi", made)
+                             EFS_CLAIM_REQUEST if made else f"{estimate}Gi", estimate, made)
     return KubeFleet(scheduler.version, namespace, priority_class, tuple(servers), device_plugin, mig,
                      tuple(sorted(node_labels.items())), (GPU_TAINT,), GPU_OPERATOR_NAMESPACE, monitor,
                      f"{ident}-dcgm-exporter", psa, policy, rules, adapter, shared)
@@ -634,6 +635,13 @@ points both inside VLLM_CACHE_ROOT for the graphs it compiles (COMPILE_SAVED_S),
 pod's."""
 
 
+EFS_CLAIM_REQUEST = "5Gi"
+"""The request of a claim on fleetform's EFS class: one figure that never changes. EFS is elastic and the driver ignores
+a claim's size (EKS User Guide, "Amazon EFS CSI driver": "The actual storage capacity value in persistent volumes and
+persistent volume claims isn't used ... you must specify a valid value, such as, `5Gi`"), while a bound claim's request cannot change in place: Kubernetes refuses a larger one unless the class allows
+expansion (the driver implements no expansion) and a smaller one always (fleetform/changes.py claim_resize). A request
+derived from the fleet's models would make the `pulumi up` after a model is added or removed fail on the claim."""
+
 EFS_USD_PER_GB_MONTH = 0.30
 """EFS Standard storage, us-east-1 (aws.amazon.com/efs/pricing, read 2026-11-24: "$0.30/GB-month", billed on the
 average bytes stored)."""
@@ -649,7 +657,7 @@ def efs_cost_note(fleet) -> str | None:
     shared = fleet.kube.shared_cache if fleet.kube is not None else None
     if shared is None or not shared.efs:
         return None
-    size = int(shared.size.removesuffix("Gi")) * 1.073741824  # GiB -> GB
+    size = shared.estimate_gib * 1.073741824  # GiB -> GB
     read, write = EFS_ELASTIC_USD_PER_GB
     hub = sum(m.checkpoint_gb for m in fleet.models if m.weights is None or m.weights.source == "hub")
     return (f"fleet {fleet.name}: shared cache on EFS, not in the totals: {size:,.0f} GB if full x "

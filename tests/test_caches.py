@@ -258,10 +258,11 @@ def test_each_efs_check_fails_on_a_crafted_graph(example_plan, policy, type_, na
 
 
 def test_render_check_sees_a_changed_cache(tmp_path):
-    """The example's render is current, and a cache sized by hand is a stale claim."""
+    """The example's render is current, and a cache on a class of the user's is a stale claim."""
     from conftest import assert_render_check_sees
 
-    assert_render_check_sees(EXAMPLE, "    cache: {}", "    cache: {size_gib: 300}", "chat/k8s/shared-cache.yaml", tmp_path)
+    assert_render_check_sees(EXAMPLE, "    cache: {}", "    cache: {storage_class: fsx-sc}", "chat/k8s/shared-cache.yaml",
+                             tmp_path)
 
 
 def test_diff_calls_adding_the_cache_a_pod_roll(tmp_path):
@@ -360,20 +361,52 @@ def test_a_group_spanning_nodes_mounts_the_cache_on_every_pod(tmp_path):
     # the weights claim's readOnly: true is tests/test_k8s.py test_weights_from_a_volume_and_a_pinned_hub_revision's
 
 
+def _without_llama(text: str) -> str:
+    """The example with its second model (llama-8b, from `      - name: llama-8b` to the end) removed."""
+    cut = text.index("      - name: llama-8b\n")
+    return text[:cut]
+
+
+def test_an_efs_claim_never_changes_when_models_come_and_go(tmp_path):
+    """On fleetform's EFS class the claim asks a fixed EFS_CLAIM_REQUEST: EFS ignores the request (EKS User Guide), and
+    a bound claim's request cannot change in place, so a request that followed the fleet's models would fail the
+    `pulumi up` after a model is added or removed. The diff shows no change of the claim; the plan's cost follows the
+    models (estimate_gib)."""
+    from conftest import run_cli
+    from fleetform.k8s import EFS_CLAIM_REQUEST
+
+    one = tmp_path / "one.yaml"
+    one.write_text(_without_llama(EXAMPLE.read_text()))
+    out = run_cli("diff", str(one), str(EXAMPLE)).stdout
+    assert "llama-8b" in out  # the diff saw the new model
+    assert "model-cache: its request goes" not in out and "`pulumi up` fails" not in out
+    for text in (one.read_text(), EXAMPLE.read_text(), EXAMPLE.read_text().replace("cache: {}", "cache: {size_gib: 200}")):
+        model = _check(text, tmp_path).model
+        claim = yaml.safe_load(render(model)["chat/k8s/shared-cache.yaml"])
+        assert claim["spec"]["resources"]["requests"]["storage"] == EFS_CLAIM_REQUEST == "5Gi"
+    shared = _check(EXAMPLE.read_text(), tmp_path).model.fleets[0].kube.shared_cache
+    assert shared.estimate_gib == 59
+
+
 def test_diff_says_the_api_server_refuses_a_resized_claim(tmp_path):
-    """Adding a model grows the default request of the claim (shared_cache_gib), an update in place that Kubernetes'
-    PersistentVolumeClaimResize admission refuses unless the claim's StorageClass has allowVolumeExpansion: true
-    ("only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support
-    resize"), and a smaller request is refused always (ValidatePersistentVolumeClaimUpdate: "field can not be less
-    than previous value"). fleetform's EFS class sets no allowVolumeExpansion, so `pulumi up` fails on the claim:
-    the diff must say so instead of "nothing running notices"."""
+    """On a named storage_class the claim asks cache.size_gib or the models' default (shared_cache_gib): adding a model
+    grows it, an update in place that Kubernetes' PersistentVolumeClaimResize admission refuses unless the claim's
+    StorageClass has allowVolumeExpansion: true ("only dynamically provisioned pvc can be resized and the storageclass
+    that provisions the pvc must support resize"), and a smaller request is refused always
+    (ValidatePersistentVolumeClaimUpdate: "field can not be less than previous value"), so `pulumi up` fails on the
+    claim: the diff must say so instead of "nothing running notices"."""
     from conftest import run_cli
 
-    new = tmp_path / "new.yaml"
-    new.write_text(EXAMPLE.read_text().replace("    cache: {}", "    cache: {size_gib: 200}", 1))
-    grown = run_cli("diff", str(EXAMPLE), str(new)).stdout
+    named = EXAMPLE.read_text().replace("cache: {}", "cache: {storage_class: efs-sc}", 1)
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(named)
+    new.write_text(named.replace("cache: {storage_class: efs-sc}", "cache: {storage_class: efs-sc, size_gib: 200}", 1))
+    grown = run_cli("diff", str(old), str(new)).stdout
     assert ("PersistentVolumeClaim chat-persistentvolumeclaim-chat-chat-model-cache: its request goes from 59Gi to "
             "200Gi: the API server refuses it unless the claim's StorageClass has allowVolumeExpansion: true") in grown
     assert "`pulumi up` fails on it" in grown
-    shrunk = run_cli("diff", str(new), str(EXAMPLE)).stdout
+    shrunk = run_cli("diff", str(new), str(old)).stdout
     assert "from 200Gi to 59Gi: the API server refuses a smaller request" in shrunk
+    one = tmp_path / "one.yaml"
+    one.write_text(_without_llama(named))
+    assert "`pulumi up` fails on it" in run_cli("diff", str(one), str(old)).stdout
