@@ -619,10 +619,16 @@ SHARED_ENV = {"VLLM_CACHE_ROOT": f"{SHARED_CACHE_DIR}/vllm", "HF_HOME": f"{SHARE
 """What a fleet with `cache:` moves to the shared claim. VLLM_CACHE_ROOT: vLLM's torch.compile cache, one folder per
 hash of every config that shapes the graph, the PyTorch configs and the traced source files (docs/design/torch_compile.md,
 "Compilation Cache": "you can directly copy the whole ~/.cache/vllm/torch_compile_cache directory ... to save a great
-amount of compilation time"), so replicas of different models or images never read each other's artifacts. Two
-replicas compiling one hash at once: vLLM's current docs describe a file lock the first holds and a .cache_ready marker
-the others wait for ("Concurrent Access Control"); whether the pinned 0.11.0 has it was not read here, and without it
-both compile and write the same artifacts (the cost of a first start, twice).
+amount of compilation time"), so replicas of different models or images never read each other's artifacts. With
+torch 2.8 (the 0.11.0 image) vLLM compiles through InductorStandaloneAdaptor (VLLM_USE_STANDALONE_COMPILE defaults to 1),
+which saves its artifacts under VLLM_CACHE_ROOT/torch_compile_cache/<hash>/ itself. Two replicas compiling one hash at
+once: vLLM's current docs describe a file lock the first holds and a .cache_ready marker the others wait for
+("Concurrent Access Control"); whether the pinned 0.11.0 has it was not read here. Without it, vllm_compile_cache.py is
+written with a plain open("w") and read back with ast.literal_eval (compilation/backends.py), so a replica that starts
+while another writes can read half a file and fail, and torch 2.8 predates pytorch#162432 (corrupt cache files when
+processes compile concurrently): a corrupt entry on the shared claim would fail every later start of that model until
+its folder is deleted. Rollouts replace one pod at a time and KEDA adds replicas once one serves, so the exposure is a
+first deploy (or a new image or flag) with replicas.min of 2 or more (README, Shared compile and model cache).
 HF_HOME: huggingface_hub's cache, whose downloads take a file lock per blob under .locks/ (WeakFileLock, flock) and
 move a finished .incomplete file into place, so two replicas starting at once download one copy, the second waiting
 on the lock. That holds where flock locks across clients: Linux's NFS client emulates flock() with NFSv4 byte-range
@@ -630,9 +636,8 @@ locks on the whole file (flock(2), "since Linux 2.6.12"), which EFS serves (EFS 
 CSI driver mounts without local_lock. Where flock silently succeeds for every caller (Lustre or GPFS without flock,
 NFS with local_lock), two downloads of one blob append to the same .incomplete file and can poison the cache
 (huggingface/huggingface_hub#4306, fixed in releases after the vLLM 0.11.0 image's): a storage_class of such a file
-system should not hold HF_HOME. TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR stay in the pod: vLLM
-points both inside VLLM_CACHE_ROOT for the graphs it compiles (COMPILE_SAVED_S), and whatever else uses them is the
-pod's."""
+system should not hold HF_HOME. TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR stay in the pod: the
+graphs vLLM compiles are saved under VLLM_CACHE_ROOT (above), and whatever else uses those caches is the pod's."""
 
 
 EFS_CLAIM_REQUEST = "5Gi"
