@@ -5,6 +5,7 @@ finds no replica can still wake one."""
 
 from __future__ import annotations
 
+import json
 import math
 
 from . import semrouter
@@ -169,6 +170,31 @@ class BodyRouter:
     processing: tuple[tuple[str, str], ...] = BBR_PROCESSING
 
 
+UNKNOWN_MODEL_STATUS = 404
+"""What a request gets when its body names no model of the gateway (or no model at all): not found, as vLLM answers
+a `model` it does not serve, instead of another model's answer or a proxy's bare 404."""
+UNKNOWN_MODEL_BODY_MAX = 4096  # kgateway v2.1.0's DirectResponse CRD: spec.body maxLength
+
+
+@frozen
+class ModelFallback:
+    """The gateway's catch-all route: an HTTPRoute rule on the path prefix with no header match, whose action is a
+    kgateway DirectResponse (HTTPRoute filter ExtensionRef; kgateway v2.1.0 plugins/directresponse ApplyForRoute
+    makes it the Envoy route's direct_response).
+
+    It exists so that a request that arrives without MODEL_HEADER matches a route at all: kgateway enables a
+    TrafficPolicy's ext-proc filter (the body-based router) per route, and Envoy adds a disabled filter to a
+    request's chain only when the route the request matched on arrival enables it (docs/gateway.md, "Routing by the
+    body's model"). On this route the router runs, sets the header from the body's `model` and clears the route
+    cache, and Envoy picks the model's own route; a `model` no route matches stays here and gets `status` with
+    `body`. tests/test_bbr_envoy.py shows both in a real Envoy configured as kgateway v2.1.0 configures it."""
+
+    route: str  # the HTTPRoute
+    response: str  # the DirectResponse
+    status: int
+    body: str  # a JSON error, in the shape of an OpenAI error (`error.message`, `error.type`, `error.code`)
+
+
 @frozen
 class Picker:
     """One model's InferencePool and its endpoint picker (EPP): Deployment, Service, ServiceAccount, the
@@ -212,6 +238,7 @@ class InferenceGateway:
     parameters_group: str = PARAMETERS_GROUP
     parameters_kind: str = PARAMETERS_KIND
     semantic_router: SemanticRouter | None = None  # fleetform/semrouter.py: routing simple requests to a smaller model
+    fallback: ModelFallback | None = None  # the catch-all route a request without MODEL_HEADER matches first
 
     @property
     def parameters_name(self) -> str:
@@ -231,6 +258,24 @@ def gateway_name(fleet) -> str:
 def router_name(fleet) -> str:
     """The body-based router's Deployment, Service, ServiceAccount, NetworkPolicy and kgateway objects."""
     return f"{gateway_name(fleet)}-bbr"
+
+
+def fallback_route_name(fleet) -> str:
+    """The catch-all HTTPRoute (ModelFallback); a model's own HTTPRoute has the model's name."""
+    return f"{gateway_name(fleet)}-models"
+
+
+def unknown_model_body(gateway: str, served: list[str]) -> str:
+    """The catch-all's JSON answer, naming the models a request may ask for while that fits the CRD's limit."""
+    message = f"gateway {gateway} serves no model named by the request body's \"model\""
+    listed = f"{message}; it serves: {', '.join(sorted(served))}"
+    for text in (listed, message):
+        body = json.dumps({"error": {"message": text, "type": "NotFoundError", "code": UNKNOWN_MODEL_STATUS}},
+                          separators=(", ", ": ")).replace("}}", "} }")
+        # (JSON allows the space; the renderer refuses any value holding a template delimiter, its injection guard)
+        if len(body) <= UNKNOWN_MODEL_BODY_MAX:
+            return body
+    raise ValueError("the gateway's name alone passes the DirectResponse body limit")  # names are <= 63 characters
 
 
 def build(fleet, kube) -> InferenceGateway | None:
@@ -261,4 +306,7 @@ def build(fleet, kube) -> InferenceGateway | None:
                             BodyRouter(router, selector + (("app.kubernetes.io/component", "body-based-router"),) + common,
                                        selector),
                             expose=spec.expose, service_type=service_type, service_annotations=annotations,
-                            semantic_router=semrouter.build(fleet, common))
+                            semantic_router=semrouter.build(fleet, common),
+                            fallback=ModelFallback(
+                                fallback_route_name(fleet), f"{name}-unknown-model", UNKNOWN_MODEL_STATUS,
+                                unknown_model_body(name, [m for p in pickers for m in (p.model,) + p.adapters])))

@@ -155,7 +155,7 @@ def test_the_program_installs_the_crds_then_kgateway_then_the_gateway_objects(ex
     plural = {"Gateway": "gateways.gateway.networking.k8s.io", "HTTPRoute": "httproutes.gateway.networking.k8s.io",
               "InferencePool": "inferencepools.inference.networking.k8s.io"}
     objects = [r for r in resources if r["type"].split(":")[-1] in plural and not r["type"].startswith("fleetform:")]
-    assert len(objects) == 5  # one Gateway, an HTTPRoute and an InferencePool per model
+    assert len(objects) == 6  # one Gateway, an HTTPRoute and an InferencePool per model, the catch-all HTTPRoute
     for obj in objects:
         after = set(obj["depends_on"])
         assert {"eks-kgateway", "eks-kgateway-crds", crds[plural[obj["type"].split(":")[-1]]]["name"]} <= after
