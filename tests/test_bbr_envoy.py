@@ -142,6 +142,8 @@ def test_the_semantic_router_sees_only_requests_sent_with_its_header(tmp_path):
         assert _served(gw.post({"model": auto, "messages": []}, {"X-Gateway-Model-Name": auto},
                                path="/v1/chat/completions")) == small
         assert semrouter.models == [auto]
+        # scheduled by the picker of the route it arrived on (the large model's), then re-routed to the small pool
+        assert gw.pickers[large].models == [auto] and gw.pickers[small].models == []
         # body only: the body-based router sets the header after the chain was built for the catch-all, so the
         # semantic router's filter is not in it; the `auto` route's pool (the large model) answers
         assert _served(gw.post({"model": auto, "messages": []}, path="/v1/chat/completions")) == large

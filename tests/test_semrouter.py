@@ -303,6 +303,9 @@ def test_the_router_fits_a_system_node(tmp_path):
 def test_the_reach_warning_says_where_the_router_runs(tmp_path):
     (message,) = rule_findings(EXAMPLE.read_text(), tmp_path, "semantic-router-reach")
     assert "only on the route of model 'auto'" in message and "X-Gateway-Model-Name: auto" in message
+    # what tests/test_bbr_envoy.py shows of a body-only `auto` request and of the picker
+    assert "only in its body reaches model 'qwen-32b' unrouted" in message
+    assert "scheduled by 'qwen-32b''s endpoint picker" in message
     # no router, no warning
     text = re.sub(r"    semantic_routing:\n(      [^\n]*\n|        [^\n]*\n)+", "", EXAMPLE.read_text())
     assert "semantic_routing" not in text
