@@ -5,10 +5,11 @@ against tests/crd/ (the kgateway kinds from its v2.1.0 CRDs, tests/crd/README.md
 that the objects name each other, that the router runs as the pinned chart runs it (tests/data/gateway/bbr/), that
 the header it sets is the one the routes match, that it is admitted and reachable, and the gateway-names rule.
 
-What only a cluster proves (not run here): that kgateway 2.1 builds the ext-proc filter from these objects ahead of
-route selection, speaks TLS to the router under the BackendConfigPolicy, and re-selects the route after the router
-sets the header (the router asks for it: ClearRouteCache in pkg/bbr/handlers/request.go; kgateway's
-routeCacheAction default FromResponse honours it). docs/gateway.md has the curl to run."""
+tests/test_bbr_envoy.py runs the routing in a real Envoy configured as kgateway v2.1.0 configures it (the router is
+enabled per matched route, so a request without the header needs the catch-all route to meet it; the route is
+re-selected after the router sets the header: ClearRouteCache in pkg/bbr/handlers/request.go, kgateway's
+routeCacheAction default FromResponse). What only a cluster proves (not run here): kgateway's own translation and
+its TLS to the router under the BackendConfigPolicy. docs/gateway.md has the curl to run."""
 
 from __future__ import annotations
 
