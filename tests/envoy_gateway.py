@@ -391,7 +391,7 @@ def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_p
     filters.append({"name": "envoy.filters.http.header_to_metadata", "typed_config": _any(
         "envoy.extensions.filters.http.header_to_metadata.v3.Config",
         request_rules=[{"header": DEST_HEADER, "on_header_present": {
-            "metadata_namespace": "envoy.lb", "key": DEST_HEADER, "type": "STRING"}}])})
+            "metadata_namespace": "envoy.lb", "key": DEST_HEADER}}])})
     filters.append({"name": "envoy.filters.http.router",
                     "typed_config": _any("envoy.extensions.filters.http.router.v3.Router")})
 

@@ -148,3 +148,89 @@ def test_the_semantic_router_sees_only_requests_sent_with_its_header(tmp_path):
         # semantic router's filter is not in it; the `auto` route's pool (the large model) answers
         assert _served(gw.post({"model": auto, "messages": []}, path="/v1/chat/completions")) == large
         assert semrouter.models == [auto]
+
+
+def _camel(node):
+    """snake_case proto field names as protojson writes them (kgateway's outputs); map keys (filter names, metadata
+    namespaces: they hold '.', '/' or '-') are kept."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if not any(c in key for c in "./-") and "_" in key:
+                head, *rest = key.split("_")
+                key = head + "".join(part.title() for part in rest)
+            out[key] = _camel(value)
+        return out
+    if isinstance(node, list):
+        return [_camel(v) for v in node]
+    return node
+
+
+def test_the_envoy_configuration_is_the_one_kgateway_builds():
+    """tests/envoy_gateway.py against kgateway v2.1.0's own translation outputs (tests/data/kgateway/README.md)."""
+    from envoy_gateway import EPP_FILTER, envoy_config
+
+    data = ROOT / "tests/data/kgateway"
+    pool_out = yaml.safe_load((data / "inferencepool-basic-out.yaml").read_text())
+    tp_out = yaml.safe_load((data / "traffic-policy-extproc-out.yaml").read_text())
+    objs = _objects(GATEWAY)
+    ports = {("GatewayExtension", "chat-gateway-bbr"): 1, ("pool", "qwen-7b"): 2, ("pool", "llama-8b"): 3}
+    config = _camel(envoy_config(objs, listen_port=4, admin_port=5, ext_proc_ports=ports,
+                                 upstream_ports={"qwen-7b": 6, "llama-8b": 7}))
+    (listener,) = config["staticResources"]["listeners"]
+    hcm = listener["filterChains"][0]["filters"][0]["typedConfig"]
+    mine = {f["name"]: f for f in hcm["httpFilters"]}
+    (theirs_hcm,) = [f["typedConfig"] for f in pool_out["listeners"][0]["filterChains"][0]["filters"]]
+    theirs = {f["name"]: f for f in theirs_hcm["httpFilters"]}
+
+    # the picker's filter: first, enabled, the same placeholder and modes; v2.1.0 leaves failureModeAllow unset (false)
+    assert [f["name"] for f in hcm["httpFilters"]][0] == [f["name"] for f in theirs_hcm["httpFilters"]][0] == EPP_FILTER
+    assert "disabled" not in theirs[EPP_FILTER] and "disabled" not in mine[EPP_FILTER]
+    expected = dict(theirs[EPP_FILTER]["typedConfig"], failureModeAllow=False)
+    assert mine[EPP_FILTER]["typedConfig"] == expected
+    assert mine["envoy.filters.http.header_to_metadata"] == theirs["envoy.filters.http.header_to_metadata"]
+    assert [f["name"] for f in hcm["httpFilters"]][-2:] == [f["name"] for f in theirs_hcm["httpFilters"]][-2:]
+
+    # the pool's cluster balances on the picker's endpoint as kgateway's does, and the route overrides the picker
+    (pool_cluster,) = [c for c in pool_out["clusters"] if c["name"].startswith("endpoint-picker_")]
+    (my_pool,) = [c for c in config["staticResources"]["clusters"] if c["name"] == "endpoint-picker_chat_qwen-7b_8000"]
+    assert my_pool["lbSubsetConfig"] == pool_cluster["lbSubsetConfig"]
+    assert my_pool["loadAssignment"]["endpoints"][0]["lbEndpoints"][0]["metadata"]["filterMetadata"]["envoy.lb"] == {
+        "x-gateway-destination-endpoint": "127.0.0.1:6"}
+    (their_route,) = pool_out["routes"][0]["virtualHosts"][0]["routes"]
+    routes = hcm["routeConfig"]["virtualHosts"][0]["routes"]
+    my_route = next(r for r in routes if r.get("route", {}).get("cluster") == my_pool["name"])
+    their_override = their_route["typedPerFilterConfig"][EPP_FILTER]
+    my_override = my_route["typedPerFilterConfig"][EPP_FILTER]
+    assert my_override["@type"] == their_override["@type"]
+    assert my_override["overrides"]["grpcService"]["timeout"] == their_override["overrides"]["grpcService"]["timeout"]
+    assert my_override["overrides"]["grpcService"]["envoyGrpc"]["clusterName"] == "endpointpicker_qwen-7b_chat_ext_proc"
+
+    # a TrafficPolicy's provider: disabled, the same composite wrapper and matcher; a Gateway-attached policy
+    # enables it in the RouteConfiguration
+    (tp_hcm,) = [f["typedConfig"] for f in tp_out["Listeners"][0]["filterChains"][0]["filters"]]
+    their_provider = next(f for f in tp_hcm["httpFilters"] if f["name"] == "ext_proc/default/extproc-gateway")
+    my_provider = mine["ext_proc/chat/chat-gateway-bbr"]
+    assert my_provider["disabled"] is their_provider["disabled"] is True
+
+    def wrapper(f):
+        tc = json_copy(f["typedConfig"])
+        action = tc["xdsMatcher"]["matcherList"]["matchers"][0]["onMatch"]["action"]["typedConfig"]["typedConfig"]
+        assert action["typedConfig"]["@type"].endswith("ext_proc.v3.ExternalProcessor")
+        action.pop("typedConfig")
+        return tc
+
+    assert wrapper(my_provider) == wrapper(their_provider)
+    assert hcm["routeConfig"]["typedPerFilterConfig"]["ext_proc/chat/chat-gateway-bbr"] == \
+        tp_out["Routes"][0]["typedPerFilterConfig"]["ext_proc/default/extproc-gateway"]
+    # kgateway sorts filters by stage: the picker (before AuthN) ahead of the providers (after AuthZ) ahead of
+    # header_to_metadata (before Route)
+    names = [f["name"] for f in hcm["httpFilters"]]
+    assert names.index(EPP_FILTER) < names.index("ext_proc/chat/chat-gateway-bbr") < names.index(
+        "envoy.filters.http.header_to_metadata")
+
+
+def json_copy(node):
+    import json
+
+    return json.loads(json.dumps(node))
