@@ -611,7 +611,7 @@ class Gateway:
         for pool in (o for o in self.objects if o["kind"] == "InferencePool"):
             name = pool["metadata"]["name"]
             http_server, upstreams[name] = serve_upstream(name)
-            self._stop.append(http_server.shutdown)
+            self._stop.append(lambda h=http_server: (h.shutdown(), h.server_close()))
             self.pickers[name] = EndpointPicker(name, f"127.0.0.1:{upstreams[name]}")
             server, ports[("pool", name)] = serve_ext_proc(self.pickers[name])
             self._stop.append(lambda s=server: s.stop(0))
