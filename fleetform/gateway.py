@@ -69,13 +69,20 @@ def cold_start(model, fleet=None) -> ColdStart:
 # ---- the gateway: Gateway API v1.4.0 and its Inference Extension v1.1.0 ----
 
 GATEWAY_CLASS = "kgateway"
-"""The gateway implementation: kgateway v2.1.0 (KGATEWAY_VERSION below), the version the Inference
-Extension v1.1.0 getting-started guide installs with `--set inferenceExtension.enabled=true`
+"""The gateway implementation: kgateway v2.1.2 (KGATEWAY_VERSION below), a patch release of v2.1.0, the version the
+Inference Extension v1.1.0 getting-started guide installs with `--set inferenceExtension.enabled=true`
 (kubernetes-sigs/gateway-api-inference-extension f5bce5a2, site-src/guides/index.md), and a conformant
 implementation of the extension (its conformance/reports/v1.0.0/gateway/kgateway). It runs its Envoy proxy
 in the Gateway's namespace behind a Service that the Gateway's GatewayParameters (PROXY_SERVICE) keeps private; GKE's is GKE only,
-and the same guide installs Istio from a 1.28 development build for InferencePool v1."""
-KGATEWAY_VERSION = "v2.1.0"
+and the same guide installs Istio from a 1.28 development build for InferencePool v1.
+v2.1.2, not v2.1.0: v2.1.x commit 57b97ee5c (2025-11-04, #12813) made the placeholder InferencePool ext_proc filter
+fail open (`FailureModeAllow: true`, "so requests that do NOT match any route ... are not converted into 500"), which
+the catch-all route (ModelFallback) needs: on v2.1.0 and v2.1.1 a request without MODEL_HEADER gets 500 there before
+the body-based router runs (tests/test_bbr_envoy.py). v2.1.1 was announced 2025-10-23, before that commit; v2.1.2
+on 2025-12-12 (kgateway-dev/kgateway.dev d4fc766d, assets/docs/versions), when the head of `v2.1.x` was a31f0744e or
+3592c0f9e, both after it and after 531027deb (#12810: an InferencePool with no endpoints no longer fails the route's
+translation). The CRDs and chart fleetform uses are byte-identical to v2.1.0's (tests/crd/README.md)."""
+KGATEWAY_VERSION = "v2.1.2"
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.1.0"
 """The endpoint picker of the pinned extension (config/charts/inferencepool/values.yaml at v1.1.0)."""
 EPP_GRPC_PORT = 9002  # ext-proc (values.yaml inferenceExtension.extProcPort)
@@ -173,13 +180,13 @@ class BodyRouter:
 UNKNOWN_MODEL_STATUS = 404
 """What a request gets when its body names no model of the gateway (or no model at all): not found, as vLLM answers
 a `model` it does not serve, instead of another model's answer or a proxy's bare 404."""
-UNKNOWN_MODEL_BODY_MAX = 4096  # kgateway v2.1.0's DirectResponse CRD: spec.body maxLength
+UNKNOWN_MODEL_BODY_MAX = 4096  # kgateway v2.1.2's DirectResponse CRD (v2.1.0's bytes): spec.body maxLength
 
 
 @frozen
 class ModelFallback:
     """The gateway's catch-all route: an HTTPRoute rule on the path prefix with no header match, whose action is a
-    kgateway DirectResponse (HTTPRoute filter ExtensionRef; kgateway v2.1.0 plugins/directresponse ApplyForRoute
+    kgateway DirectResponse (HTTPRoute filter ExtensionRef; kgateway v2.1 plugins/directresponse ApplyForRoute
     makes it the Envoy route's direct_response).
 
     It exists so that a request that arrives without MODEL_HEADER matches a route at all: kgateway enables a
@@ -187,7 +194,8 @@ class ModelFallback:
     request's chain only when the route the request matched on arrival enables it (docs/gateway.md, "Routing by the
     body's model"). On this route the router runs, sets the header from the body's `model` and clears the route
     cache, and Envoy picks the model's own route; a `model` no route matches stays here and gets `status` with
-    `body`. tests/test_bbr_envoy.py shows both in a real Envoy configured as kgateway v2.1.0 configures it."""
+    `body`. tests/test_bbr_envoy.py shows both in a real Envoy configured as kgateway v2.1.2 configures it
+    (v2.1.0 and v2.1.1 answer such a request 500: KGATEWAY_VERSION)."""
 
     route: str  # the HTTPRoute
     response: str  # the DirectResponse

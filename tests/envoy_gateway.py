@@ -1,15 +1,16 @@
-"""A real Envoy configured as kgateway v2.1.0 configures its proxy for a fleet's rendered gateway objects.
+"""A real Envoy configured as kgateway v2.1.2 (fleetform's pin) configures its proxy for a fleet's rendered gateway objects.
 
 tests/test_bbr_envoy.py runs it on 127.0.0.1 with two upstream HTTP servers (the models), a body-based router
 (BBR) and one endpoint picker (EPP) per pool, each a small gRPC ext_proc server here, and sends OpenAI requests.
 
 What is mirrored, and from where (kgateway v2.1.0 = 919cae66255332a968f06f810bd2844bb817bbe0, the head of
-`v2.1.x` when v2.1.0 was tagged; tests/crd/README.md says why):
+`v2.1.x` when v2.1.0 was tagged; tests/crd/README.md says why; v2.1.2 differs in what is mirrored only by the
+picker filter's `failure_mode_allow`, v2.1.x 57b97ee5c, tests/data/kgateway/README.md):
 
 - The HTTP filter chain, in kgateway's stage order (`pkg/pluginsdk/filters/stages.go`: AuthN < AuthZ < Route):
   1. the InferencePool ext_proc `inferencepool.backend.transformation.kgateway.io`, NOT disabled, at
      BeforeStage(AuthNStage), a placeholder gRPC cluster that no cluster has, request and response bodies
-     FULL_DUPLEX_STREAMED, message timeout 5 s, `failure_mode_allow: false`
+     FULL_DUPLEX_STREAMED, message timeout 5 s, `failure_mode_allow: true` (v2.1.2; false on v2.1.0 and v2.1.1)
      (`internal/kgateway/extensions2/plugins/inferenceextension/endpointpicker/plugin.go` HttpFilters; its
      translation is `internal/kgateway/setup/testdata/inference_api/inferencepool-basic-out.yaml`);
   2. `global_disable/ext_proc` (set_metadata, disabled) and each TrafficPolicy ext_proc provider
@@ -277,7 +278,7 @@ def serve_upstream(name):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The Envoy configuration kgateway v2.1.0 builds for the rendered objects.
+# The Envoy configuration kgateway v2.1.2 builds for the rendered objects.
 
 def _any(type_name, **fields):
     return {"@type": f"type.googleapis.com/{type_name}", **fields}
@@ -345,12 +346,12 @@ _MODES = {"requestHeaderMode": "request_header_mode", "responseHeaderMode": "res
 EPP_FILTER = "inferencepool.backend.transformation.kgateway.io"
 
 
-def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_ports, epp_fail_open=False):
+def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_ports, epp_fail_open=True):
     """Envoy bootstrap for the rendered objects of one fleet (dicts, as parsed from its k8s/ folder).
 
     ext_proc_ports: {(kind, name): port} for each GatewayExtension's service and each pool's picker
-    (("pool", NAME)); upstream_ports: {pool name: port}. epp_fail_open mirrors kgateway v2.1.x after
-    531027deb (2025-11-17), whose placeholder picker filter allows failures; v2.1.0 does not."""
+    (("pool", NAME)); upstream_ports: {pool name: port}. epp_fail_open mirrors kgateway v2.1.2 (v2.1.x
+    57b97ee5c, 2025-11-04), whose placeholder picker filter allows failures; False mirrors v2.1.0 and v2.1.1."""
     by_kind: dict[str, list[dict]] = {}
     for o in objects:
         by_kind.setdefault(o["kind"], []).append(o)

