@@ -61,6 +61,10 @@ _F = descriptor_pb2.FieldDescriptorProto
 _PKG = "envoy.service.ext_proc.v3"
 
 
+_PHASES = ("request_headers", "response_headers", "request_body", "response_body", "request_trailers",
+           "response_trailers")
+
+
 def _messages():
     fd = descriptor_pb2.FileDescriptorProto(name="fleetform_test_ext_proc.proto", package=_PKG, syntax="proto3")
 
@@ -78,15 +82,9 @@ def _messages():
     msg("HttpHeaders", ("headers", 1, M, {"type_name": "HeaderMap"}), ("end_of_stream", 3, B, {}))
     msg("HttpBody", ("body", 1, BY, {}), ("end_of_stream", 2, B, {}))
     msg("HttpTrailers", ("trailers", 1, M, {"type_name": "HeaderMap"}))
-    msg(
-        "ProcessingRequest",
-        ("request_headers", 2, M, {"type_name": "HttpHeaders"}),
-        ("response_headers", 3, M, {"type_name": "HttpHeaders"}),
-        ("request_body", 4, M, {"type_name": "HttpBody"}),
-        ("response_body", 5, M, {"type_name": "HttpBody"}),
-        ("request_trailers", 6, M, {"type_name": "HttpTrailers"}),
-        ("response_trailers", 7, M, {"type_name": "HttpTrailers"}),
-    )
+    # the oneof of both: one field per phase, in _PHASES order (ProcessingRequest from 2, ProcessingResponse from 1)
+    msg("ProcessingRequest", *((phase, 2 + i, M, {"type_name": f"Http{kind}"}) for i, (phase, kind) in enumerate(
+        zip(_PHASES, ("Headers", "Headers", "Body", "Body", "Trailers", "Trailers")))))
     msg("HeaderValueOption", ("header", 1, M, {"type_name": "HeaderValue"}))
     msg("HeaderMutation", ("set_headers", 1, M, {**rep, "type_name": "HeaderValueOption"}),
         ("remove_headers", 2, S, rep))
@@ -102,15 +100,8 @@ def _messages():
     msg("HeadersResponse", ("response", 1, M, {"type_name": "CommonResponse"}))
     msg("BodyResponse", ("response", 1, M, {"type_name": "CommonResponse"}))
     msg("TrailersResponse", ("header_mutation", 1, M, {"type_name": "HeaderMutation"}))
-    msg(
-        "ProcessingResponse",
-        ("request_headers", 1, M, {"type_name": "HeadersResponse"}),
-        ("response_headers", 2, M, {"type_name": "HeadersResponse"}),
-        ("request_body", 3, M, {"type_name": "BodyResponse"}),
-        ("response_body", 4, M, {"type_name": "BodyResponse"}),
-        ("request_trailers", 5, M, {"type_name": "TrailersResponse"}),
-        ("response_trailers", 6, M, {"type_name": "TrailersResponse"}),
-    )
+    msg("ProcessingResponse", *((phase, 1 + i, M, {"type_name": f"{kind}Response"}) for i, (phase, kind) in enumerate(
+        zip(_PHASES, ("Headers", "Headers", "Body", "Body", "Trailers", "Trailers")))))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fd)
     return {
@@ -230,8 +221,7 @@ class EndpointPicker:
 
 
 def _which(req):
-    for f in ("request_headers", "response_headers", "request_body", "response_body", "request_trailers",
-              "response_trailers"):
+    for f in _PHASES:
         if req.HasField(f):
             return f
     return None
