@@ -5,6 +5,7 @@ finds no replica can still wake one."""
 
 from __future__ import annotations
 
+import json
 import math
 
 from . import semrouter
@@ -80,13 +81,20 @@ def cold_start(model, fleet=None) -> ColdStart:
 # ---- the gateway: Gateway API v1.4.0 and its Inference Extension v1.1.0 ----
 
 GATEWAY_CLASS = "kgateway"
-"""The gateway implementation: kgateway v2.1.0 (KGATEWAY_VERSION below), the version the Inference
-Extension v1.1.0 getting-started guide installs with `--set inferenceExtension.enabled=true`
+"""The gateway implementation: kgateway v2.1.2 (KGATEWAY_VERSION below), a patch release of v2.1.0, the version the
+Inference Extension v1.1.0 getting-started guide installs with `--set inferenceExtension.enabled=true`
 (kubernetes-sigs/gateway-api-inference-extension f5bce5a2, site-src/guides/index.md), and a conformant
 implementation of the extension (its conformance/reports/v1.0.0/gateway/kgateway). It runs its Envoy proxy
 in the Gateway's namespace behind a Service that the Gateway's GatewayParameters (PROXY_SERVICE) keeps private; GKE's is GKE only,
-and the same guide installs Istio from a 1.28 development build for InferencePool v1."""
-KGATEWAY_VERSION = "v2.1.0"
+and the same guide installs Istio from a 1.28 development build for InferencePool v1.
+v2.1.2, not v2.1.0: v2.1.x commit 57b97ee5c (2025-11-04, #12813) made the placeholder InferencePool ext_proc filter
+fail open (`FailureModeAllow: true`, "so requests that do NOT match any route ... are not converted into 500"), which
+the catch-all route (ModelFallback) needs: on v2.1.0 and v2.1.1 a request without MODEL_HEADER gets 500 there before
+the body-based router runs (tests/test_bbr_envoy.py). v2.1.1 was announced 2025-10-23, before that commit; v2.1.2
+on 2025-12-12 (kgateway-dev/kgateway.dev d4fc766d, assets/docs/versions), when the head of `v2.1.x` was a31f0744e or
+3592c0f9e, both after it and after 531027deb (#12810: an InferencePool with no endpoints no longer fails the route's
+translation). The CRDs and chart fleetform uses are byte-identical to v2.1.0's (tests/crd/README.md)."""
+KGATEWAY_VERSION = "v2.1.2"
 EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.1.0"
 """The endpoint picker of the pinned extension (config/charts/inferencepool/values.yaml at v1.1.0)."""
 EPP_GRPC_PORT = 9002  # ext-proc (values.yaml inferenceExtension.extProcPort)
@@ -181,6 +189,32 @@ class BodyRouter:
     processing: tuple[tuple[str, str], ...] = BBR_PROCESSING
 
 
+UNKNOWN_MODEL_STATUS = 404
+"""What a request gets when its body names no model of the gateway (or no model at all): not found, as vLLM answers
+a `model` it does not serve, instead of another model's answer or a proxy's bare 404."""
+UNKNOWN_MODEL_BODY_MAX = 4096  # kgateway v2.1.2's DirectResponse CRD (v2.1.0's bytes): spec.body maxLength
+
+
+@frozen
+class ModelFallback:
+    """The gateway's catch-all route: an HTTPRoute rule on the path prefix with no header match, whose action is a
+    kgateway DirectResponse (HTTPRoute filter ExtensionRef; kgateway v2.1 plugins/directresponse ApplyForRoute
+    makes it the Envoy route's direct_response).
+
+    It exists so that a request that arrives without MODEL_HEADER matches a route at all: kgateway enables a
+    TrafficPolicy's ext-proc filter (the body-based router) per route, and Envoy adds a disabled filter to a
+    request's chain only when the route the request matched on arrival enables it (docs/gateway.md, "Routing by the
+    body's model"). On this route the router runs, sets the header from the body's `model` and clears the route
+    cache, and Envoy picks the model's own route; a `model` no route matches stays here and gets `status` with
+    `body`. tests/test_bbr_envoy.py shows both in a real Envoy configured as kgateway v2.1.2 configures it
+    (v2.1.0 and v2.1.1 answer such a request 500: KGATEWAY_VERSION)."""
+
+    route: str  # the HTTPRoute
+    response: str  # the DirectResponse
+    status: int
+    body: str  # a JSON error, in the shape of an OpenAI error (`error.message`, `error.type`, `error.code`)
+
+
 @frozen
 class Picker:
     """One model's InferencePool and its endpoint picker (EPP): Deployment, Service, ServiceAccount, the
@@ -224,6 +258,7 @@ class InferenceGateway:
     parameters_group: str = PARAMETERS_GROUP
     parameters_kind: str = PARAMETERS_KIND
     semantic_router: SemanticRouter | None = None  # fleetform/semrouter.py: routing simple requests to a smaller model
+    fallback: ModelFallback | None = None  # the catch-all route a request without MODEL_HEADER matches first
 
     @property
     def parameters_name(self) -> str:
@@ -243,6 +278,24 @@ def gateway_name(fleet) -> str:
 def router_name(fleet) -> str:
     """The body-based router's Deployment, Service, ServiceAccount, NetworkPolicy and kgateway objects."""
     return f"{gateway_name(fleet)}-bbr"
+
+
+def fallback_route_name(fleet) -> str:
+    """The catch-all HTTPRoute (ModelFallback); a model's own HTTPRoute has the model's name."""
+    return f"{gateway_name(fleet)}-models"
+
+
+def unknown_model_body(gateway: str, served: list[str]) -> str:
+    """The catch-all's JSON answer, naming the models a request may ask for while that fits the CRD's limit."""
+    message = f"gateway {gateway} serves no model named by the request body's \"model\""
+    listed = f"{message}; it serves: {', '.join(sorted(served))}"
+    for text in (listed, message):
+        body = json.dumps({"error": {"message": text, "type": "NotFoundError", "code": UNKNOWN_MODEL_STATUS}},
+                          separators=(", ", ": ")).replace("}}", "} }")
+        # (JSON allows the space; the renderer refuses any value holding a template delimiter, its injection guard)
+        if len(body) <= UNKNOWN_MODEL_BODY_MAX:
+            return body
+    raise ValueError("the gateway's name alone passes the DirectResponse body limit")  # names are <= 63 characters
 
 
 def build(fleet, kube) -> InferenceGateway | None:
@@ -273,4 +326,7 @@ def build(fleet, kube) -> InferenceGateway | None:
                             BodyRouter(router, selector + (("app.kubernetes.io/component", "body-based-router"),) + common,
                                        selector),
                             expose=spec.expose, service_type=service_type, service_annotations=annotations,
-                            semantic_router=semrouter.build(fleet, common))
+                            semantic_router=semrouter.build(fleet, common),
+                            fallback=ModelFallback(
+                                fallback_route_name(fleet), f"{name}-unknown-model", UNKNOWN_MODEL_STATUS,
+                                unknown_model_body(name, [m for p in pickers for m in (p.model,) + p.adapters])))

@@ -63,7 +63,7 @@ def _one(tmp_path, key):
 
 
 def test_negative_controls(tmp_path):
-    """Each breaks one rule of the pinned CRD (kgateway v2.1.0, KEDA 2.20.2), and the check refuses it."""
+    """Each breaks one rule of the pinned CRD (kgateway v2.1.2, KEDA 2.20.2), and the check refuses it."""
     cases = []
     scaled = _one(tmp_path, "keda.sh_v1alpha1_ScaledObject")
     scaled["spec"]["minReplicaCount"] = scaled["spec"]["maxReplicaCount"] + 1  # minReplicaCount <= maxReplicaCount

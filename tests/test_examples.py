@@ -23,7 +23,7 @@ MEANT = {
     # kgateway are installed by the Pulumi program (tests/test_gateway_install.py)
     "inference-gateway.yaml": [("warning", "gateway-wake")],
     # under kgateway v2.1 the semantic router's route-level ext-proc runs only for requests arriving with the header
-    # of its model name, and the re-selected route's endpoint picker is unproven (semantic-router-reach)
+    # of its model name, and the large model's endpoint picker schedules what it re-routes (semantic-router-reach)
     "inference-router.yaml": [("warning", "semantic-router-reach")],
     # the stock vLLM image has no aws-ofi-nccl, so the group's NCCL uses sockets (lws-efa-image names AWS's vLLM
     # image); the 405B model from the Hub without a pinned commit: fleetform found no source for one

@@ -1,6 +1,6 @@
 """The Pulumi program installs a gateway's CRDs and controllers (issue 23): the Gateway API v1.4.0 standard CRDs and
 the Inference Extension v1.1.0 CRDs from files vendored under providers/aws/crds/ (pinned by git blob id), then
-kgateway's CRD chart and kgateway v2.1.0 (OCI charts, pinned), then the fleet's Gateway, HTTPRoutes and
+kgateway's CRD chart and kgateway v2.1.2 (OCI charts, pinned), then the fleet's Gateway, HTTPRoutes and
 InferencePools. Checked under Pulumi's mocks (fleetform.plan.record), as tests/test_kueue.py checks JobSet and
 Kueue. What only a real cluster would show (kgateway programming the Envoy proxy for an InferencePool) is not
 checked here: docs/gateway.md says what to run after `pulumi up`."""
@@ -105,7 +105,7 @@ def test_the_installed_crds_are_the_schemas_the_rendered_objects_are_checked_aga
 
 def test_every_kgateway_values_key_exists_in_the_pinned_chart(example):
     """kgateway's values (addons.yaml, and the requests written at `resources_at`) against the keys of the chart
-    v2.1.0 (tests/data/charts/kgateway-v2.1.0-values.yaml, with its source); the CRD chart takes no values."""
+    v2.1.2 (tests/data/charts/kgateway-v2.1.2-values.yaml, with its source); the CRD chart takes no values."""
     model, _ = example
     releases = {r.name: r for r in model.cluster.releases}
     kgateway, crds = releases["kgateway"], releases["kgateway-crds"]
@@ -146,7 +146,7 @@ def test_the_program_installs_the_crds_then_kgateway_then_the_gateway_objects(ex
     for name in ("eks-kgateway-crds", "eks-kgateway"):
         inputs = releases[name]["inputs"]
         assert inputs["chart"] == f"oci://cr.kgateway.dev/kgateway-dev/charts/{inputs['name']}"
-        assert inputs["version"] == "v2.1.0" and inputs["namespace"] == "kgateway-system"
+        assert inputs["version"] == "v2.1.2" and inputs["namespace"] == "kgateway-system"
         assert "repositoryOpts" not in inputs
         assert crd_names <= set(releases[name]["depends_on"]), name
     assert "eks-kgateway-crds" in releases["eks-kgateway"]["depends_on"]
@@ -155,7 +155,7 @@ def test_the_program_installs_the_crds_then_kgateway_then_the_gateway_objects(ex
     plural = {"Gateway": "gateways.gateway.networking.k8s.io", "HTTPRoute": "httproutes.gateway.networking.k8s.io",
               "InferencePool": "inferencepools.inference.networking.k8s.io"}
     objects = [r for r in resources if r["type"].split(":")[-1] in plural and not r["type"].startswith("fleetform:")]
-    assert len(objects) == 5  # one Gateway, an HTTPRoute and an InferencePool per model
+    assert len(objects) == 6  # one Gateway, an HTTPRoute and an InferencePool per model, the catch-all HTTPRoute
     for obj in objects:
         after = set(obj["depends_on"])
         assert {"eks-kgateway", "eks-kgateway-crds", crds[plural[obj["type"].split(":")[-1]]]["name"]} <= after
@@ -164,7 +164,7 @@ def test_the_program_installs_the_crds_then_kgateway_then_the_gateway_objects(ex
 
     text = "\n".join(_cluster_lines(resources, False, lambda title: [title]))
     for chart in ("kgateway-crds", "kgateway"):
-        assert re.search(rf"\n  {chart} +oci://cr\.kgateway\.dev/kgateway-dev/charts/{chart} v2\.1\.0 +kgateway-system +"
+        assert re.search(rf"\n  {chart} +oci://cr\.kgateway\.dev/kgateway-dev/charts/{chart} v2\.1\.2 +kgateway-system +"
                          r"\(OCI reference\)", text), chart
     # and the CRD bundles, by group and the version their CRDs are stamped with
     assert re.search(r"\n  gateway\.networking\.k8s\.io +v1\.4\.0 +BackendTLSPolicy, GRPCRoute, Gateway, GatewayClass, "
@@ -178,13 +178,13 @@ def test_a_version_bump_is_an_update_and_a_removed_gateway_leaves_its_crds(examp
     only leave Pulumi's state: the API server keeps them, and with them any Gateway or InferencePool left."""
     model, before = example
     bumped = replace(model, cluster=replace(model.cluster, releases=tuple(
-        replace(r, version="v2.1.1") if r.name.startswith("kgateway") else r for r in model.cluster.releases)))
+        replace(r, version="v2.1.3") if r.name.startswith("kgateway") else r for r in model.cluster.releases)))
     changes = {c.name: c for c in compare(before, _record(bumped))}
     assert set(changes) == {"eks-kgateway", "eks-kgateway-crds"}  # nothing else moves
     for name in ("eks-kgateway", "eks-kgateway-crds"):
         change = changes[name]
         assert change.action == UPDATE
-        assert [(i.path, i.old, i.new) for i in change.inputs] == [("version", "v2.1.0", "v2.1.1")]
+        assert [(i.path, i.old, i.new) for i in change.inputs] == [("version", "v2.1.2", "v2.1.3")]
     assert not any(c.type == CRD_TYPE for c in changes.values())
 
     gone = _record(_without_gateway(tmp_path))

@@ -1,14 +1,15 @@
 """Model routing by the request body (issue 23): the Inference Extension's body-based router (BBR v1.1.0) copies
 the OpenAI body's `model` into the header the gateway's routes match, wired into kgateway v2.1 as an ext-proc
 GatewayExtension that a TrafficPolicy attaches to the Gateway. tests/test_k8s.py validates every object strictly and
-against tests/crd/ (the kgateway kinds from its v2.1.0 CRDs, tests/crd/README.md); this file checks what a schema cannot:
+against tests/crd/ (the kgateway kinds from its v2.1.2 CRDs, tests/crd/README.md); this file checks what a schema cannot:
 that the objects name each other, that the router runs as the pinned chart runs it (tests/data/gateway/bbr/), that
 the header it sets is the one the routes match, that it is admitted and reachable, and the gateway-names rule.
 
-What only a cluster proves (not run here): that kgateway 2.1 builds the ext-proc filter from these objects ahead of
-route selection, speaks TLS to the router under the BackendConfigPolicy, and re-selects the route after the router
-sets the header (the router asks for it: ClearRouteCache in pkg/bbr/handlers/request.go; kgateway's
-routeCacheAction default FromResponse honours it). docs/gateway.md has the curl to run."""
+tests/test_bbr_envoy.py runs the routing in a real Envoy configured as kgateway v2.1.2 configures it (the router is
+enabled per matched route, so a request without the header needs the catch-all route to meet it; the route is
+re-selected after the router sets the header: ClearRouteCache in pkg/bbr/handlers/request.go, kgateway's
+routeCacheAction default FromResponse). What only a cluster proves (not run here): kgateway's own translation and
+its TLS to the router under the BackendConfigPolicy. docs/gateway.md has the curl to run."""
 
 from __future__ import annotations
 
@@ -102,6 +103,8 @@ def test_the_header_the_router_sets_is_the_one_the_routes_match():
     served = set()
     for route in objs["HTTPRoute"].values():
         (rule,) = route["spec"]["rules"]
+        if "backendRefs" not in rule:
+            continue  # the catch-all (test_a_request_without_the_header_meets_the_catch_all)
         for match in rule["matches"]:  # the model's name, then its LoRA adapters' (fleetform/lora.py)
             (header,) = match["headers"]
             assert header["name"] in upstream_headers and header["type"] == "Exact"
@@ -212,3 +215,40 @@ def test_a_node_drain_leaves_a_router_running():
     assert pdb["maxUnavailable"] == 1 and pdb["selector"]["matchLabels"] == selector
     assert selector.items() <= pod["metadata"]["labels"].items()
     assert f"{ROUTER}-pdb.yaml" in yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
+
+
+def test_a_request_without_the_header_meets_the_catch_all():
+    """The catch-all (fleetform/gateway.py ModelFallback): a rule on the models' path prefix with no header match, so
+    a request that arrives with only a body matches a route and the router (enabled per route by kgateway) runs; its
+    action is a kgateway DirectResponse (an HTTPRoute ExtensionRef filter, no backend: kgateway v2.1
+    plugins/directresponse), which answers a `model` no model route matches. tests/test_bbr_envoy.py runs it."""
+    _, files, objs = _objects()
+    route = objs["HTTPRoute"]["chat-gateway-models"]
+    assert route["spec"]["parentRefs"] == objs["HTTPRoute"]["qwen-7b"]["spec"]["parentRefs"]
+    (rule,) = route["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/v1"}}]  # the models' prefix, no header
+    model_prefixes = {m["path"]["value"] for r in objs["HTTPRoute"].values() if r is not route
+                      for m in r["spec"]["rules"][0]["matches"]}
+    assert model_prefixes == {"/v1"}  # so Gateway API precedence (more header matches) picks a model's route first
+    assert "backendRefs" not in rule
+    ((flt),) = rule["filters"]
+    ref = flt["extensionRef"]
+    assert flt["type"] == "ExtensionRef" and (ref["group"], ref["kind"]) == ("gateway.kgateway.dev", "DirectResponse")
+    answer = objs["DirectResponse"][ref["name"]]
+    assert answer["metadata"]["namespace"] == route["metadata"]["namespace"]
+    assert answer["spec"]["status"] == 404
+    body = json.loads(answer["spec"]["body"])
+    assert body["error"]["code"] == 404 and body["error"]["message"].endswith(
+        "it serves: llama-8b, llama-8b-sql, llama-8b-support, qwen-7b")
+    listed = yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
+    assert {"chat-gateway-models-httproute.yaml", "chat-gateway-unknown-model-directresponse.yaml"} <= set(listed)
+
+
+def test_the_catch_all_answer_drops_the_model_list_past_the_crds_limit():
+    from fleetform.gateway import UNKNOWN_MODEL_BODY_MAX, unknown_model_body
+
+    few = json.loads(unknown_model_body("g", ["a", "b"]))
+    assert few["error"]["message"].endswith("it serves: a, b")
+    many = unknown_model_body("g", [f"model-{i:03d}-" + "x" * 50 for i in range(80)])
+    assert len(many) <= UNKNOWN_MODEL_BODY_MAX and "it serves" not in many
+    assert json.loads(many)["error"]["type"] == "NotFoundError"

@@ -98,7 +98,7 @@ def test_the_config_sends_easy_requests_to_the_small_model_and_sets_the_routes_h
     (fleet,) = result.model.fleets
     spec = fleet.semantic_routing
     routes = {r["spec"]["rules"][0]["matches"][0]["headers"][0]["value"]: r
-              for r in objs["HTTPRoute"].values()}
+              for r in objs["HTTPRoute"].values() if "headers" in r["spec"]["rules"][0]["matches"][0]}
     assert config["version"] == "v0.3"
     assert config["global"]["router"]["auto_model_name"] == spec.model_name == "auto"
     assert config["global"]["router"]["clear_route_cache"] is True  # so the gateway re-selects the route
@@ -303,6 +303,9 @@ def test_the_router_fits_a_system_node(tmp_path):
 def test_the_reach_warning_says_where_the_router_runs(tmp_path):
     (message,) = rule_findings(EXAMPLE.read_text(), tmp_path, "semantic-router-reach")
     assert "only on the route of model 'auto'" in message and "X-Gateway-Model-Name: auto" in message
+    # what tests/test_bbr_envoy.py shows of a body-only `auto` request and of the picker
+    assert "only in its body reaches model 'qwen-32b' unrouted" in message
+    assert "scheduled by 'qwen-32b''s endpoint picker" in message
     # no router, no warning
     text = re.sub(r"    semantic_routing:\n(      [^\n]*\n|        [^\n]*\n)+", "", EXAMPLE.read_text())
     assert "semantic_routing" not in text

@@ -1,6 +1,7 @@
 """<fleet>/k8s/ objects of an inference fleet's gateway (fleetform/gateway.py): the Gateway, per model
-an HTTPRoute, an InferencePool and its endpoint picker, and the body-based router with the kgateway objects
-that put it in front of the routes, one file each, listed by the fleet's kustomization."""
+an HTTPRoute, an InferencePool and its endpoint picker, the catch-all HTTPRoute with its DirectResponse for a
+request that names no model, and the body-based router with the kgateway objects that put it in front of the
+routes, one file each, listed by the fleet's kustomization."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
         out[f"{p.pool}-inferencepool.yaml"] = render("gateway/inferencepool.yaml.j2", **one)
         for kind in EPP_OBJECTS:
             out[f"{p.name}-{kind}.yaml"] = render(f"gateway/epp-{kind}.yaml.j2", **one)
+    out[f"{g.fallback.route}-httproute.yaml"] = render("gateway/models-httproute.yaml.j2", g=g)
+    out[f"{g.fallback.response}-directresponse.yaml"] = render("gateway/unknown-model-directresponse.yaml.j2", g=g)
     one = {"g": g, "r": g.router}
     for kind in BBR_OBJECTS:
         out[f"{g.router.name}-{kind}.yaml"] = render(f"gateway/bbr-{kind}.yaml.j2", **one)

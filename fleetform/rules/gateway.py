@@ -4,7 +4,7 @@ how long a replica takes to start from nothing (the cold-start budget of a model
 from __future__ import annotations
 
 from ..cluster import addons_data
-from ..gateway import cold_start, router_name
+from ..gateway import KGATEWAY_VERSION, cold_start, fallback_route_name, router_name
 from ..k8s import LOAD_GB_PER_S
 from ..model import Blueprint
 from . import Reporter, rule
@@ -106,17 +106,25 @@ def gateway_auth(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("gateway-names", "error",
-      "no model behind a gateway is named like another model's endpoint picker or the gateway's body-based router")
+      "no model behind a gateway is named like another model's endpoint picker, the gateway's body-based router or "
+      "its catch-all route")
 def gateway_names(bp: Blueprint, report: Reporter) -> None:
     """A model's endpoint picker is named <model>-epp (its Deployment, Service, ServiceMonitor and
     NetworkPolicy, fleetform/gateway.py), and the body-based router <fleet>-gateway-bbr: a model of that name in
-    the same fleet would have its own objects of those kinds and names, and one would replace the other when applied."""
+    the same fleet would have its own objects of those kinds and names, and one would replace the other when applied.
+    A model's HTTPRoute has the model's name, and the catch-all route a request without the model header matches is
+    <fleet>-gateway-models (fleetform/gateway.py ModelFallback): a model of that name would replace it."""
     for fleet in bp.fleets:
         if fleet.gateway is None:
             continue
         names = {model.name for model in fleet.models}
-        router = router_name(fleet)
+        router, fallback = router_name(fleet), fallback_route_name(fleet)
         for model in fleet.models:
+            if model.name == fallback:
+                report(model.path + ("name",),
+                       f"model '{model.name}' has the name of the gateway's catch-all HTTPRoute: its own route would "
+                       "replace the one a request naming its model only in the body matches first",
+                       f"rename model '{model.name}'")
             if model.name == router:
                 report(model.path + ("name",),
                        f"model '{model.name}' has the name of the gateway's body-based router: their Deployments, "
@@ -161,15 +169,17 @@ def gateway_wake(bp: Blueprint, report: Reporter) -> None:
     replica. The picker does count them (gateway-api-inference-extension v1.1.0, director.go and server.go), but
     kgateway attaches the picker to a route only while the InferencePool selects a pod: with none it answers
     `no endpoints found for InferencePool` itself, and the route was not rebuilt when pods appeared
-    (kgateway-dev/kgateway#12219, open; endpointpicker ApplyForBackend). Not verified at v2.1.0 here: the model
-    may then never wake. docs/gateway.md has the check to run on a cluster."""
+    (kgateway-dev/kgateway#12219, open; endpointpicker ApplyForBackend). v2.1.2 has v2.1.x 531027deb (#12810), which
+    keeps such a route valid with an empty subset hint instead of failing it; whether the picker is then called and
+    counts the request is not verified here: the model may still never wake. docs/gateway.md has the check to run on a cluster."""
     for fleet in bp.fleets:
         if fleet.gateway is None or fleet.training or fleet.scheduler is None or fleet.scheduler.type != "kubernetes":
             continue
         for model in fleet.models:
             if model.replicas.min == 0:
                 report(model.replicas.path + ("min",),
-                       f"model '{model.name}' scales to 0 behind kgateway v2.1.0, which may answer a request for an "
+                       f"model '{model.name}' scales to 0 behind kgateway {KGATEWAY_VERSION}, which may answer a "
+                       "request for an "
                        "empty InferencePool itself without calling the endpoint picker (kgateway-dev/kgateway#12219): "
                        "the request that should wake the model is then not counted, and the model stays at 0",
                        "run the scale-from-zero check of docs/gateway.md on the cluster and waive this with its "

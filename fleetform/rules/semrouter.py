@@ -138,19 +138,25 @@ def semantic_router_fit(bp: Blueprint, report: Reporter) -> None:
 @rule("semantic-router-reach", "warning",
       "under kgateway the semantic router runs only on its own route, for requests that arrive naming it")
 def semantic_router_reach(bp: Blueprint, report: Reporter) -> None:
-    """kgateway v2.1 adds a TrafficPolicy's ext-proc filter to the listener disabled and enables it per route, from
-    the route a request matches when it arrives (docs/gateway.md, 'Expect that check to fail as rendered'): the
-    router's policy targets its own HTTPRoute (header MODEL_HEADER = model_name), so it runs only for requests that
-    arrive with that header; the body-based router's header comes after route selection. After the router rewrites
-    the body and header and clears the route cache, whether the chosen model's route gets its endpoint picker's
-    ext-proc (also enabled per route) is unproven on a cluster."""
+    """kgateway v2.1 adds a TrafficPolicy's ext-proc filter to the listener disabled and enables it per route, and
+    Envoy builds a request's filters from the route the request matches when it arrives (docs/gateway.md, 'Routing
+    by the body's model'). The router's policy targets its own HTTPRoute (header MODEL_HEADER = model_name), so it
+    runs only for requests that arrive with that header. A request naming model_name only in its body arrives on the
+    gateway's catch-all route, where the router's filter is off: the body-based router sets the header and Envoy
+    re-picks the router's route, whose pool (the large model's) answers without the router. The router would process
+    every body-only request if it were enabled on the catch-all, and answers a `model` its config does not list
+    with an error (pkg/extproc/processor_req_body.go handleSpecifiedModelRouting, resolveBackendForModel), so it is
+    not. With the header, the large model's endpoint picker schedules the request (kgateway runs the picker filter
+    first, for the route at arrival) before the router re-routes it, and the chosen model gets a replica Envoy
+    picks. tests/test_bbr_envoy.py shows all of it in a real Envoy."""
     for fleet, spec in _routed(bp):
         if fleet.gateway is None or fleet.inference_gateway is None or fleet.inference_gateway.semantic_router is None:
             continue
         report(spec.path,
                f"the semantic router of fleet '{fleet.name}' runs only on the route of model '{spec.model_name}', and "
                f"kgateway v2.1 enables its filter only for requests that arrive with {MODEL_HEADER}: "
-               f"{spec.model_name} (the body's `model` alone is copied into that header too late); whether the "
-               f"chosen model's endpoint picker then runs is unproven",
-               f"clients send the header {MODEL_HEADER}: {spec.model_name}; run the check in docs/gateway.md "
-               "('Routing by difficulty') on the cluster and waive this with its result")
+               f"{spec.model_name}; a request naming '{spec.model_name}' only in its body reaches model "
+               f"'{spec.large}' unrouted, and a routed one is scheduled by '{spec.large}''s endpoint picker, not "
+               "the chosen model's",
+               f"clients that want the router send the header {MODEL_HEADER}: {spec.model_name}; run the check in "
+               "docs/gateway.md ('Routing by difficulty') on the cluster and waive this with its result")
