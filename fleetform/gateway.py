@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from . import semrouter
+from . import kvevents, semrouter
 from .k8s import LOAD_GB_PER_S, READY_OVERHEAD_S
 from .records import frozen
 from .semrouter import SemanticRouter  # noqa: F401  (the type of InferenceGateway.semantic_router)
@@ -182,6 +182,10 @@ class Picker:
     labels: tuple[tuple[str, str], ...]  # on the EPP's objects and pods (not the fleet label the servers' policy selects)
     pod_selector: tuple[tuple[str, str], ...]
     adapters: tuple[str, ...] = ()  # the model's LoRA adapters: a request naming one goes to this pool too
+    precise: kvevents.Precise | None = None  # gateway.prefix_routing precise: vLLM's KV events, llm-d's picker
+    image: str = EPP_IMAGE  # the picker's image: the extension's, or llm-d-inference-scheduler's where precise
+    config_lines: tuple[str, ...] = ()  # the plugins file where precise (kvevents.picker_config); else the chart's default
+    extra_args: tuple[str, ...] = ()  # after the default flags: llm-d's picker reads vLLM 0.11's KV-cache metric
 
 
 @frozen
@@ -212,6 +216,7 @@ class InferenceGateway:
     parameters_group: str = PARAMETERS_GROUP
     parameters_kind: str = PARAMETERS_KIND
     semantic_router: SemanticRouter | None = None  # fleetform/semrouter.py: routing simple requests to a smaller model
+    prefix_routing: str = "approximate"  # gateway.prefix_routing
 
     @property
     def parameters_name(self) -> str:
@@ -249,9 +254,13 @@ def build(fleet, kube) -> InferenceGateway | None:
         # the body-based router puts the request's `model` into MODEL_HEADER whatever it names, so the route
         # matches each adapter's name as well and sends it to the base model's pool
         adapters = tuple(a.name for a in model.lora.adapters) if model.lora is not None else ()
+        events = kvevents.build(fleet, model, kube.namespace)
+        extra = {} if events is None else dict(precise=events, image=kvevents.LLMD_IMAGE,
+                                                config_lines=tuple(kvevents.picker_config(events).splitlines()),
+                                                extra_args=kvevents.PICKER_ARGS)
         pickers.append(Picker(name, server.name, server.name, server.serving_selector, server.port,
                               selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector,
-                              adapters))
+                              adapters, **extra))
     name, router = gateway_name(fleet), router_name(fleet)
     selector = (("app.kubernetes.io/name", router), ("app.kubernetes.io/instance", router))
     service_type, annotations = PROXY_SERVICE[spec.expose]
@@ -261,4 +270,5 @@ def build(fleet, kube) -> InferenceGateway | None:
                             BodyRouter(router, selector + (("app.kubernetes.io/component", "body-based-router"),) + common,
                                        selector),
                             expose=spec.expose, service_type=service_type, service_annotations=annotations,
+                            prefix_routing=spec.prefix_routing,
                             semantic_router=semrouter.build(fleet, common))
