@@ -153,10 +153,11 @@ def build(fleet, model, namespace: str) -> Precise | None:
     return Precise(model.name, endpoint, model.model, revision or "", model.hf_token_secret, model.image)
 
 
-SCORER_WEIGHTS = ((PLUGIN_TYPE, 2.0), ("kv-cache-utilization-scorer", 1.0), ("queue-scorer", 1.0))
+SCORER_WEIGHTS = ((PLUGIN_TYPE, 2), ("kv-cache-utilization-scorer", 1), ("queue-scorer", 1))
 """The scheduling profile of llm-d-inference-scheduler's precise sample at v0.4.0
 (deploy/config/epp-precise-prefix-cache-config.yaml): the precise scorer counts twice the load scorers, and the
-highest total wins (max-score-picker). Its decode-filter is left out: it keeps pods labelled for disaggregated
+highest total wins (max-score-picker). Integers: the extension's SchedulingPlugin.weight is a *int
+(apix/config/v1alpha1/endpointpickerconfig_types.go at v1.2.0). Its decode-filter is left out: it keeps pods labelled for disaggregated
 decode (llm-d.ai/role), which fleetform's pods are not."""
 PICKER_ARGS = ("--kv-cache-usage-percentage-metric", "vllm:kv_cache_usage_perc")
 """The picker reads KV-cache use from vllm:gpu_cache_usage_perc by default (the extension v1.2.0,

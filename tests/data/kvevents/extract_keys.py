@@ -1,0 +1,65 @@
+"""Writes picker-keys-v0.4.0.json: the JSON keys the precise picker's config file is decoded with, per Go struct.
+
+Run against clones (or `fetch` snapshots) of the three repositories:
+    python3 extract_keys.py GIE_REPO SCHEDULER_REPO KVCACHE_REPO > picker-keys-v0.4.0.json
+It reads each file below at its tag (git show), collects every `type X struct { ... }` field with a `json:"key"`
+tag (its Go type kept, a `.`-qualified type resolved to `package.Type`), and every plugin type name the picker
+registers (`...Type = "name"` constants of the registered plugins)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.S | re.M)
+FIELD = re.compile(r"^\s*\w+\s+([\w.\[\]*]+)\s+`[^`]*json:\"([^\",]*)[^\"]*\"[^`]*`", re.M)
+TYPE_NAME = re.compile(r"^\s*\w+Type\s*=\s*\"([a-z0-9-]+)\"", re.M)
+GIE = ("sigs.k8s.io/gateway-api-inference-extension", "v1.2.0", {
+    "v1alpha1": ["apix/config/v1alpha1/endpointpickerconfig_types.go"]})
+SCHEDULER = ("github.com/llm-d/llm-d-inference-scheduler", "v0.4.0", {
+    "scorer": ["pkg/plugins/scorer/precise_prefix_cache.go"]})
+KVCACHE = ("github.com/llm-d/llm-d-kv-cache-manager", "v0.4.0", {
+    "kvcache": ["pkg/kvcache/indexer.go"],
+    "kvblock": ["pkg/kvcache/kvblock/token_processor.go", "pkg/kvcache/kvblock/index.go"],
+    "kvevents": ["pkg/kvcache/kvevents/pool.go"],
+    "tokenization": ["pkg/tokenization/pool.go", "pkg/tokenization/tokenizer.go"],
+    "prefixstore": ["pkg/tokenization/prefixstore/lru_store.go"]})
+PLUGIN_DIRS = ((0, "pkg/epp/scheduling/framework/plugins"), (1, "pkg/plugins"))
+
+
+def show(repo: str, tag: str, path: str) -> str:
+    return subprocess.run(["git", "-C", repo, "show", f"{tag}:{path}"], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def main(gie: str, scheduler: str, kvcache: str) -> None:
+    structs: dict[str, dict[str, str]] = {}
+    sources = []
+    for repo, (module, tag, packages) in ((gie, GIE), (scheduler, SCHEDULER), (kvcache, KVCACHE)):
+        for package, paths in packages.items():
+            for path in paths:
+                sources.append(f"{module} {tag} {path}")
+                for name, body in STRUCT.findall(show(repo, tag, path)):
+                    fields = {key: (type_ if "." in type_ or type_.lstrip("*[]").islower()
+                                    else type_.replace(type_.lstrip("*[]"), f"{package}.{type_.lstrip('*[]')}"))
+                              for type_, key in FIELD.findall(body) if key and key != "-"}
+                    if fields:
+                        structs[f"{package}.{name}"] = fields
+    types = set()
+    for index, folder in PLUGIN_DIRS:
+        repo, (module, tag, _) = ((gie, GIE), (scheduler, SCHEDULER))[index]
+        names = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "--name-only", tag, folder], check=True,
+                               capture_output=True, text=True).stdout.split()
+        for path in names:
+            if path.endswith(".go") and not path.endswith("_test.go"):
+                types.update(TYPE_NAME.findall(show(repo, tag, path)))
+        sources.append(f"{module} {tag} {folder}/**/*.go (plugin type names)")
+    json.dump({"source": sources, "structs": dict(sorted(structs.items())), "plugin_types": sorted(types)},
+              sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
