@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from conftest import ROOT, check_text, rule_findings
+from conftest import ROOT, assert_render_check_sees, check_text, rule_findings
 from fleetform import kvevents
 from fleetform.rules.inference import vllm_flags
 from test_gateway import _objects
@@ -284,3 +284,8 @@ def test_adapters_warn_that_their_requests_find_no_block(tmp_path):
                               "      prefix_routing: precise", 1)
     (message,) = rule_findings(precise, tmp_path, "prefix-routing-adapters")
     assert message.startswith("model 'llama-8b' serves LoRA adapters (llama-8b-sql, llama-8b-support)")
+
+
+def test_render_check_sees_a_change_of_routing(tmp_path):
+    assert_render_check_sees(EXAMPLE, "prefix_routing: precise", "prefix_routing: approximate",
+                             "chat/k8s/qwen-7b-epp-configmap.yaml", tmp_path)
