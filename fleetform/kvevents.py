@@ -181,3 +181,13 @@ def picker_config(events: Precise) -> str:
     return yaml.safe_dump({"apiVersion": "inference.networking.x-k8s.io/v1alpha1", "kind": "EndpointPickerConfig",
                            "plugins": plugins, "schedulingProfiles": [{"name": "default", "plugins": profile}]},
                           sort_keys=False, default_flow_style=False)
+
+
+def routing_step(fleet) -> tuple[str, str]:
+    """The plan's sizing line of how a gateway's picker places a model's requests: (how, what)."""
+    if precise(fleet):
+        weights = " + ".join(f"{t} x{w}" for t, w in SCORER_WEIGHTS)
+        return (f"vLLM KV cache events (blocks of {BLOCK_SIZE} tokens, {HASH_ALGO}) over ZMQ :{ZMQ_PORT} to "
+                f"{LLMD_IMAGE.rsplit('/', 1)[1]}: {weights}", "precise prefix")
+    return ("the Inference Extension v1.1.0 picker's prefix-cache-scorer, from the prompts it routed + "
+            "kv-cache-utilization-scorer + queue-scorer", "approximate prefix")

@@ -289,3 +289,19 @@ def test_adapters_warn_that_their_requests_find_no_block(tmp_path):
 def test_render_check_sees_a_change_of_routing(tmp_path):
     assert_render_check_sees(EXAMPLE, "prefix_routing: precise", "prefix_routing: approximate",
                              "chat/k8s/qwen-7b-epp-configmap.yaml", tmp_path)
+
+
+def test_the_plan_says_which_routing_each_model_gets():
+    for source, expected in ((EXAMPLE, "precise prefix"), (GATEWAY, "approximate prefix")):
+        steps = _steps(source)
+        for model in MODELS:
+            assert steps[f"{model}: routing"].result == expected
+    assert "precise-prefix-cache-scorer x2" in _steps(EXAMPLE)["qwen-7b: routing"].formula
+
+
+def _steps(source):
+    from fleetform.pipeline import check
+    from fleetform.sizing import sizing
+
+    (fleet,) = sizing(check(source).model)
+    return {s.what: s for s in fleet.steps}
