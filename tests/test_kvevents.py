@@ -305,3 +305,65 @@ def _steps(source):
 
     (fleet,) = sizing(check(source).model)
     return {s.what: s for s in fleet.steps}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_subscriber_set_up_as_the_picker_receives_what_vllm_publishes():
+    """Real ZMQ sockets on 127.0.0.1, each side set up from the rendered files as its source does: vLLM's publisher
+    (v0.11.0 distributed/kv_events.py ZmqEventPublisher: PUB, bind only for an endpoint with `*`, `::`, ipc:// or
+    inproc://, else connect; frames (topic, seq as 8 bytes big-endian, payload)) and the picker's subscriber
+    (llm-d-kv-cache-manager v0.4.0 zmq_subscriber.go: SUB binds zmqEndpoint, subscribes to topicFilter, wants 3
+    frames, splits the topic on `@`). Only the port is a free one instead of 5557 and the Service name 127.0.0.1.
+    Two sides that both bound, or both connected, would never meet; a topic outside the filter is not delivered."""
+    import time
+
+    import zmq
+
+    _, _, objs = _objects(EXAMPLE)
+    args = _server(objs, "qwen-7b")["args"]
+    events = json.loads(_arg(args, "--kv-events-config"))
+    picker = _plugin(_config(objs, "qwen-7b"), kvevents.PLUGIN_TYPE)["parameters"]["kvEventsConfig"]
+    port = str(_free_port())
+
+    def binds(endpoint: str) -> bool:
+        return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
+
+    def local(endpoint: str) -> str:
+        return re.sub(r"//[^:/]+:5557$", f"//127.0.0.1:{port}", endpoint)
+
+    assert not binds(events["endpoint"]) and binds(picker["zmqEndpoint"])  # vLLM connects, the picker binds
+    context = zmq.Context()
+    sub = context.socket(zmq.SUB)
+    pub = context.socket(zmq.PUB)
+    try:
+        for socket_ in (sub, pub):
+            socket_.setsockopt(zmq.LINGER, 0)
+        sub.bind(local(picker["zmqEndpoint"]))
+        sub.setsockopt_string(zmq.SUBSCRIBE, picker["topicFilter"])
+        pub.connect(local(events["endpoint"]))
+        topic = events["topic"].replace("$(POD_IP)", "10.72.3.17").encode()
+        stray = b"kv.10.72.3.18.qwen-7b"  # outside the filter: must never arrive
+        deadline, parts = time.monotonic() + 10, None
+        seq = 0
+        while parts is None and time.monotonic() < deadline:  # a PUB drops what it sends before the SUB joined
+            pub.send_multipart((stray, seq.to_bytes(8, "big"), b"\x90"))
+            pub.send_multipart((topic, seq.to_bytes(8, "big"), b"\x90"))
+            seq += 1
+            if sub.poll(100):
+                parts = sub.recv_multipart()
+        assert parts is not None, "nothing arrived"
+        assert len(parts) == 3 and parts[0] == topic
+        assert parts[0].decode().split("@") == ["kv", "10.72.3.17", "qwen-7b"]
+        while sub.poll(200):
+            assert sub.recv_multipart()[0] == topic
+    finally:
+        pub.close()
+        sub.close()
+        context.term()
