@@ -92,6 +92,10 @@ class Precise:
     tokenizers_dir: str = TOKENIZERS_DIR
     fetch_script: str = FETCH_SCRIPT
     tokenizer_files: tuple[str, ...] = TOKENIZER_FILES
+    fetch_cpu: str = "1"  # the init container's request and limit (a choice: two small files from the Hub)
+    fetch_memory: str = "1Gi"
+    tokenizers_size: str = "1Gi"  # the tokenizers emptyDir (a tokenizer.json is a few MB; Llama 3.1's 9 MB)
+    tmp_size: str = "1Gi"  # the init container's /tmp: HOME and huggingface_hub's cache
 
     @property
     def topic(self) -> str:
