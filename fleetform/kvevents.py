@@ -99,8 +99,10 @@ class Precise:
 
     @property
     def topic(self) -> str:
-        """vLLM's topic: Kubernetes expands $(POD_IP) in a container's args from its env (POD_IP = status.podIP),
-        the address the picker keys replicas by (the extension's datastore: Address = pod.Status.PodIP)."""
+        """vLLM's topic: Kubernetes expands $(POD_IP) in a container's args from its env (POD_IP = status.podIP;
+        kubernetes.io/docs/tasks/inject-data-application/define-command-argument-container, "Use environment
+        variables to define arguments"), the address the picker keys replicas by (the extension v1.2.0's datastore:
+        Address = pod.Status.PodIP). llm-d's guide passes the same topic through a shell instead."""
         return f"kv@$(POD_IP)@{self.model}"
 
     @property
