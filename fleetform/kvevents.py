@@ -165,13 +165,6 @@ SCORER_WEIGHTS = ((PLUGIN_TYPE, 2), ("kv-cache-utilization-scorer", 1), ("queue-
 highest total wins (max-score-picker). Integers: the extension's SchedulingPlugin.weight is a *int
 (apix/config/v1alpha1/endpointpickerconfig_types.go at v1.2.0). Its decode-filter is left out: it keeps pods labelled for disaggregated
 decode (llm-d.ai/role), which fleetform's pods are not."""
-PICKER_ARGS = ("--kv-cache-usage-percentage-metric", "vllm:kv_cache_usage_perc")
-"""The picker reads KV-cache use from vllm:gpu_cache_usage_perc by default (the extension v1.2.0,
-pkg/epp/server/runserver.go DefaultKvCacheUsagePercentageMetric), which vLLM 0.11 no longer shows: it was renamed
-vllm:kv_cache_usage_perc in 0.9.2 and the old name is hidden unless --show-hidden-metrics-for-version
-(vllm/v1/metrics/loggers.py at v0.11.0); the flag is cmd/epp/runner/runner.go's."""
-
-
 def picker_config(events: Precise) -> str:
     """The EndpointPickerConfig of a model's llm-d picker: the API of the extension v1.2.0's config loader
     (apiVersion inference.networking.x-k8s.io/v1alpha1, kind EndpointPickerConfig, plugins with type and parameters,

@@ -6,6 +6,7 @@ servers' NetworkPolicy, and the gateway-auth rule."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import yaml
@@ -206,3 +207,32 @@ def test_gateway_install_warns_only_where_no_pulumi_program_installs_the_control
     path = tmp_path / "bp.yaml"
     path.write_text(onprem.read_text().replace("    gateway: {}\n", ""))
     assert [f.rule for f in check(path).findings if f.rule == "gateway-install"] == []
+
+
+def test_every_picker_reads_the_metrics_vllm_0_11_shows():
+    """Each endpoint picker's flags are its runner's (tests/data/kvevents/epp-flags.json: the extension's
+    cmd/epp/runner/runner.go at v1.1.0, the default picker's image, and at v1.2.0, which llm-d-inference-scheduler
+    v0.4.0 runs), and every vLLM metric it reads, by a flag or by its default, is one vLLM 0.11.0 registers without
+    --show-hidden-metrics-for-version. The runner's default KV-cache metric, vllm:gpu_cache_usage_perc, is hidden in
+    0.11: a picker left at it gets no KV-cache use from any replica and its kv-cache-utilization-scorer scores them
+    all alike."""
+    facts = json.loads((ROOT / "tests/data/kvevents/epp-flags.json").read_text())
+    vllm = facts["vllm-0.11.0"]
+    metric_flags = ("total-queued-requests-metric", "kv-cache-usage-percentage-metric", "lora-info-metric",
+                    "cache-info-metric")
+    for source, version in ((EXAMPLE, "v1.1.0"), (ROOT / "blueprints/inference-precise.yaml", "v1.2.0")):
+        _, _, objs = _objects(source)
+        flags = facts["versions"][version]
+        pickers = [d for name, d in objs["Deployment"].items() if name.endswith("-epp")]
+        assert pickers
+        for picker in pickers:
+            args = picker["spec"]["template"]["spec"]["containers"][0]["args"]
+            given = {}
+            for i, arg in enumerate(args):
+                if arg.startswith("--"):
+                    name, _, value = arg[2:].partition("=")
+                    assert name in flags, (source.name, arg)
+                    given[name] = value or args[i + 1]
+            for flag in metric_flags:
+                metric = given.get(flag, flags[flag])
+                assert metric in vllm["registered"] and metric not in vllm["hidden"], (source.name, flag, metric)
