@@ -68,8 +68,11 @@ FETCH_SCRIPT = (
     "        sys.exit(f'{repo}: no {f}')\n"
     "print(f'{name}: {repo}@{rev or \"main\"}',flush=True)\n"
 )
-"""The endpoint picker's init container program (`python3 -c SCRIPT NAME|REPO|REVISION FILE...`, in the model's own
-vLLM image, which has huggingface_hub): the model's tokenizer files at the revision vLLM serves, into
+"""The endpoint picker's init container program (`python3 -c SCRIPT NAME|REPO|REVISION FILE...`, in the picker's own
+image, LLMD_IMAGE: its Dockerfile.epp at v0.4.0 links /usr/bin/python3 to python3.12 and pip-installs the KV cache
+manager's chat-template requirements, transformers>=4.53.0, which requires huggingface_hub, onto its PYTHONPATH; the
+node pulls that image for the picker anyway, where the model's vLLM image, about 12 GB, would be pulled onto a system
+node only for this): the model's tokenizer files at the revision vLLM serves, into
 TOKENIZERS_DIR/NAME, with the model's Hub token where it has one (HF_TOKEN_PATH). tests/test_kvevents.py runs it."""
 
 
@@ -82,13 +85,13 @@ class Precise:
     repo: str  # the model's Hub repository (the tokenizer)
     revision: str  # "" = the Hub's main
     hf_token_secret: str | None
-    image: str  # the init container's: the model's own vLLM image
     block_size: int = BLOCK_SIZE
     hash_algo: str = HASH_ALGO
     hash_seed: str = HASH_SEED
     port: int = ZMQ_PORT
     topic_filter: str = TOPIC_FILTER
     concurrency: int = CONCURRENCY
+    image: str = LLMD_IMAGE  # the init container's: the picker's own (FETCH_SCRIPT)
     tokenizers_dir: str = TOKENIZERS_DIR
     fetch_script: str = FETCH_SCRIPT
     tokenizer_files: tuple[str, ...] = TOKENIZER_FILES
@@ -156,7 +159,7 @@ def build(fleet, model, namespace: str) -> Precise | None:
     weights = model.weights
     revision = weights.revision if weights is not None and weights.source == "hub" and weights.revision else ""
     endpoint = f"tcp://{epp_name(model.name)}.{namespace}.svc.cluster.local:{ZMQ_PORT}"
-    return Precise(model.name, endpoint, model.model, revision or "", model.hf_token_secret, model.image)
+    return Precise(model.name, endpoint, model.model, revision or "", model.hf_token_secret)
 
 
 SCORER_WEIGHTS = ((PLUGIN_TYPE, 2), ("kv-cache-utilization-scorer", 1), ("queue-scorer", 1))

@@ -208,7 +208,12 @@ def test_the_tokenizer_fetch_puts_the_files_where_the_scorer_reads_them(tmp_path
     hf_hub_download would (local_dir/filename); the tokenizers folder is a temporary one."""
     _, _, objs = _objects(EXAMPLE)
     init = objs["Deployment"]["llama-8b-epp"]["spec"]["template"]["spec"]["initContainers"][0]
-    assert init["image"] == "vllm/vllm-openai:v0.11.0" and init["command"][:2] == ["python3", "-c"]
+    # the picker's own image, which the node pulls for the picker anyway: llm-d-inference-scheduler v0.4.0's
+    # Dockerfile.epp links /usr/bin/python3 to python3.12 and pip-installs transformers>=4.53.0 (the KV cache
+    # manager's chat_completions/requirements.txt), hence huggingface_hub, onto the image's PYTHONPATH; the model's
+    # vLLM image (about 12 GB) would be pulled onto a system node for two small files
+    picker = objs["Deployment"]["llama-8b-epp"]["spec"]["template"]["spec"]["containers"][0]
+    assert init["image"] == picker["image"] == kvevents.LLMD_IMAGE and init["command"][:2] == ["python3", "-c"]
     script, args = init["command"][2], init["command"][3:]
     assert args == ["llama-8b|meta-llama/Llama-3.1-8B-Instruct|0e9e39f249a16976918f6564b8830bc894c89659",
                     "tokenizer.json", "tokenizer_config.json"]
