@@ -211,8 +211,8 @@ def test_gateway_install_warns_only_where_no_pulumi_program_installs_the_control
 
 def test_every_picker_reads_the_metrics_vllm_0_11_shows():
     """Each endpoint picker's flags are its runner's (tests/data/kvevents/epp-flags.json: the extension's
-    cmd/epp/runner/runner.go at v1.1.0, the default picker's image, and at v1.2.0, which llm-d-inference-scheduler
-    v0.4.0 runs), and every vLLM metric it reads, by a flag or by its default, is one vLLM 0.11.0 registers without
+    cmd/epp/runner/runner.go at v1.1.0, the default picker's image, and pkg/epp/server/options.go at v1.3.0, which
+    llm-d-inference-scheduler v0.5.0 runs), and every vLLM metric it reads, by a flag or by its default, is one vLLM 0.11.0 registers without
     --show-hidden-metrics-for-version. The runner's default KV-cache metric, vllm:gpu_cache_usage_perc, is hidden in
     0.11: a picker left at it gets no KV-cache use from any replica and its kv-cache-utilization-scorer scores them
     all alike."""
@@ -220,7 +220,7 @@ def test_every_picker_reads_the_metrics_vllm_0_11_shows():
     vllm = facts["vllm-0.11.0"]
     metric_flags = ("total-queued-requests-metric", "kv-cache-usage-percentage-metric", "lora-info-metric",
                     "cache-info-metric")
-    for source, version in ((EXAMPLE, "v1.1.0"), (ROOT / "blueprints/inference-precise.yaml", "v1.2.0")):
+    for source, version in ((EXAMPLE, "v1.1.0"), (ROOT / "blueprints/inference-precise.yaml", "v1.3.0")):
         _, _, objs = _objects(source)
         flags = facts["versions"][version]
         pickers = [d for name, d in objs["Deployment"].items() if name.endswith("-epp")]

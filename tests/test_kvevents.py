@@ -1,6 +1,6 @@
 """Precise prefix-cache routing (fleetform/kvevents.py, blueprints/inference-precise.yaml): vLLM's flags are the
 pinned vLLM's, its --kv-events-config holds only KVEventsConfig's fields (tests/data/kvevents, from the 0.11.0 wheel),
-the picker's config only keys and plugin types of llm-d-inference-scheduler v0.4.0 and the structs it decodes into
+the picker's config only keys and plugin types of llm-d-inference-scheduler v0.5.0 and the structs it decodes into
 (extracted from the sources at their tags), and both sides agree on what makes a block hash and where the events go.
 
 What only a GPU cluster proves: that a request lands on the replica that holds its prefix's blocks (vLLM's hashes of
@@ -26,7 +26,7 @@ from test_k8s import _restricted_violations
 
 EXAMPLE = ROOT / "blueprints/inference-precise.yaml"
 GATEWAY = ROOT / "blueprints/inference-gateway.yaml"
-KEYS = json.loads((ROOT / "tests/data/kvevents/picker-keys-v0.4.0.json").read_text())
+KEYS = json.loads((ROOT / "tests/data/kvevents/picker-keys-v0.5.0.json").read_text())
 VLLM = json.loads((ROOT / "tests/data/kvevents/vllm-0.11.0-kv-events-config.json").read_text())
 MODELS = ("qwen-7b", "llama-8b")
 
@@ -118,7 +118,7 @@ def test_vllm_gets_pinned_flags_and_a_kv_events_config_of_its_own_fields():
 
 
 def test_the_topic_is_what_the_subscriber_parses_and_keys_by_the_pools_address():
-    """zmq_subscriber.go (llm-d-kv-cache-manager v0.4.0) subscribes to topicFilter and splits the topic on `@` into
+    """zmq_subscriber.go (llm-d-kv-cache v0.5.0) subscribes to topicFilter and splits the topic on `@` into
     exactly kv, the pod identifier and the model; the scorer keys pods by their address (the pod IP) and looks
     blocks up under the request's model, which the served name is."""
     _, _, objs = _objects(EXAMPLE)
@@ -129,16 +129,21 @@ def test_the_topic_is_what_the_subscriber_parses_and_keys_by_the_pools_address()
         assert topic.startswith(events["topicFilter"])
         assert topic.split("@") == ["kv", "10.72.3.17", model]
         assert events["zmqEndpoint"] == f"tcp://*:{kvevents.ZMQ_PORT}"  # the subscriber binds (sub.Bind)
+        # vLLM connects to the picker (global socket mode): no per-pod subscriber connecting to <pod IP>:5557,
+        # which kvevents.DefaultConfig() at v0.5.0 turns on (DiscoverPods: true)
+        assert events["discoverPods"] is False
 
 
 def test_block_size_hash_and_seed_are_the_same_on_both_sides():
-    """A block size, hash function or seed that differs makes every block hash differ: every lookup misses."""
+    """A block size that differs stores no block (the scorer pairs its keys of an event's tokens with vLLM's hashes
+    one to one); the hash function and the seed are one value on both sides as well."""
     _, _, objs = _objects(EXAMPLE)
     for model in MODELS:
         container = _server(objs, model)
         args = container["args"]
-        processor = _plugin(_config(objs, model), kvevents.PLUGIN_TYPE)["parameters"]["indexerConfig"][
-            "tokenProcessorConfig"]
+        # PrecisePrefixCachePluginConfig.tokenProcessorConfig: beside indexerConfig since v0.5.0 (kvcache.Config
+        # no longer has the key: tests/data/kvevents/picker-keys-v0.5.0.json)
+        processor = _plugin(_config(objs, model), kvevents.PLUGIN_TYPE)["parameters"]["tokenProcessorConfig"]
         assert int(_arg(args, "--block-size")) == processor["blockSize"] == 16
         assert _arg(args, "--prefix-caching-hash-algo") == "sha256_cbor"  # the scorer's CBOR + SHA-256
         assert {e["name"]: e.get("value") for e in container["env"]}["PYTHONHASHSEED"] == processor["hashSeed"]
@@ -146,9 +151,10 @@ def test_block_size_hash_and_seed_are_the_same_on_both_sides():
 
 
 def test_the_picker_config_has_only_the_releases_keys_and_plugins():
-    assert KEYS["source"][0].startswith("sigs.k8s.io/gateway-api-inference-extension v1.2.0")
-    assert any(s.startswith("github.com/llm-d/llm-d-inference-scheduler v0.4.0") for s in KEYS["source"])
-    assert kvevents.LLMD_IMAGE.endswith(":v0.4.0")
+    assert KEYS["source"][0].startswith("sigs.k8s.io/gateway-api-inference-extension v1.3.0")
+    assert any(s.startswith("github.com/llm-d/llm-d-inference-scheduler v0.5.0") for s in KEYS["source"])
+    assert any(s.startswith("github.com/llm-d/llm-d-kv-cache v0.5.0") for s in KEYS["source"])
+    assert kvevents.LLMD_IMAGE.endswith(":v0.5.0")
     _, _, objs = _objects(EXAMPLE)
     for model in MODELS:
         config = _config(objs, model)
@@ -166,20 +172,24 @@ def test_the_picker_config_has_only_the_releases_keys_and_plugins():
         assert unknown_keys(parameters, "scorer.PrecisePrefixCachePluginConfig") == []
         # the tokenizer is looked up under the request's model (the served name), in the files the init container wrote
         pool = parameters["indexerConfig"]["tokenizersPoolConfig"]
+        # v0.5.0's factory refuses a config without modelName; the pool's one tokenizer is modelTokenizerMap's entry
+        # of that name (tokenizer.go localTokenizerProvider.get)
+        assert pool["modelName"] == model
         assert pool["local"]["modelTokenizerMap"] == {model: f"/tokenizers/{model}/tokenizer.json"}
         assert pool["hf"] == {"enabled": False}
         picker = objs["Deployment"][f"{model}-epp"]["spec"]["template"]["spec"]
-        assert picker["containers"][0]["image"] == "ghcr.io/llm-d/llm-d-inference-scheduler:v0.4.0"
+        assert picker["containers"][0]["image"] == "ghcr.io/llm-d/llm-d-inference-scheduler:v0.5.0"
         assert {"name": "tokenizers", "mountPath": "/tokenizers", "readOnly": True} in picker["containers"][0][
             "volumeMounts"]
     # the walker catches a key the release does not decode, at any depth (negative controls)
     broken = json.loads(json.dumps(parameters))
-    broken["indexerConfig"]["tokenProcessorConfig"]["blocksize"] = 16
+    broken["tokenProcessorConfig"]["blocksize"] = 16
     broken["kvEventsConfig"]["endpoint"] = "tcp://*:5557"
     broken["indexerConfig"]["tokenizersPoolConfig"]["local"]["modelTokenizer"] = {}
+    broken["indexerConfig"]["tokenProcessorConfig"] = {"blockSize": 16}  # where v0.4.0 had it
     assert unknown_keys(broken, "scorer.PrecisePrefixCachePluginConfig") == [
-        ".indexerConfig.tokenProcessorConfig.blocksize", ".indexerConfig.tokenizersPoolConfig.local.modelTokenizer",
-        ".kvEventsConfig.endpoint"]
+        ".tokenProcessorConfig.blocksize", ".indexerConfig.tokenizersPoolConfig.local.modelTokenizer",
+        ".indexerConfig.tokenProcessorConfig", ".kvEventsConfig.endpoint"]
 
 
 def test_the_replicas_reach_the_pickers_zmq_port_and_nothing_else_gains_a_way_in():
@@ -208,9 +218,9 @@ def test_the_tokenizer_fetch_puts_the_files_where_the_scorer_reads_them(tmp_path
     hf_hub_download would (local_dir/filename); the tokenizers folder is a temporary one."""
     _, _, objs = _objects(EXAMPLE)
     init = objs["Deployment"]["llama-8b-epp"]["spec"]["template"]["spec"]["initContainers"][0]
-    # the picker's own image, which the node pulls for the picker anyway: llm-d-inference-scheduler v0.4.0's
-    # Dockerfile.epp links /usr/bin/python3 to python3.12 and pip-installs transformers>=4.53.0 (the KV cache
-    # manager's chat_completions/requirements.txt), hence huggingface_hub, onto the image's PYTHONPATH; the model's
+    # the picker's own image, which the node pulls for the picker anyway: llm-d-inference-scheduler v0.5.0's
+    # Dockerfile.epp links /usr/bin/python3 to python3.12 and puts a venv with the vLLM 0.14.0 CPU wheel, hence
+    # transformers and huggingface_hub, on the image's PYTHONPATH; the model's
     # vLLM image (about 12 GB) would be pulled onto a system node for two small files
     picker = objs["Deployment"]["llama-8b-epp"]["spec"]["template"]["spec"]["containers"][0]
     assert init["image"] == picker["image"] == kvevents.LLMD_IMAGE and init["command"][:2] == ["python3", "-c"]
@@ -324,7 +334,7 @@ def test_a_subscriber_set_up_as_the_picker_receives_what_vllm_publishes():
     """Real ZMQ sockets on 127.0.0.1, each side set up from the rendered files as its source does: vLLM's publisher
     (v0.11.0 distributed/kv_events.py ZmqEventPublisher: PUB, bind only for an endpoint with `*`, `::`, ipc:// or
     inproc://, else connect; frames (topic, seq as 8 bytes big-endian, payload)) and the picker's subscriber
-    (llm-d-kv-cache-manager v0.4.0 zmq_subscriber.go: SUB binds zmqEndpoint, subscribes to topicFilter, wants 3
+    (llm-d-kv-cache v0.5.0 zmq_subscriber.go: SUB binds zmqEndpoint (not remote), subscribes to topicFilter, wants 3
     frames, splits the topic on `@`). Only the port is a free one instead of 5557 and the Service name 127.0.0.1.
     Two sides that both bound, or both connected, would never meet; a topic outside the filter is not delivered."""
     import time

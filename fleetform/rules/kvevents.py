@@ -12,8 +12,10 @@ from .lws import _spanning
 
 FLAGS = {
     "--no-enable-prefix-caching": "turns prefix caching off: no block is cached, so no KV event is published",
-    "--block-size": f"would differ from the scorer's blockSize {BLOCK_SIZE}: every block hash would differ",
-    "--prefix-caching-hash-algo": f"the scorer hashes blocks as {HASH_ALGO} (CBOR + SHA-256) only",
+    "--block-size": f"would differ from the scorer's blockSize {BLOCK_SIZE}: the scorer would pair none of the "
+                    "replica's blocks with its own keys, so every lookup would miss",
+    "--prefix-caching-hash-algo": f"fleetform sets {HASH_ALGO}, whose block hashes are the same in every replica's "
+                                  "process",
     "--kv-events-config": "fleetform sets the publisher, the picker's endpoint and the topic the scorer parses",
     "--enable-prefix-caching": "fleetform sets it",
     "--data-parallel-size": "each data-parallel rank publishes to the endpoint's port + its rank (vLLM "
@@ -62,10 +64,11 @@ def prefix_routing(bp: Blueprint, report: Reporter) -> None:
 
 @rule("prefix-routing-adapters", "warning", "precise prefix routing finds no cached block for a LoRA adapter's requests")
 def prefix_routing_adapters(bp: Blueprint, report: Reporter) -> None:
-    """vLLM hashes a block of an adapter's request with the adapter's id as an extra key (v0.11.0
-    vllm/v1/core/kv_cache_utils.py _gen_lora_extra_hash_keys), and the scorer hashes tokens with none
-    (llm-d-kv-cache-manager v0.4.0 token_processor.go: hash(parent, tokens, nil)) under the request's model, the
-    adapter's name, with which no event's topic is keyed: those requests score 0 on every replica and go by load."""
+    """The scorer keys a stored block under the event's LoRA name where the event has one, else under the topic's
+    model (llm-d-kv-cache v0.5.0 pkg/kvevents/pool.go digestEvents), and a request's blocks under the request's
+    model, the adapter's name (pkg/kvcache/indexer.go GetPodScores). vLLM 0.11.0's BlockStored carries lora_id but no
+    lora_name (vllm/distributed/kv_events.py of the 0.11.0 wheel), so an adapter's blocks are stored under the served
+    name: the adapter's requests score 0 on every replica and go by load."""
     for fleet in bp.fleets:
         if fleet.training or not precise(fleet):
             continue

@@ -1,7 +1,9 @@
-"""Writes picker-keys-v0.4.0.json: the JSON keys the precise picker's config file is decoded with, per Go struct.
+"""Writes picker-keys-<release>.json: the JSON keys the precise picker's config file is decoded with, per Go struct.
 
 Run against clones (or `fetch` snapshots) of the three repositories:
-    python3 extract_keys.py GIE_REPO SCHEDULER_REPO KVCACHE_REPO > picker-keys-v0.4.0.json
+    python3 extract_keys.py GIE_REPO SCHEDULER_REPO KVCACHE_REPO [v0.5.0] > picker-keys-v0.5.0.json
+(the KV cache library was renamed llm-d-kv-cache at v0.5.0; its repository keeps the older tags).
+The tags of each llm-d-inference-scheduler release are its go.mod's (RELEASES).
 It reads each file below at its tag (git show), collects every `type X struct { ... }` field with a `json:"key"`
 tag (its Go type kept, a `.`-qualified type resolved to `package.Type`), and every plugin type name the picker
 registers (`...Type = "name"` constants of the registered plugins)."""
@@ -16,16 +18,20 @@ import sys
 STRUCT = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.S | re.M)
 FIELD = re.compile(r"^\s*\w+\s+([\w.\[\]*]+)\s+`[^`]*json:\"([^\",]*)[^\"]*\"[^`]*`", re.M)
 TYPE_NAME = re.compile(r"^\s*\w+Type\s*=\s*\"([a-z0-9-]+)\"", re.M)
-GIE = ("sigs.k8s.io/gateway-api-inference-extension", "v1.2.0", {
-    "v1alpha1": ["apix/config/v1alpha1/endpointpickerconfig_types.go"]})
-SCHEDULER = ("github.com/llm-d/llm-d-inference-scheduler", "v0.4.0", {
-    "scorer": ["pkg/plugins/scorer/precise_prefix_cache.go"]})
-KVCACHE = ("github.com/llm-d/llm-d-kv-cache-manager", "v0.4.0", {
+KVCACHE_FILES_V04 = {
     "kvcache": ["pkg/kvcache/indexer.go"],
     "kvblock": ["pkg/kvcache/kvblock/token_processor.go", "pkg/kvcache/kvblock/index.go"],
     "kvevents": ["pkg/kvcache/kvevents/pool.go"],
     "tokenization": ["pkg/tokenization/pool.go", "pkg/tokenization/tokenizer.go"],
-    "prefixstore": ["pkg/tokenization/prefixstore/lru_store.go"]})
+    "prefixstore": ["pkg/tokenization/prefixstore/lru_store.go"]}
+RELEASES = {
+    # scheduler tag: (extension, KV cache library), from the scheduler's go.mod at that tag
+    "v0.4.0": (("sigs.k8s.io/gateway-api-inference-extension", "v1.2.0"),
+               ("github.com/llm-d/llm-d-kv-cache-manager", "v0.4.0", KVCACHE_FILES_V04)),
+    "v0.5.0": (("sigs.k8s.io/gateway-api-inference-extension", "v1.3.0"),
+               ("github.com/llm-d/llm-d-kv-cache", "v0.5.0",
+                dict(KVCACHE_FILES_V04, kvevents=["pkg/kvevents/pool.go"]))),
+}
 PLUGIN_DIRS = ((0, "pkg/epp/scheduling/framework/plugins"), (1, "pkg/plugins"))
 
 
@@ -34,7 +40,12 @@ def show(repo: str, tag: str, path: str) -> str:
                           text=True).stdout
 
 
-def main(gie: str, scheduler: str, kvcache: str) -> None:
+def main(gie: str, scheduler: str, kvcache: str, release: str = "v0.5.0") -> None:
+    (gie_module, gie_tag), (kv_module, kv_tag, kv_files) = RELEASES[release]
+    GIE = (gie_module, gie_tag, {"v1alpha1": ["apix/config/v1alpha1/endpointpickerconfig_types.go"]})
+    SCHEDULER = ("github.com/llm-d/llm-d-inference-scheduler", release,
+                 {"scorer": ["pkg/plugins/scorer/precise_prefix_cache.go"]})
+    KVCACHE = (kv_module, kv_tag, kv_files)
     structs: dict[str, dict[str, str]] = {}
     sources = []
     for repo, (module, tag, packages) in ((gie, GIE), (scheduler, SCHEDULER), (kvcache, KVCACHE)):
@@ -62,4 +73,4 @@ def main(gie: str, scheduler: str, kvcache: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])
