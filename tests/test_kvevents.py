@@ -192,6 +192,24 @@ def test_the_picker_config_has_only_the_releases_keys_and_plugins():
         ".indexerConfig.tokenProcessorConfig", ".kvEventsConfig.endpoint"]
 
 
+def test_the_pinned_picker_tokenizes_requests_as_vllm_does():
+    """The scorer's tokens of a request must be vLLM's, or no block matches: the pinned release's KV cache library
+    (its tokenization facts read from its source by extract_keys.py) adds special tokens to a completion's prompt
+    and not to a rendered chat prompt, as vLLM 0.11.0's request defaults do, and renders a chat template from the
+    local tokenizer.json path fleetform maps. llm-d-inference-scheduler v0.4.0 (llm-d-kv-cache-manager v0.4.0) did
+    neither: its keys file, regenerated with `extract_keys.py ... v0.4.0`, fails this test."""
+    assert KEYS["scheduler"] == kvevents.LLMD_IMAGE.rsplit(":", 1)[1]
+    vllm = VLLM["request_add_special_tokens"]
+    assert KEYS["tokenization"]["completion_add_special_tokens"] is vllm["completion"] is True
+    assert KEYS["tokenization"]["chat_add_special_tokens"] is vllm["chat"] is False
+    assert KEYS["tokenization"]["chat_template_from_local_tokenizer_path"] is True
+    _, _, objs = _objects(EXAMPLE)
+    for model in MODELS:
+        pool = _plugin(_config(objs, model), kvevents.PLUGIN_TYPE)["parameters"]["indexerConfig"][
+            "tokenizersPoolConfig"]
+        assert pool["local"]["modelTokenizerMap"][pool["modelName"]].endswith("/tokenizer.json")
+
+
 def test_the_replicas_reach_the_pickers_zmq_port_and_nothing_else_gains_a_way_in():
     _, _, objs = _objects(EXAMPLE)
     (servers_policy,) = [d for n, d in objs["NetworkPolicy"].items() if not n.endswith(("-epp", "-bbr"))]

@@ -40,6 +40,34 @@ def show(repo: str, tag: str, path: str) -> str:
                           text=True).stdout
 
 
+def tokenization(repo: str, tag: str) -> dict[str, bool]:
+    """How the KV cache library at `tag` tokenizes a request, read from its source: whether a completion's prompt is
+    encoded with special tokens and a rendered chat prompt without (pkg/tokenization/pool.go processTask sets
+    `addSpecialToken := true` and turns it off after ApplyChatTemplate; before v0.5.0 tokenizer.go's Encode passes
+    one constant for both), and whether the chat-template helper
+    loads the folder of a local tokenizer.json path (pkg/preprocessing/chat_completions/tokenizer_wrapper.py:
+    `model_name = os.path.dirname(model_name)` under `is_local and os.path.isfile`; the file does not exist before
+    v0.5.0, whose predecessor passed the path to AutoTokenizer.from_pretrained)."""
+    pool = show(repo, tag, "pkg/tokenization/pool.go")
+    body = pool[pool.find("func (pool *Pool) processTask"):]
+    body = body[:body.find("\n}\n")]
+    adds = re.search(r"addSpecialToken := true\n\s*if task\.RenderReq != nil \{(.*?)\n\t\}", body, re.S)
+    try:
+        wrapper = show(repo, tag, "pkg/preprocessing/chat_completions/tokenizer_wrapper.py")
+    except subprocess.CalledProcessError:
+        wrapper = ""
+    if adds is not None:
+        completion, chat = True, "addSpecialToken = false" not in adds.group(1)
+    else:  # before v0.5.0 one constant for both: tokenizer.go Encode calls EncodeWithOptions(input, <bool>, ...)
+        fixed = re.search(r"EncodeWithOptions\(input, (true|false)", show(repo, tag, "pkg/tokenization/tokenizer.go"))
+        completion = chat = fixed.group(1) == "true"
+    return {"completion_add_special_tokens": completion,
+            "chat_add_special_tokens": chat,
+            "chat_template_from_local_tokenizer_path": bool(re.search(
+                r"if is_local and os\.path\.isfile\(model_name\):\s*\n(\s*#.*\n)*\s*model_name = "
+                r"os\.path\.dirname\(model_name\)", wrapper))}
+
+
 def main(gie: str, scheduler: str, kvcache: str, release: str = "v0.5.0") -> None:
     (gie_module, gie_tag), (kv_module, kv_tag, kv_files) = RELEASES[release]
     GIE = (gie_module, gie_tag, {"v1alpha1": ["apix/config/v1alpha1/endpointpickerconfig_types.go"]})
@@ -67,7 +95,8 @@ def main(gie: str, scheduler: str, kvcache: str, release: str = "v0.5.0") -> Non
             if path.endswith(".go") and not path.endswith("_test.go"):
                 types.update(TYPE_NAME.findall(show(repo, tag, path)))
         sources.append(f"{module} {tag} {folder}/**/*.go (plugin type names)")
-    json.dump({"source": sources, "structs": dict(sorted(structs.items())), "plugin_types": sorted(types)},
+    json.dump({"source": sources, "structs": dict(sorted(structs.items())), "plugin_types": sorted(types),
+               "tokenization": tokenization(kvcache, KVCACHE[1]), "scheduler": release, "kv_cache": list(KVCACHE[:2])},
               sys.stdout, indent=1)
     print()
 
