@@ -86,9 +86,10 @@ EPP_SCORERS = ("queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scor
 queue, the lowest KV-cache use, and the longest prefix already cached on a replica (vLLM 0.11 caches
 prefixes by default, vllm/engine/arg_utils.py), all in the `default` scheduling profile."""
 EPP_METRIC_ARGS = ("--kv-cache-usage-percentage-metric", KV_CACHE_METRIC)
-"""Every picker reads KV-cache use from vllm:gpu_cache_usage_perc unless told otherwise (the extension v1.1.0 and
-v1.2.0, pkg/epp/server/runserver.go DefaultKvCacheUsagePercentageMetric, the default of cmd/epp/runner/runner.go's
---kv-cache-usage-percentage-metric), a name vLLM 0.11 hides: renamed vllm:kv_cache_usage_perc in 0.9.2, the old
+"""The default picker reads KV-cache use from vllm:gpu_cache_usage_perc unless told otherwise (the extension v1.1.0,
+pkg/epp/server/runserver.go DefaultKvCacheUsagePercentageMetric, the default of cmd/epp/runner/runner.go's
+--kv-cache-usage-percentage-metric; v1.3.0, under the precise picker, defaults to vllm:kv_cache_usage_perc in
+pkg/epp/server/options.go NewOptions, and gets the same flag), a name vLLM 0.11 hides: renamed vllm:kv_cache_usage_perc in 0.9.2, the old
 gauge is registered only with --show-hidden-metrics-for-version (vllm/v1/metrics/loggers.py at v0.11.0). Without the
 flag the scrape of every replica fails on that metric, KVCacheUsagePercent stays 0 on all of them
 (pkg/epp/backend/metrics/metrics.go promToPodMetrics) and the kv-cache-utilization-scorer scores them all alike.
