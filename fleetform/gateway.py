@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import math
 
-from . import semrouter
-from .k8s import COMPILE_SAVED_S, LOAD_GB_PER_S, READY_OVERHEAD_S
+from . import kvevents, semrouter
+from .k8s import COMPILE_SAVED_S, KV_CACHE_METRIC, LOAD_GB_PER_S, READY_OVERHEAD_S
 from .records import frozen
 from .semrouter import SemanticRouter  # noqa: F401  (the type of InferenceGateway.semantic_router)
 
@@ -105,6 +105,16 @@ EPP_SCORERS = ("queue-scorer", "kv-cache-utilization-scorer", "prefix-cache-scor
 """The scorers of the chart's default plugins file (templates/epp-config.yaml at v1.1.0): the shortest
 queue, the lowest KV-cache use, and the longest prefix already cached on a replica (vLLM 0.11 caches
 prefixes by default, vllm/engine/arg_utils.py), all in the `default` scheduling profile."""
+EPP_METRIC_ARGS = ("--kv-cache-usage-percentage-metric", KV_CACHE_METRIC)
+"""The default picker reads KV-cache use from vllm:gpu_cache_usage_perc unless told otherwise (the extension v1.1.0,
+pkg/epp/server/runserver.go DefaultKvCacheUsagePercentageMetric, the default of cmd/epp/runner/runner.go's
+--kv-cache-usage-percentage-metric; v1.3.0, under the precise picker, defaults to vllm:kv_cache_usage_perc in
+pkg/epp/server/options.go NewOptions, and gets the same flag), a name vLLM 0.11 hides: renamed vllm:kv_cache_usage_perc in 0.9.2, the old
+gauge is registered only with --show-hidden-metrics-for-version (vllm/v1/metrics/loggers.py at v0.11.0). Without the
+flag the scrape of every replica fails on that metric, KVCacheUsagePercent stays 0 on all of them
+(pkg/epp/backend/metrics/metrics.go promToPodMetrics) and the kv-cache-utilization-scorer scores them all alike.
+The picker's other defaults are vLLM 0.11's names: vllm:num_requests_waiting, vllm:lora_requests_info (labels
+max_lora, waiting_lora_adapters, running_lora_adapters; only where LoRA is on) and vllm:cache_config_info."""
 EPP_GRACE_S = 130  # the chart's terminationGracePeriodSeconds
 EPP_RUN_AS = 65532  # the `nonroot` user of distroless images, which the EPP image is built on
 MODEL_HEADER = "X-Gateway-Model-Name"
@@ -228,6 +238,10 @@ class Picker:
     labels: tuple[tuple[str, str], ...]  # on the EPP's objects and pods (not the fleet label the servers' policy selects)
     pod_selector: tuple[tuple[str, str], ...]
     adapters: tuple[str, ...] = ()  # the model's LoRA adapters: a request naming one goes to this pool too
+    precise: kvevents.Precise | None = None  # gateway.prefix_routing precise: vLLM's KV events, llm-d's picker
+    image: str = EPP_IMAGE  # the picker's image: the extension's, or llm-d-inference-scheduler's where precise
+    config_lines: tuple[str, ...] = ()  # the plugins file where precise (kvevents.picker_config); else the chart's default
+    extra_args: tuple[str, ...] = EPP_METRIC_ARGS  # after the chart's flags: the picker reads vLLM 0.11's KV-cache metric
 
 
 @frozen
@@ -259,6 +273,7 @@ class InferenceGateway:
     parameters_kind: str = PARAMETERS_KIND
     semantic_router: SemanticRouter | None = None  # fleetform/semrouter.py: routing simple requests to a smaller model
     fallback: ModelFallback | None = None  # the catch-all route a request without MODEL_HEADER matches first
+    prefix_routing: str = "approximate"  # gateway.prefix_routing
 
     @property
     def parameters_name(self) -> str:
@@ -314,9 +329,12 @@ def build(fleet, kube) -> InferenceGateway | None:
         # the body-based router puts the request's `model` into MODEL_HEADER whatever it names, so the route
         # matches each adapter's name as well and sends it to the base model's pool
         adapters = tuple(a.name for a in model.lora.adapters) if model.lora is not None else ()
+        events = kvevents.build(fleet, model, kube.namespace)
+        extra = {} if events is None else dict(precise=events, image=kvevents.LLMD_IMAGE,
+                                                config_lines=tuple(kvevents.picker_config(events).splitlines()))
         pickers.append(Picker(name, server.name, server.name, server.serving_selector, server.port,
                               selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector,
-                              adapters))
+                              adapters, **extra))
     name, router = gateway_name(fleet), router_name(fleet)
     selector = (("app.kubernetes.io/name", router), ("app.kubernetes.io/instance", router))
     service_type, annotations = PROXY_SERVICE[spec.expose]
@@ -326,6 +344,7 @@ def build(fleet, kube) -> InferenceGateway | None:
                             BodyRouter(router, selector + (("app.kubernetes.io/component", "body-based-router"),) + common,
                                        selector),
                             expose=spec.expose, service_type=service_type, service_annotations=annotations,
+                            prefix_routing=spec.prefix_routing,
                             semantic_router=semrouter.build(fleet, common),
                             fallback=ModelFallback(
                                 fallback_route_name(fleet), f"{name}-unknown-model", UNKNOWN_MODEL_STATUS,

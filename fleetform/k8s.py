@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from . import lora, lws
+from . import kvevents, lora, lws
 from .records import frozen
 
 GPU_TAINT = ("nvidia.com/gpu", "present", "NoSchedule")
@@ -279,6 +279,7 @@ class Server:
     progress_deadline_s: int = 600  # the Deployment's progressDeadlineSeconds (PROGRESS_MARGIN_S)
     init_containers: tuple[InitContainer, ...] = ()  # the adapters' download, before vLLM starts
     group: lws.Group | None = None  # a replica spanning nodes: a LeaderWorkerSet (fleetform/lws.py), not a Deployment
+    field_env: tuple[tuple[str, str], ...] = ()  # (name, fieldPath): the pod's own facts (POD_IP for KV events)
 
     @property
     def kind(self) -> str:
@@ -482,6 +483,9 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             args += ["--load-format", "runai_streamer"]
         if model.lora is not None:
             args += model.lora.args()
+        events = kvevents.build(fleet, model, namespace)
+        if events is not None:
+            args += list(events.vllm_args)  # before extra_args, which the prefix-routing rule keeps off these flags
         args += list(model.extra_args)
         # with a shared cache the Hub download lands on the claim: the pod's emptyDir keeps the small caches only
         cache_gib = math.ceil(checkpoint_gb * CACHE_FACTOR + CACHE_EXTRA_GIB) if downloaded and fleet.cache is None \
@@ -538,6 +542,10 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             env += [EnvVar(name, value) for name, value in grouped.ray_env]  # Ray's logs fit /tmp
         if model.api_key_secret:
             secret_env.append(SecretEnv("VLLM_API_KEY", model.api_key_secret, "VLLM_API_KEY"))
+        field_env = ()
+        if events is not None:
+            env.append(EnvVar("PYTHONHASHSEED", events.hash_seed))  # the root block hash the scorer seeds with
+            field_env = (("POD_IP", "status.podIP"),)  # the topic's $(POD_IP)
         access = None
         adapter_uris = tuple(a.source for a in model.lora.adapters if a.kind == "s3") if model.lora else ()
         init = adapter_fetchers(model, region) if model.lora is not None else ()
@@ -578,7 +586,7 @@ def build(fleet, blueprint_name: str, labels: dict, region: str | None = None) -
             max_surge=model.max_surge, max_unavailable=0 if model.max_surge else 1,
             replicas=None if autoscaling else model.replicas.min,
             autoscaling=autoscaling, hf_token_secret=model.hf_token_secret, priority_class=priority_class,
-            env=tuple(env), secret_env=tuple(secret_env), volumes=tuple(volumes),
+            env=tuple(env), secret_env=tuple(secret_env), volumes=tuple(volumes), field_env=field_env,
             ephemeral_storage=f"{cache_gib + TMP_SIZE_GIB}Gi",
             pre_stop=("python3", "-c", PRE_STOP_SCRIPT.format(grace=ENDPOINT_GRACE_S, drain=drain, port=model.port)),
             grace_s=ENDPOINT_GRACE_S + drain + EXIT_MARGIN_S,

@@ -308,6 +308,7 @@ class GatewaySpec:
     request_timeout_s: int
     path: Path
     expose: str = "cluster"  # cluster: a ClusterIP Service | internal: an internal AWS load balancer in the VPC
+    prefix_routing: str = "approximate"  # approximate | precise: vLLM KV events to llm-d's scorer (fleetform/kvevents.py)
 
 
 @frozen

@@ -256,6 +256,10 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
                     f"{model.lora.max_loras} slots x rank {model.lora.max_lora_rank} on every LoRA layer of "
                     f"{model.spec.id}, TP {model.tensor_parallel} (fleetform/lora.py, vLLM 0.11 create_lora_weights)",
                     f"{slots_gb(model):.2f} GB of GPU memory")
+        if fleet.gateway is not None:
+            from .kvevents import routing_step
+
+            out.add(f"{model.name}: routing", *routing_step(fleet))
         if model.gpus > per_node and not shared:
             out.add(f"{model.name}: nodes per replica",
                     f"TP {model.tensor_parallel} x PP {model.pipeline_parallel} = {model.gpus} GPUs / {per_node} per node",

@@ -6,6 +6,7 @@ servers' NetworkPolicy, and the gateway-auth rule."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import yaml
@@ -208,3 +209,73 @@ def test_gateway_install_warns_only_where_no_pulumi_program_installs_the_control
     path = tmp_path / "bp.yaml"
     path.write_text(onprem.read_text().replace("    gateway: {}\n", ""))
     assert [f.rule for f in check(path).findings if f.rule == "gateway-install"] == []
+
+
+def _parse_picker_args(args, flags, bools, parser):
+    """The picker's command line read as its runner reads it: Go's flag package (src/flag/flag.go, "Command line
+    flag syntax": `-flag x` is for non-boolean flags only, a boolean is turned off only by `-flag=false`, and
+    parsing stops just before the first non-flag argument) or spf13/pflag (the same flag forms, but a non-flag
+    argument is set aside and parsing goes on: README, "flags may be interspersed with arguments"). Returns the flags
+    given (name: value) and the arguments no flag took."""
+    given, rest, i = {}, [], 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("-") or arg in ("-", "--"):
+            if parser == "flag" or arg == "--":
+                return given, rest + args[i:]
+            rest.append(arg)
+            i += 1
+            continue
+        name, eq, value = arg.lstrip("-").partition("=")
+        assert name in flags, arg
+        if not eq:
+            if name in bools:
+                value = "true"
+            else:
+                i += 1
+                value = args[i]
+        given[name] = value
+        i += 1
+    return given, rest
+
+
+def test_picker_args_are_parsed_as_go_parses_them():
+    """The parser above is Go's on the forms that matter (negative controls of the test below)."""
+    flags, bools = {"tracing": None, "config-file": "", "kv-cache-usage-percentage-metric": ""}, ["tracing"]
+    args = ["--config-file", "/c", "--tracing", "false", "--kv-cache-usage-percentage-metric", "m"]
+    assert _parse_picker_args(args, flags, bools, "flag") == (
+        {"config-file": "/c", "tracing": "true"}, ["false", "--kv-cache-usage-percentage-metric", "m"])
+    assert _parse_picker_args(args, flags, bools, "pflag") == (
+        {"config-file": "/c", "tracing": "true", "kv-cache-usage-percentage-metric": "m"}, ["false"])
+    fixed = ["--config-file", "/c", "--tracing=false", "--kv-cache-usage-percentage-metric", "m"]
+    for parser in ("flag", "pflag"):
+        assert _parse_picker_args(fixed, flags, bools, parser) == (
+            {"config-file": "/c", "tracing": "false", "kv-cache-usage-percentage-metric": "m"}, [])
+
+
+def test_every_picker_reads_the_metrics_vllm_0_11_shows():
+    """Each endpoint picker's flags are its runner's (tests/data/kvevents/epp-flags.json: the extension's
+    cmd/epp/runner/runner.go at v1.1.0, the default picker's image, and pkg/epp/server/options.go at v1.3.0, which
+    llm-d-inference-scheduler v0.5.0 runs), and every vLLM metric it reads, by a flag or by its default, is one vLLM 0.11.0 registers without
+    --show-hidden-metrics-for-version. The runner's default KV-cache metric, vllm:gpu_cache_usage_perc, is hidden in
+    0.11: a picker left at it gets no KV-cache use from any replica and its kv-cache-utilization-scorer scores them
+    all alike."""
+    facts = json.loads((ROOT / "tests/data/kvevents/epp-flags.json").read_text())
+    vllm = facts["vllm-0.11.0"]
+    metric_flags = ("total-queued-requests-metric", "kv-cache-usage-percentage-metric", "lora-info-metric",
+                    "cache-info-metric")
+    for source, version in ((EXAMPLE, "v1.1.0"), (ROOT / "blueprints/inference-precise.yaml", "v1.3.0")):
+        _, _, objs = _objects(source)
+        flags = facts["versions"][version]
+        pickers = [d for name, d in objs["Deployment"].items() if name.endswith("-epp")]
+        assert pickers
+        for picker in pickers:
+            args = picker["spec"]["template"]["spec"]["containers"][0]["args"]
+            given, rest = _parse_picker_args(args, flags, facts["bool"][version], facts["parser"][version])
+            # nothing left over: with Go's flag package a bool flag given as `--tracing false` is set to true and
+            # "false" ends the parsing, so every flag after it (the metric's) is silently never read
+            assert rest == [], (source.name, rest)
+            assert given["tracing"] == "false" and given["metrics-endpoint-auth"] == "false", source.name
+            for flag in metric_flags:
+                metric = given.get(flag, flags[flag])
+                assert metric in vllm["registered"] and metric not in vllm["hidden"], (source.name, flag, metric)

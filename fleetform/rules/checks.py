@@ -15,6 +15,7 @@ from . import gateway  # noqa: F401  (scaling beyond the queue and the cold-star
 from . import caches  # noqa: F401  (the shared compile and download cache: after gateway)
 from . import semrouter  # noqa: F401  (routing simple requests to a smaller model: after gateway)
 from . import lora  # noqa: F401  (a model's LoRA adapters: after the catalog's memory rules)
+from . import kvevents  # noqa: F401  (precise prefix routing: after gateway, lora and lws)
 from . import slo  # noqa: F401  (sizing from an SLO: after inference's memory rules)
 from . import cluster  # noqa: F401  (the cluster stage: after every fleet is checked on its own)
 from . import eks  # noqa: F401  (the cluster's Kubernetes version against EKS's calendar)
