@@ -62,6 +62,7 @@ class Change:
     inputs: list[InputChange] = field(default_factory=list)
     effects: list[str] = field(default_factory=list)
     known: bool = True  # False: the type has no replacement data (treated as an update)
+    recreate: bool = False  # a Deployment whose strategy is Recreate (its old pods stop before new ones start)
 
     @property
     def short_type(self) -> str:
@@ -302,8 +303,9 @@ def compare(old_resources: list[dict], new_resources: list[dict],
         if not inputs:
             continue
         action = REPLACE if any(i.forces_replacement for i in inputs) else UPDATE
+        strategy = ((res["inputs"].get("spec") or {}).get("strategy") or {}).get("type")
         change = Change(action, res["type"], name, before["name"], sorted(inputs, key=lambda i: i.path),
-                        known=data is not None)
+                        known=data is not None, recreate=strategy == "Recreate")
         change.effects = _effects(change, before, res, data or {})
         changes[key] = change
     kept = set(matched.values())
@@ -557,6 +559,12 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")
+        if change.recreate:
+            # strategy Recreate (an endpoint picker, as the inferencepool chart makes it: one replica): "All existing
+            # Pods are killed before new ones are created" (Kubernetes docs, Deployments, Recreate Deployment)
+            return Disruption("drain", what, "strategy Recreate: Kubernetes stops its pods before it starts the new "
+                                             "ones, so what it serves is down until a new pod is ready (an endpoint "
+                                             "picker: its model's route answers nothing meanwhile)")
         return Disruption("rolling", what, "Kubernetes replaces the pods one by one (maxSurge/maxUnavailable); "
                                            "each new pod serves once its startup probe passes")
     if change.action == REPLACE:

@@ -400,3 +400,19 @@ def test_a_subscriber_set_up_as_the_picker_receives_what_vllm_publishes():
         pub.close()
         sub.close()
         context.term()
+
+
+def test_diff_calls_a_changed_picker_a_drain(tmp_path):
+    """The endpoint picker's Deployment is Recreate (one replica, as the inferencepool chart makes it): Kubernetes stops
+    the old pod before it starts the new one, so switching routing leaves each model's route unanswered until the new
+    picker is ready; the diff says so instead of "replaces the pods one by one"."""
+    from conftest import run_cli
+
+    example = ROOT / "blueprints/inference-precise.yaml"
+    old = tmp_path / "approximate.yaml"
+    old.write_text(example.read_text().replace("prefix_routing: precise", "prefix_routing: approximate", 1))
+    out = run_cli("diff", str(old), str(example)).stdout
+    for model in ("qwen-7b", "llama-8b"):
+        assert (f"[drain] Deployment chat-deployment-chat-{model}-epp: strategy Recreate: Kubernetes stops its pods "
+                "before it starts the new ones") in out
+        assert f"[rolling] Deployment chat-deployment-chat-{model}: Kubernetes replaces the pods one by one" in out
