@@ -121,6 +121,22 @@ MODEL_HEADER = "X-Gateway-Model-Name"
 """The header a route matches to pick a model's pool (config/manifests/bbr-example/httproute_bbr.yaml at
 v1.1.0); the extension's body-based router (BodyRouter) copies the body's `model` into it."""
 LISTENER_PORT = 80
+LISTENER_NAME = "http"
+"""The Gateway's way in: the listener clients reach on the proxy Service. Its only route is the catch-all
+(ModelFallback.route): every request under ROUTE_PATH_PREFIX passes the body-based router there and is then sent to
+POOLS_LISTENER through the proxy itself."""
+POOLS_LISTENER = "pools"
+POOLS_PORT = 8081
+"""The listener of the second pass: the models' routes (a header match per model -> its InferencePool), the semantic
+router's route and the unknown-model answer attach here. A request meets them with MODEL_HEADER already set, so the
+route it matches on arrival is its model's and kgateway's InferencePool filter (first in the chain, its pool taken
+from that route) asks the model's endpoint picker (docs/gateway.md, "Routing by the body's model"). kgateway binds
+a listener on its own port (v2.1 translator/listener getListenerPortNumber; no offset) and refuses only 9091, 8082
+and 19000 (validate/gateway.go reservedPorts: its metrics, readiness and Envoy admin ports)."""
+LOOPBACK = "127.0.0.1"
+"""The second pass never leaves the proxy's pod: a kgateway Backend of type Static with this address is a STATIC
+Envoy cluster (v2.1 plugins/backend/static.go processStaticBackendForEnvoy: an IP is not resolved), and the pod's
+Envoy listens on POOLS_PORT on every address."""
 ROUTE_PATH_PREFIX = "/v1"
 """The paths a route sends on: vLLM's API key guards only paths under /v1 (vLLM 0.11 api_server.py, the
 authentication middleware passes any other path through), and the same server answers inference on
@@ -207,22 +223,31 @@ UNKNOWN_MODEL_BODY_MAX = 4096  # kgateway v2.1.2's DirectResponse CRD (v2.1.0's 
 
 @frozen
 class ModelFallback:
-    """The gateway's catch-all route: an HTTPRoute rule on the path prefix with no header match, whose action is a
-    kgateway DirectResponse (HTTPRoute filter ExtensionRef; kgateway v2.1 plugins/directresponse ApplyForRoute
-    makes it the Envoy route's direct_response).
+    """How a request reaches its model's route with the model's endpoint picker: two passes through the proxy.
 
-    It exists so that a request that arrives without MODEL_HEADER matches a route at all: kgateway enables a
-    TrafficPolicy's ext-proc filter (the body-based router) per route, and Envoy adds a disabled filter to a
-    request's chain only when the route the request matched on arrival enables it (docs/gateway.md, "Routing by the
-    body's model"). On this route the router runs, sets the header from the body's `model` and clears the route
-    cache, and Envoy picks the model's own route; a `model` no route matches stays here and gets `status` with
-    `body`. tests/test_bbr_envoy.py shows both in a real Envoy configured as kgateway v2.1.2 configures it
-    (v2.1.0 and v2.1.1 answer such a request 500: KGATEWAY_VERSION)."""
+    1. On the way in (listener LISTENER_NAME) one route, `route`: the path prefix with no header match, so every
+       request matches it on arrival and the body-based router runs (kgateway enables a TrafficPolicy's ext-proc
+       filter per route; Envoy adds a disabled filter to a request's chain only where the route it matched on arrival
+       enables it). The router copies the body's `model` into MODEL_HEADER; the route's backend is `backend`, a
+       kgateway Backend of type Static on LOOPBACK:POOLS_PORT, so the request goes back into the same proxy.
+    2. On POOLS_LISTENER the request arrives with the header: it matches its model's route on arrival, so kgateway's
+       InferencePool filter (first in the chain, the pool taken from the route at arrival) asks that model's picker.
+       A `model` no route matches, or none, meets `unknown_route`: the path prefix with no header, whose action is the
+       kgateway DirectResponse `response` (HTTPRoute filter ExtensionRef; plugins/directresponse ApplyForRoute makes
+       it the Envoy route's direct_response) with `status` and `body`.
 
-    route: str  # the HTTPRoute
+    One pass is not enough on kgateway's Envoy data plane: the picker filter runs before the router, with the pool of
+    the route at arrival, so a request re-routed by the router's clear_route_cache reached its pool unscheduled
+    (docs/gateway.md, "Routing by the body's model"). tests/test_bbr_envoy.py shows both in a real Envoy configured as
+    kgateway v2.1.2 configures it (v2.1.0 and v2.1.1 answer a body-only request 500: KGATEWAY_VERSION)."""
+
+    route: str  # the HTTPRoute on the way in
+    backend: str  # the kgateway Backend of the second pass
+    unknown_route: str  # the HTTPRoute on POOLS_LISTENER that answers an unknown model
     response: str  # the DirectResponse
     status: int
     body: str  # a JSON error, in the shape of an OpenAI error (`error.message`, `error.type`, `error.code`)
+    host: str = LOOPBACK
 
 
 @frozen
@@ -274,6 +299,9 @@ class InferenceGateway:
     semantic_router: SemanticRouter | None = None  # fleetform/semrouter.py: routing simple requests to a smaller model
     fallback: ModelFallback | None = None  # the catch-all route a request without MODEL_HEADER matches first
     prefix_routing: str = "approximate"  # gateway.prefix_routing
+    listener: str = LISTENER_NAME  # the way in: the catch-all only
+    pools_listener: str = POOLS_LISTENER  # the second pass: the models' routes
+    pools_port: int = POOLS_PORT
 
     @property
     def parameters_name(self) -> str:
@@ -296,8 +324,18 @@ def router_name(fleet) -> str:
 
 
 def fallback_route_name(fleet) -> str:
-    """The catch-all HTTPRoute (ModelFallback); a model's own HTTPRoute has the model's name."""
+    """The catch-all HTTPRoute on the way in (ModelFallback.route); a model's own HTTPRoute has the model's name."""
     return f"{gateway_name(fleet)}-models"
+
+
+def unknown_route_name(fleet) -> str:
+    """The HTTPRoute (and its DirectResponse) on POOLS_LISTENER that answers a request naming no model of the fleet."""
+    return f"{gateway_name(fleet)}-unknown-model"
+
+
+def pools_backend_name(fleet) -> str:
+    """The kgateway Backend of the second pass (ModelFallback.backend)."""
+    return f"{gateway_name(fleet)}-pools"
 
 
 def unknown_model_body(gateway: str, served: list[str]) -> str:
@@ -338,6 +376,8 @@ def build(fleet, kube) -> InferenceGateway | None:
     name, router = gateway_name(fleet), router_name(fleet)
     selector = (("app.kubernetes.io/name", router), ("app.kubernetes.io/instance", router))
     service_type, annotations = PROXY_SERVICE[spec.expose]
+    routed = semrouter.build(fleet, common)
+    served = [m for p in pickers for m in (p.model,) + p.adapters] + ([routed.model_name] if routed else [])
     return InferenceGateway(kube.namespace, name, GATEWAY_CLASS, LISTENER_PORT,
                             spec.request_timeout_s,
                             (("app.kubernetes.io/component", "gateway"),) + common, tuple(pickers),
@@ -345,7 +385,8 @@ def build(fleet, kube) -> InferenceGateway | None:
                                        selector),
                             expose=spec.expose, service_type=service_type, service_annotations=annotations,
                             prefix_routing=spec.prefix_routing,
-                            semantic_router=semrouter.build(fleet, common),
+                            semantic_router=routed,
                             fallback=ModelFallback(
-                                fallback_route_name(fleet), f"{name}-unknown-model", UNKNOWN_MODEL_STATUS,
-                                unknown_model_body(name, [m for p in pickers for m in (p.model,) + p.adapters])))
+                                fallback_route_name(fleet), pools_backend_name(fleet), unknown_route_name(fleet),
+                                unknown_route_name(fleet), UNKNOWN_MODEL_STATUS,
+                                unknown_model_body(name, served)))

@@ -111,10 +111,26 @@ class Choice:
     model: str
 
 
+LISTENER = "semantic"
+PORT = 8083
+"""The gateway's listener of the router (fleetform/gateway.py has the way in, 80, and the models' second pass, 8081;
+kgateway reserves 8082, 9091 and 19000). A request for `model_name` goes through the proxy three times:
+1. the way in: the body-based router sets MODEL_HEADER to `model_name`, and the way-in route for that header (`way_in`)
+   sends the request back into the proxy on this listener (a Static Backend named `name` on 127.0.0.1:PORT);
+2. here one route (`name`), the path prefix with no header, on which the router runs: it rewrites the body's `model`
+   and the header to the model it chooses and clears the route cache; the route is still this one, whose backend is
+   the gateway's second pass (fleetform/gateway.py ModelFallback.backend);
+3. the chosen model's route, where that model's endpoint picker schedules the request.
+In one pass the router (a per-route filter, like the body-based router) would be in the chain only for requests that
+arrived with the header, and a routed request would be scheduled by the picker of the route it arrived on, not by
+the chosen model's (kgateway runs the picker filter first: docs/gateway.md, "Routing by the body's model")."""
+
+
 @frozen
 class SemanticRouter:
-    """The router's Deployment, Service, ServiceAccount, NetworkPolicy, PodDisruptionBudget, ConfigMap, the HTTPRoute
-    for requests naming `model_name`, and the kgateway GatewayExtension and TrafficPolicy that run it on that route."""
+    """The router's Deployment, Service, ServiceAccount, NetworkPolicy, PodDisruptionBudget, ConfigMap, its listener's
+    route and Backend, the way-in route for requests naming `model_name`, and the kgateway GatewayExtension and
+    TrafficPolicy that run it on its route (LISTENER says how a request passes)."""
 
     name: str
     labels: tuple[tuple[str, str], ...]
@@ -126,7 +142,9 @@ class SemanticRouter:
     easy: tuple[str, ...]
     hard: tuple[str, ...]
     choices: tuple[Choice, ...]
-    route_backend: str  # the InferencePool the route names: the large model's (the router re-routes every request)
+    way_in: str  # the HTTPRoute on the gateway's way in for requests naming model_name
+    listener: str = LISTENER
+    port: int = PORT
     image: str = IMAGE
     args: tuple[str, ...] = ARGS
     grpc_port: int = GRPC_PORT
@@ -188,7 +206,7 @@ def build(fleet, common: tuple[tuple[str, str], ...]) -> SemanticRouter | None:
     )
     router = SemanticRouter(name, selector + (("app.kubernetes.io/component", "semantic-router"),) + common,
                             selector, spec.model_name, spec.small, spec.large, spec.threshold, spec.easy, spec.hard,
-                            choices, spec.large)
+                            choices, f"{name}-way-in")
     import hashlib  # here: validate's import floor has no hashlib (tests/test_cli.py) unless a router is asked for
 
     # the config's inputs (the ConfigMap's template adds only constants of this module and the gateway's timeout)

@@ -21,11 +21,12 @@ For every model of every inference fleet, in order, and stops at the first failu
    value of the queue metric;
 5. for a fleet with a gateway: the Gateway is Programmed (kgateway, installed by `pulumi up`, has made its
    proxy), and from a pod in the fleet's namespace, through the Gateway's address (status.addresses, Gateway
-   API v1), one completion per model answers with the model's X-Gateway-Model-Name header and the API key,
-   and the same request without the key is refused with vLLM's 401 (not any HTTP error: a 404 or
+   API v1), one completion per model answers, sent as an OpenAI client sends it (the model in the body only,
+   no X-Gateway-Model-Name header: the body-based router and the gateway's second pass route it) with the API
+   key, and the same request without the key is refused with vLLM's 401 (not any HTTP error: a 404 or
    503 says nothing about the key).
-6. for a fleet with semantic_routing: through the Gateway, a chat request for the routed name (with its
-   header) carrying the first easy example prompt is answered by the small model, one carrying the first hard
+6. for a fleet with semantic_routing: through the Gateway, a chat request for the routed name (in the body
+   only) carrying the first easy example prompt is answered by the small model, one carrying the first hard
    example prompt by the large model.
 
 The probe pods satisfy the namespaces' restricted Pod Security level (non-root, no privilege escalation,
@@ -196,9 +197,8 @@ def wake_model(kubectl: Kubectl, fleet, server, url: str, budget_s: int, say) ->
     rollout status likewise returns at once)."""
     gateway = fleet.inference_gateway
     ns, name = server.namespace, server.name
-    body = {"model": name, "prompt": "The capital of France is", "max_tokens": 1}
-    header = ["-H", f"{gateway.model_header}: {name}"]
-    kubectl.run_pod(probe_pod(f"e2e-gw-{name}-wake", ns, header + curl_args(url, body, api_key=True, max_time=30),
+    body = {"model": name, "prompt": "The capital of France is", "max_tokens": 1}  # the body only, as a client
+    kubectl.run_pod(probe_pod(f"e2e-gw-{name}-wake", ns, curl_args(url, body, api_key=True, max_time=30),
                               _api_key(server)))
     result = kubectl("-n", ns, "wait", "--for=jsonpath={.status.readyReplicas}=1", f"deploy/{name}",
                      f"--timeout={budget_s}s", check=False)
@@ -210,22 +210,22 @@ def wake_model(kubectl: Kubectl, fleet, server, url: str, budget_s: int, say) ->
 
 
 def check_gateway(kubectl: Kubectl, fleet, say) -> None:
-    """The fleet's Gateway answers for each of its models (fleetform/gateway.py: an HTTPRoute per model on the
-    model-name header, paths under /v1), and not without the key (vLLM checks it behind the gateway)."""
+    """The fleet's Gateway answers for each of its models (fleetform/gateway.py: the body-based router on the way in
+    sets the model-name header, the second pass matches a model's HTTPRoute by it, paths under /v1) to a request that
+    names its model in the body only, and not without the key (vLLM checks it behind the gateway)."""
     gateway = fleet.inference_gateway
     ns, name = gateway.namespace, gateway.name
     url = gateway_url(kubectl, gateway, say)
     keys = {s.name: _api_key(s) for s in fleet.kube.servers}
     for picker in gateway.pickers:
         body = {"model": picker.model, "prompt": "The capital of France is", "max_tokens": 8}
-        header = ["-H", f"{gateway.model_header}: {picker.model}"]
         ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-{picker.pool}-completion", ns,
-                                            header + curl_args(url, body, api_key=True), keys[picker.pool]))
+                                            curl_args(url, body, api_key=True), keys[picker.pool]))
         if not ok or not json.loads(log or "{}").get("choices"):
             raise CheckFailed(f"{ns}/{name}: POST /v1/completions for {picker.model} through the Gateway did not "
                               f"answer: {log[:300]}")
         status = ["-o", "/dev/null", "-w", STATUS_MARK + "%{http_code}\n"]
-        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-{picker.pool}-nokey", ns, header + status + curl_args(url, body)))
+        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-{picker.pool}-nokey", ns, status + curl_args(url, body)))
         answered = re.findall(rf"{STATUS_MARK}(\d+)", log or "")
         if ok or kubectl.last_exit_code != HTTP_ERROR_EXIT_CODE or answered != [str(UNAUTHORIZED)]:
             raise CheckFailed(f"{ns}/{name}: a request for {picker.model} without the API key was not refused "
@@ -237,17 +237,16 @@ def check_gateway(kubectl: Kubectl, fleet, say) -> None:
 
 def check_routing(kubectl: Kubectl, fleet, say) -> None:
     """A fleet with semantic_routing (fleetform/semrouter.py): through the Gateway, a chat request for the routed
-    name with the routed name's header, once with the first easy example prompt and once with the first hard one,
+    name in the body only (no header), once with the first easy example prompt and once with the first hard one,
     must be answered by the small and by the large model (the `model` of vLLM's answer is the served model). This
-    is where kgateway's route-level ext-proc and the re-selected route are proven or not (semantic-router-reach)."""
+    is where the router's own pass through the proxy (fleetform/semrouter.py LISTENER) is proven or not."""
     gateway, router = fleet.inference_gateway, fleet.inference_gateway.semantic_router
     ns = gateway.namespace
     url = gateway_url(kubectl, gateway, say).replace("/v1/completions", "/v1/chat/completions")
     key = _api_key(next(s for s in fleet.kube.servers if s.name == router.large))
-    header = ["-H", f"{gateway.model_header}: {router.model_name}"]
     for kind, prompt, expected in (("easy", router.easy[0], router.small), ("hard", router.hard[0], router.large)):
         body = {"model": router.model_name, "messages": [{"role": "user", "content": prompt}], "max_tokens": 8}
-        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-routing-{kind}", ns, header + curl_args(url, body, api_key=True),
+        ok, log = kubectl.run_pod(probe_pod(f"e2e-gw-routing-{kind}", ns, curl_args(url, body, api_key=True),
                                             key))
         try:
             answered = json.loads(log or "{}").get("model") if ok else None
@@ -255,7 +254,7 @@ def check_routing(kubectl: Kubectl, fleet, say) -> None:
             answered = None
         if answered != expected:
             raise CheckFailed(f"{ns}/{gateway.name}: the {kind} prompt {prompt!r} for {router.model_name!r} was "
-                              f"answered by {answered!r}, not {expected!r} (semantic-router-reach): {(log or '')[:300]}")
+                              f"answered by {answered!r}, not {expected!r}: {(log or '')[:300]}")
         say(f"{ns}/{gateway.name}: {'an' if kind == 'easy' else 'a'} {kind} request for {router.model_name} went to {expected}")
 
 

@@ -246,8 +246,17 @@ def serve_ext_proc(handler):
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length)
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            # a body an ext_proc streamed (FULL_DUPLEX_STREAMED) loses its content-length: Envoy sends it chunked
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                chunk = self.rfile.read(size + 2)[:size]
+                if size == 0:
+                    break
+                body += chunk
+        else:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
         out = json.dumps({"served_by": self.server.name, "model_header": self.headers.get(MODEL_HEADER),
                           "body": body.decode(errors="replace")}).encode()
         self.send_response(200)
@@ -336,18 +345,48 @@ _MODES = {"requestHeaderMode": "request_header_mode", "responseHeaderMode": "res
 EPP_FILTER = "inferencepool.backend.transformation.kgateway.io"
 
 
-def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_ports, epp_fail_open=True):
+def _static_cluster(name, hosts):
+    """A kgateway Backend of type Static whose hosts are IPs: a STATIC cluster of those addresses, HTTP/1.1
+    (v2.1 plugins/backend/static.go processStaticBackendForEnvoy; its name and shape in kgateway's translation of a
+    Static Backend, tests/data/kgateway/backend-default-out.yaml)."""
+    return {
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "5s",
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [
+            {"endpoint": {"hostname": host, "address": {"socket_address": {"address": host, "port_value": port}},
+                          "health_check_config": {"hostname": host}}} for host, port in hosts]}]},
+    }
+
+
+def _listeners(by_kind):
+    """(name, port) of the Gateway's listeners; objects without a Gateway get one listener `http` on 80."""
+    gateways = by_kind.get("Gateway", [])
+    if not gateways:
+        return [("http", 80)]
+    (gw,) = gateways
+    return [(listener["name"], listener["port"]) for listener in gw["spec"]["listeners"]]
+
+
+def envoy_config(objects, *, listener_ports, admin_port, ext_proc_ports, upstream_ports, epp_fail_open=True,
+                 epp_on_every_listener=True):
     """Envoy bootstrap for the rendered objects of one fleet (dicts, as parsed from its k8s/ folder).
 
-    ext_proc_ports: {(kind, name): port} for each GatewayExtension's service and each pool's picker
-    (("pool", NAME)); upstream_ports: {pool name: port}. epp_fail_open mirrors kgateway v2.1.2 (v2.1.x
-    57b97ee5c, 2025-11-04), whose placeholder picker filter allows failures; False mirrors v2.1.0 and v2.1.1."""
+    listener_ports: {Gateway listener port: the local port it listens on here} (a Static Backend on 127.0.0.1 and one
+    of those ports is sent to the local one: in the proxy's pod the listener has that port). ext_proc_ports:
+    {(kind, name): port} for each GatewayExtension's service and each pool's picker (("pool", NAME));
+    upstream_ports: {pool name: port}. epp_fail_open mirrors kgateway v2.1.2 (v2.1.x 57b97ee5c, 2025-11-04), whose
+    placeholder picker filter allows failures; False mirrors v2.1.0 and v2.1.1. epp_on_every_listener: kgateway adds
+    the placeholder picker filter to a listener's chain once any route translated before that listener's filters
+    uses a pool (one translation pass per Gateway, listeners in order: irtranslator/gateway.go Translate;
+    endpointpicker/plugin.go HttpFilters returns nothing while usedPools is empty), so a listener without pool
+    routes may have it or not; False gives it only to listeners with a pool route."""
     by_kind: dict[str, list[dict]] = {}
     for o in objects:
         by_kind.setdefault(o["kind"], []).append(o)
     ns = objects[0]["metadata"]["namespace"]
     clusters = []
-    filters = [{
+    epp_filter = {
         "name": EPP_FILTER,
         "typed_config": _any(
             "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor",
@@ -362,7 +401,8 @@ def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_p
             metadata_options={"forwarding_namespaces": {"untyped": ["envoy.lb.subset_hint"]},
                               "receiving_namespaces": {"untyped": ["envoy.lb"]}},
         ),
-    }]
+    }
+    provider_filters = []
     ext_filters = {}
     for ge in by_kind.get("GatewayExtension", []):
         spec = ge["spec"]["extProc"]
@@ -377,23 +417,27 @@ def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_p
             ext_proc["message_timeout"] = spec["messageTimeout"]
         fname = f"ext_proc/{ns}/{ge['metadata']['name']}"
         ext_filters[ge["metadata"]["name"]] = fname
-        filters.append(_composite_ext_proc(
+        provider_filters.append(_composite_ext_proc(
             fname, _any("envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor", **ext_proc)))
-    filters.append({"name": "envoy.filters.http.header_to_metadata", "typed_config": _any(
+    tail = [{"name": "envoy.filters.http.header_to_metadata", "typed_config": _any(
         "envoy.extensions.filters.http.header_to_metadata.v3.Config",
         request_rules=[{"header": DEST_HEADER, "on_header_present": {
-            "metadata_namespace": "envoy.lb", "key": DEST_HEADER}}])})
-    filters.append({"name": "envoy.filters.http.router",
-                    "typed_config": _any("envoy.extensions.filters.http.router.v3.Router")})
+            "metadata_namespace": "envoy.lb", "key": DEST_HEADER}}])},
+        {"name": "envoy.filters.http.router", "typed_config": _any("envoy.extensions.filters.http.router.v3.Router")}]
 
+    listeners = _listeners(by_kind)
     enable = _any("envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute", overrides={})
-    rc_filter_config = {}
+    rc_filter_config: dict[str, dict] = {name: {} for name, _ in listeners}  # a policy on the Gateway
+    vh_filter_config: dict[str, dict] = {name: {} for name, _ in listeners}  # on one listener (sectionName)
     route_filter_config: dict[str, dict] = {}
     for tp in by_kind.get("TrafficPolicy", []):
         fname = ext_filters[tp["spec"]["extProc"]["extensionRef"]["name"]]
         for t in tp["spec"]["targetRefs"]:
-            if t["kind"] == "Gateway":
-                rc_filter_config[fname] = enable
+            if t["kind"] == "Gateway" and t.get("sectionName"):
+                vh_filter_config[t["sectionName"]][fname] = enable
+            elif t["kind"] == "Gateway":
+                for name in rc_filter_config:
+                    rc_filter_config[name][fname] = enable
             elif t["kind"] == "HTTPRoute":
                 route_filter_config.setdefault(t["name"], {})[fname] = enable
 
@@ -402,10 +446,21 @@ def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_p
         port = pool["spec"]["targetPorts"][0]["number"]
         clusters.append(_pool_cluster(f"endpoint-picker_{ns}_{name}_{port}", upstream_ports[name]))
         clusters.append(_h2_cluster(f"endpointpicker_{name}_{ns}_ext_proc", ext_proc_ports[("pool", name)]))
+    backends = {}
+    for be in by_kind.get("Backend", []):
+        assert be["spec"]["type"] == "Static", be
+        hosts = []
+        for h in be["spec"]["static"]["hosts"]:
+            assert h["host"] == "127.0.0.1", h  # only the proxy itself is reachable here
+            hosts.append((h["host"], listener_ports[h["port"]]))
+        backends[be["metadata"]["name"]] = f"backend_{ns}_{be['metadata']['name']}_0"
+        clusters.append(_static_cluster(backends[be["metadata"]["name"]], hosts))
     direct = {d["metadata"]["name"]: d["spec"] for d in by_kind.get("DirectResponse", [])}
 
-    routes = []
+    routes: dict[str, list] = {name: [] for name, _ in listeners}
     for hr in by_kind.get("HTTPRoute", []):
+        sections = {ref.get("sectionName") for ref in hr["spec"]["parentRefs"]}
+        on = [name for name, _ in listeners if None in sections or name in sections]
         for i, rule in enumerate(hr["spec"]["rules"]):
             for j, m in enumerate(rule.get("matches") or [{"path": {"type": "PathPrefix", "value": "/"}}]):
                 match = {}
@@ -427,18 +482,23 @@ def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_p
                 refs = rule.get("backendRefs") or []
                 drs = [f["extensionRef"]["name"] for f in rule.get("filters", [])
                        if f.get("type") == "ExtensionRef" and f["extensionRef"]["kind"] == "DirectResponse"]
+                timeout = (rule.get("timeouts") or {}).get("request")
                 if drs:
                     spec = direct[drs[0]]
                     route["direct_response"] = {"status": spec["status"]}
                     if "body" in spec:
                         route["direct_response"]["body"] = {"inline_string": spec["body"]}
+                elif len(refs) == 1 and refs[0]["kind"] == "Backend":
+                    route["route"] = {"cluster": backends[refs[0]["name"]]}
+                    if timeout:
+                        route["route"]["timeout"] = timeout
                 else:
                     assert len(refs) == 1 and refs[0]["kind"] == "InferencePool", refs
                     pool = pools[refs[0]["name"]]
                     port = pool["spec"]["targetPorts"][0]["number"]
                     ra = {"cluster": f"endpoint-picker_{ns}_{refs[0]['name']}_{port}"}
-                    if "timeouts" in rule and "request" in rule["timeouts"]:
-                        ra["timeout"] = rule["timeouts"]["request"]
+                    if timeout:
+                        ra["timeout"] = timeout
                     route["route"] = ra
                     fail_open = pool["spec"]["endpointPickerRef"].get("failureMode") == "FailOpen"
                     route["typed_per_filter_config"][EPP_FILTER] = _any(
@@ -446,31 +506,36 @@ def envoy_config(objects, *, listen_port, admin_port, ext_proc_ports, upstream_p
                         overrides={"failure_mode_allow": fail_open, "grpc_service": {
                             "timeout": "10s",
                             "envoy_grpc": {"cluster_name": f"endpointpicker_{refs[0]['name']}_{ns}_ext_proc"}}})
-                routes.append(((-len(prefix), -len(headers), hr["metadata"]["name"], i, j), route))
-    routes.sort(key=lambda r: r[0])
+                for name in on:
+                    routes[name].append(((-len(prefix), -len(headers), hr["metadata"]["name"], i, j), route))
 
-    hcm = {
-        "stat_prefix": "http",
-        "normalize_path": True,
-        "merge_slashes": True,
-        "route_config": {"name": "listener~80", "ignore_port_in_host_matching": True,
-                         "typed_per_filter_config": rc_filter_config,
-                         "virtual_hosts": [{"name": "listener~80~*", "domains": ["*"],
-                                            "routes": [r for _, r in routes]}]},
-        "http_filters": filters,
-    }
+    out = []
+    for name, port in listeners:
+        routes[name].sort(key=lambda r: r[0])
+        has_pool = any(EPP_FILTER in r["typed_per_filter_config"] for _, r in routes[name])
+        key = f"listener~{port}"
+        hcm = {
+            "stat_prefix": "http",
+            "normalize_path": True,
+            "merge_slashes": True,
+            "route_config": {"name": key, "ignore_port_in_host_matching": True,
+                             "typed_per_filter_config": rc_filter_config[name],
+                             "virtual_hosts": [{"name": f"{key}~*", "domains": ["*"],
+                                                "typed_per_filter_config": vh_filter_config[name],
+                                                "routes": [r for _, r in routes[name]]}]},
+            "http_filters": ([epp_filter] if pools and (epp_on_every_listener or has_pool) else [])
+            + provider_filters + tail,
+        }
+        out.append({"name": key,
+                    "address": {"socket_address": {"address": "127.0.0.1", "port_value": listener_ports[port]}},
+                    "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                                    "typed_config": _any(
+                                                        "envoy.extensions.filters.network."
+                                                        "http_connection_manager.v3.HttpConnectionManager",
+                                                        **hcm)}]}]})
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
-        "static_resources": {
-            "listeners": [{"name": "listener~80",
-                           "address": {"socket_address": {"address": "127.0.0.1", "port_value": listen_port}},
-                           "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
-                                                           "typed_config": _any(
-                                                               "envoy.extensions.filters.network."
-                                                               "http_connection_manager.v3.HttpConnectionManager",
-                                                               **hcm)}]}]}],
-            "clusters": clusters,
-        },
+        "static_resources": {"listeners": out, "clusters": clusters},
     }
 
 
@@ -584,8 +649,10 @@ class Gateway:
     ext_proc server per GatewayExtension (`ext_procs` maps its name to a handler; the body-based router by default),
     and Envoy in front. Servers listen on 127.0.0.1 and stop on exit."""
 
-    def __init__(self, objects, workdir: Path, binary: str, *, epp_fail_open: bool, ext_procs=None):
+    def __init__(self, objects, workdir: Path, binary: str, *, epp_fail_open: bool, ext_procs=None,
+                 epp_on_every_listener=True):
         self.objects, self.workdir, self.binary, self.epp_fail_open = objects, workdir, binary, epp_fail_open
+        self.epp_on_every_listener = epp_on_every_listener
         self.ext_procs = ext_procs or {}
 
     def __enter__(self):
@@ -606,8 +673,12 @@ class Gateway:
             self.pickers[name] = EndpointPicker(name, f"127.0.0.1:{upstreams[name]}")
             server, ports[("pool", name)] = serve_ext_proc(self.pickers[name])
             self._stop.append(lambda s=server: s.stop(0))
-        config = envoy_config(self.objects, listen_port=free_port(), admin_port=free_port(), ext_proc_ports=ports,
-                              upstream_ports=upstreams, epp_fail_open=self.epp_fail_open)
+        by_kind: dict[str, list[dict]] = {}
+        for o in self.objects:
+            by_kind.setdefault(o["kind"], []).append(o)
+        config = envoy_config(self.objects, listener_ports={port: free_port() for _, port in _listeners(by_kind)},
+                              admin_port=free_port(), ext_proc_ports=ports, upstream_ports=upstreams,
+                              epp_fail_open=self.epp_fail_open, epp_on_every_listener=self.epp_on_every_listener)
         try:
             self.envoy = Envoy(config, self.workdir, self.binary).__enter__()
         except BaseException:

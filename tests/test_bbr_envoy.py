@@ -27,6 +27,8 @@ router and pickers, EDS, the real BBR, EPP and semantic router images.
 
 from __future__ import annotations
 
+import copy
+import json
 import os
 
 import pytest
@@ -41,7 +43,8 @@ pytestmark = pytest.mark.proxy
 
 GATEWAY = ROOT / "blueprints/inference-gateway.yaml"
 ROUTER = ROOT / "blueprints/inference-router.yaml"
-ROUTED_KINDS = ("GatewayExtension", "TrafficPolicy", "HTTPRoute", "InferencePool", "DirectResponse")
+ROUTED_KINDS = ("Gateway", "GatewayExtension", "TrafficPolicy", "HTTPRoute", "InferencePool", "DirectResponse",
+                "Backend")
 
 
 def _envoy() -> str:
@@ -53,7 +56,7 @@ def _envoy() -> str:
     return binary
 
 
-def _objects(blueprint, *, catch_all=True) -> list[dict]:
+def _objects(blueprint) -> list[dict]:
     result = check(blueprint)
     assert result.model is not None, [f.to_text() for f in result.findings]
     files = render(result.model)
@@ -63,10 +66,33 @@ def _objects(blueprint, *, catch_all=True) -> list[dict]:
             doc = yaml.safe_load(data)
             if doc["kind"] in ROUTED_KINDS:
                 objs.append(doc)
-    if not catch_all:  # the objects as rendered before the catch-all: only the models' header routes
-        objs = [o for o in objs if o["kind"] != "DirectResponse" and not (
-            o["kind"] == "HTTPRoute" and "X-Gateway-Model-Name" not in str(o["spec"]["rules"]))]
     return objs
+
+
+def _one_pass(objs, *, catch_all=True) -> list[dict]:
+    """Negative controls: the objects as fleetform rendered them before the second pass (one listener; the catch-all's
+    rule was the unknown-model answer itself), and, with catch_all False, before the catch-all (only the models'
+    header routes)."""
+    out = []
+    unknown = next(o for o in objs if o["kind"] == "DirectResponse")["metadata"]["name"]
+    for o in objs:
+        o = copy.deepcopy(o)
+        if o["kind"] == "Backend" or (o["kind"] == "HTTPRoute" and o["metadata"]["name"] == unknown):
+            continue
+        if o["kind"] == "Gateway":
+            o["spec"]["listeners"] = o["spec"]["listeners"][:1]
+        for ref in o["spec"].get("parentRefs", []) + o["spec"].get("targetRefs", []):
+            ref.pop("sectionName", None)
+        if o["kind"] == "HTTPRoute" and any(r["kind"] == "Backend" for r in o["spec"]["rules"][0].get("backendRefs", [])):
+            if not catch_all:
+                continue
+            o["spec"]["rules"] = [{"matches": o["spec"]["rules"][0]["matches"], "filters": [{
+                "type": "ExtensionRef",
+                "extensionRef": {"group": "gateway.kgateway.dev", "kind": "DirectResponse", "name": unknown}}]}]
+        if o["kind"] == "DirectResponse" and not catch_all:
+            continue
+        out.append(o)
+    return out
 
 
 def _served(status_body):
@@ -75,14 +101,18 @@ def _served(status_body):
     return body["served_by"]
 
 
-def test_a_body_only_request_reaches_the_model_it_names(tmp_path):
+@pytest.mark.parametrize("epp_on_every_listener", [True, False], ids=["picker-filter-on-the-way-in", "pools-only"])
+def test_a_body_only_request_reaches_its_model_scheduled_by_its_picker(tmp_path, epp_on_every_listener):
     objs = _objects(GATEWAY)
-    with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True) as gw:
+    with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True, epp_on_every_listener=epp_on_every_listener) as gw:
         assert _served(gw.post({"model": "qwen-7b", "prompt": "hi"})) == "qwen-7b"
         assert _served(gw.post({"model": "llama-8b", "prompt": "hi"})) == "llama-8b"
         # a LoRA adapter's name goes to its base model's pool (the model's route matches it too)
         assert _served(gw.post({"model": "llama-8b-sql", "prompt": "hi"})) == "llama-8b"
         assert _served(gw.post({"model": "qwen-7b", "messages": []}, path="/v1/chat/completions")) == "qwen-7b"
+        # each was scheduled by its own model's picker, on the second pass
+        assert gw.pickers["qwen-7b"].models == ["qwen-7b", "qwen-7b"]
+        assert gw.pickers["llama-8b"].models == ["llama-8b", "llama-8b-sql"]
         status, body = gw.post({"model": "nope", "prompt": "hi"})
         assert status == 404 and body["error"]["type"] == "NotFoundError", (status, body)
         assert "llama-8b, llama-8b-sql, llama-8b-support, qwen-7b" in body["error"]["message"]
@@ -90,20 +120,34 @@ def test_a_body_only_request_reaches_the_model_it_names(tmp_path):
         assert status == 404 and body["error"]["code"] == 404
         status, _ = gw.post({"model": "qwen-7b"}, path="/invocations")  # vLLM's keyless paths stay unrouted
         assert status == 404
+        # the router ran once per request: on the way in, not on the second pass
         assert gw.handlers["chat-gateway-bbr"].models == [
             "qwen-7b", "llama-8b", "llama-8b-sql", "qwen-7b", "nope", ""]
-        # no picker scheduled those: the catch-all has no pool, so the picker filter ran with none
-        assert all(p.models == [] for p in gw.pickers.values())
-
-        # the header path as before, now scheduled by the model's own picker
+        # the header path: the same two passes (the router sets the header the body names)
         assert _served(gw.post({"model": "llama-8b", "prompt": "hi"}, {"X-Gateway-Model-Name": "llama-8b"})) \
             == "llama-8b"
-        assert gw.pickers["llama-8b"].models == ["llama-8b"] and gw.pickers["qwen-7b"].models == []
+        assert gw.pickers["llama-8b"].models[-1] == "llama-8b" and len(gw.pickers["qwen-7b"].models) == 2
+        # a streamed answer comes back through both passes
+        status, body = gw.post({"model": "qwen-7b", "prompt": "x" * 200_000})
+        assert status == 200 and json.loads(body["body"])["prompt"] == "x" * 200_000
+
+
+def test_in_one_pass_the_picker_never_sees_a_body_only_request(tmp_path):
+    """Negative control: the objects as rendered before the second pass. The router re-routes the request after the
+    picker filter ran for the catch-all (no pool): it reaches its model, but no picker scheduled it."""
+    objs = _one_pass(_objects(GATEWAY))
+    with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True) as gw:
+        assert _served(gw.post({"model": "qwen-7b", "prompt": "hi"})) == "qwen-7b"
+        assert _served(gw.post({"model": "llama-8b", "prompt": "hi"})) == "llama-8b"
+        assert all(p.models == [] for p in gw.pickers.values())
+        assert _served(gw.post({"model": "llama-8b", "prompt": "hi"}, {"X-Gateway-Model-Name": "llama-8b"})) \
+            == "llama-8b"
+        assert gw.pickers["llama-8b"].models == ["llama-8b"]
 
 
 def test_without_the_catch_all_a_body_only_request_matches_no_route(tmp_path):
-    """Negative control: the objects as rendered before (one header route per model)."""
-    objs = _objects(GATEWAY, catch_all=False)
+    """Negative control: the objects as rendered before the catch-all (one header route per model)."""
+    objs = _one_pass(_objects(GATEWAY), catch_all=False)
     with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True) as gw:
         status, _ = gw.post({"model": "qwen-7b", "prompt": "hi"})
         assert status == 404
@@ -111,44 +155,83 @@ def test_without_the_catch_all_a_body_only_request_matches_no_route(tmp_path):
         assert _served(gw.post({"model": "qwen-7b"}, {"X-Gateway-Model-Name": "qwen-7b"})) == "qwen-7b"
 
 
-@pytest.mark.parametrize("catch_all", [True, False])
-def test_kgateway_before_2_1_2_answers_a_body_only_request_500(tmp_path, catch_all):
+def test_kgateway_before_2_1_2_answers_a_body_only_request_500(tmp_path):
     """Negative control for the pin (fleetform/gateway.py KGATEWAY_VERSION): kgateway v2.1.0's and v2.1.1's
     placeholder picker filter (failure_mode_allow false, a cluster that does not exist) ends a request on any route
-    without an InferencePool before the router runs."""
-    objs = _objects(GATEWAY, catch_all=catch_all)
+    without an InferencePool before the router runs, here the way-in route (where kgateway adds the filter to that
+    listener: envoy_gateway.envoy_config's epp_on_every_listener)."""
+    objs = _objects(GATEWAY)
     with Gateway(objs, tmp_path, _envoy(), epp_fail_open=False) as gw:
         status, _ = gw.post({"model": "qwen-7b", "prompt": "hi"})
         assert status == 500
         assert gw.handlers["chat-gateway-bbr"].models == []
-        assert _served(gw.post({"model": "qwen-7b"}, {"X-Gateway-Model-Name": "qwen-7b"})) == "qwen-7b"
 
 
-def test_the_semantic_router_sees_only_requests_sent_with_its_header(tmp_path):
+def _semantic(objs):
+    policy = next(o for o in objs if o["kind"] == "TrafficPolicy" and o["spec"]["targetRefs"][0]["kind"] == "HTTPRoute")
+    name = policy["spec"]["extProc"]["extensionRef"]["name"]
+    way_in = next(o for o in objs if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == f"{name}-way-in")
+    auto = way_in["spec"]["rules"][0]["matches"][0]["headers"][0]["value"]
+    return name, auto
+
+
+def test_the_semantic_router_routes_body_only_auto_requests_to_the_chosen_models_picker(tmp_path):
     from envoy_gateway import SemanticRouter
 
     objs = _objects(ROUTER)
-    policy = next(o for o in objs if o["kind"] == "TrafficPolicy" and o["spec"]["targetRefs"][0]["kind"] == "HTTPRoute")
-    target = policy["spec"]["targetRefs"][0]["name"]
-    route = next(o for o in objs if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == target)
-    rule = route["spec"]["rules"][0]
-    auto = rule["matches"][0]["headers"][0]["value"]
-    large = rule["backendRefs"][0]["name"]
+    name, auto = _semantic(objs)
     pools = sorted(o["metadata"]["name"] for o in objs if o["kind"] == "InferencePool")
-    (small,) = [p for p in pools if p != large]
+    small, large = "qwen-7b", "qwen-32b"
+    assert sorted((small, large)) == pools
     semrouter = SemanticRouter(auto, small)
-    name = policy["spec"]["extProc"]["extensionRef"]["name"]
     with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True, ext_procs={name: semrouter}) as gw:
-        # with the header: the router's route, the router chooses the small model
+        # body only: the way in sends `auto` to the router's listener, the router chooses, the third pass reaches the
+        # chosen model's route and its picker
+        assert _served(gw.post({"model": auto, "messages": []}, path="/v1/chat/completions")) == small
+        assert semrouter.models == [auto]
+        assert gw.pickers[small].models == [small] and gw.pickers[large].models == []
+        # with the header, the same
         assert _served(gw.post({"model": auto, "messages": []}, {"X-Gateway-Model-Name": auto},
                                path="/v1/chat/completions")) == small
-        assert semrouter.models == [auto]
-        # scheduled by the picker of the route it arrived on (the large model's), then re-routed to the small pool
+        assert semrouter.models == [auto, auto] and gw.pickers[small].models == [small, small]
+        # a named model never meets the semantic router
+        assert _served(gw.post({"model": large, "messages": []}, path="/v1/chat/completions")) == large
+        assert semrouter.models == [auto, auto] and gw.pickers[large].models == [large]
+    chooses_large = SemanticRouter(auto, large)
+    with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True, ext_procs={name: chooses_large}) as gw:
+        assert _served(gw.post({"model": auto, "prompt": "prove it"})) == large
+        assert gw.pickers[large].models == [large] and gw.pickers[small].models == []
+
+
+def test_in_one_pass_the_semantic_router_leaves_the_chosen_model_unscheduled(tmp_path):
+    """Negative control: the router's route on the models' listener, as rendered before its own pass (a header
+    route for `auto` to the large model's pool, the router's policy on it). The large model's picker schedules the
+    request before the router re-routes it, and the chosen model's picker never sees it."""
+    from envoy_gateway import SemanticRouter
+
+    objs = _objects(ROUTER)
+    name, auto = _semantic(objs)
+    small, large = "qwen-7b", "qwen-32b"
+    old = []
+    for o in objs:
+        if o["kind"] == "Backend" and o["metadata"]["name"] == name:
+            continue
+        if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == f"{name}-way-in":
+            continue
+        o = copy.deepcopy(o)
+        if o["kind"] == "Gateway":
+            o["spec"]["listeners"] = o["spec"]["listeners"][:2]
+        if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == name:
+            o["spec"]["parentRefs"][0]["sectionName"] = "pools"
+            o["spec"]["rules"][0]["matches"][0]["headers"] = [
+                {"type": "Exact", "name": "X-Gateway-Model-Name", "value": auto}]
+            o["spec"]["rules"][0]["backendRefs"] = [
+                {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": large}]
+        old.append(o)
+    semrouter = SemanticRouter(auto, small)
+    with Gateway(old, tmp_path, _envoy(), epp_fail_open=True, ext_procs={name: semrouter}) as gw:
+        assert _served(gw.post({"model": auto, "messages": []}, path="/v1/chat/completions")) == small
         assert gw.pickers[large].models == [auto] and gw.pickers[small].models == []
-        # body only: the body-based router sets the header after the chain was built for the catch-all, so the
-        # semantic router's filter is not in it; the `auto` route's pool (the large model) answers
-        assert _served(gw.post({"model": auto, "messages": []}, path="/v1/chat/completions")) == large
-        assert semrouter.models == [auto]
 
 
 def _camel(node):
@@ -180,10 +263,12 @@ def test_the_envoy_configuration_is_the_one_kgateway_builds():
     tp_out = yaml.safe_load((data / "traffic-policy-extproc-out.yaml").read_text())
     objs = _objects(GATEWAY)
     ports = {("GatewayExtension", "chat-gateway-bbr"): 1, ("pool", "qwen-7b"): 2, ("pool", "llama-8b"): 3}
-    config = _camel(envoy_config(objs, listen_port=4, admin_port=5, ext_proc_ports=ports,
+    config = _camel(envoy_config(objs, listener_ports={80: 4, 8081: 8}, admin_port=5, ext_proc_ports=ports,
                                  upstream_ports={"qwen-7b": 6, "llama-8b": 7}))
-    (listener,) = config["staticResources"]["listeners"]
-    hcm = listener["filterChains"][0]["filters"][0]["typedConfig"]
+    way_in, pools = config["staticResources"]["listeners"]
+    assert (way_in["name"], pools["name"]) == ("listener~80", "listener~8081")  # kgateway's names: listener~<port>
+    hcm = pools["filterChains"][0]["filters"][0]["typedConfig"]
+    front = way_in["filterChains"][0]["filters"][0]["typedConfig"]
     mine = {f["name"]: f for f in hcm["httpFilters"]}
     (theirs_hcm,) = [f["typedConfig"] for f in pool_out["listeners"][0]["filterChains"][0]["filters"]]
     theirs = {f["name"]: f for f in theirs_hcm["httpFilters"]}
@@ -227,8 +312,27 @@ def test_the_envoy_configuration_is_the_one_kgateway_builds():
         return tc
 
     assert wrapper(my_provider) == wrapper(their_provider)
-    assert hcm["routeConfig"]["typedPerFilterConfig"]["ext_proc/chat/chat-gateway-bbr"] == \
-        tp_out["Routes"][0]["typedPerFilterConfig"]["ext_proc/default/extproc-gateway"]
+    # the router's policy names the way-in listener (sectionName): kgateway enables it on that listener's virtual host
+    # (their `listener-attachment`), so it runs on the way in and not on the second pass
+    their_vhost = tp_out["Routes"][0]["virtualHosts"][0]["typedPerFilterConfig"]
+    assert front["routeConfig"]["virtualHosts"][0]["typedPerFilterConfig"]["ext_proc/chat/chat-gateway-bbr"] == \
+        their_vhost["ext_proc/default/extproc-listener"]
+    assert "ext_proc/chat/chat-gateway-bbr" not in str(hcm["routeConfig"])
+
+    # the way in sends every request to a Static Backend on the proxy itself: a cluster named and shaped as kgateway
+    # names a Static Backend's (theirs has a host name, so STRICT_DNS; an IP is STATIC, plugins/backend/static.go)
+    backend_out = yaml.safe_load((data / "backend-default-out.yaml").read_text())
+    theirs_backend = next(c for c in backend_out["Clusters"] if c["name"].startswith("backend_"))
+    (front_route,) = front["routeConfig"]["virtualHosts"][0]["routes"]
+    mine_backend = next(c for c in config["staticResources"]["clusters"] if c["name"] == front_route["route"]["cluster"])
+    assert theirs_backend["name"] == "backend_default_example-backend_0" and mine_backend["name"] == \
+        "backend_chat_chat-gateway-pools_0"
+    assert mine_backend["type"] == "STATIC" and mine_backend["connectTimeout"] == theirs_backend["connectTimeout"]
+    (their_ep,) = theirs_backend["loadAssignment"]["endpoints"][0]["lbEndpoints"]
+    (my_ep,) = mine_backend["loadAssignment"]["endpoints"][0]["lbEndpoints"]
+    assert set(my_ep["endpoint"]) == set(their_ep["endpoint"])
+    assert my_ep["endpoint"]["address"]["socketAddress"] == {"address": "127.0.0.1", "portValue": 8}  # listener 8081
+    assert "typedExtensionProtocolOptions" not in theirs_backend and "typedExtensionProtocolOptions" not in mine_backend
     # kgateway sorts filters by stage: the picker (before AuthN) ahead of the providers (after AuthZ) ahead of
     # header_to_metadata (before Route)
     names = [f["name"] for f in hcm["httpFilters"]]

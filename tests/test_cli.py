@@ -91,7 +91,7 @@ def test_rules_lists_id_severity_and_summary():
                      "mig-split", "lws-parallelism", "lws-interconnect", "lws-tp-within-node", "lws-efa-image",
                      "slinky-placement", "slinky-size", "slinky-gres", "slinky-memory", "slinky-namespace",
                      "slinky-users", "slinky-directory", "slinky-cpus", "slinky-efa-image", "semantic-router-gateway",
-                     "semantic-router-models", "semantic-router-name", "semantic-router-fit", "semantic-router-reach",
+                     "semantic-router-models", "semantic-router-name", "semantic-router-fit",
                      "cache-scope", "prefix-routing", "prefix-routing-adapters"):
         assert expected in ids
     assert all(r["severity"] in ("error", "warning") and r["summary"] for r in data)

@@ -53,7 +53,7 @@ def test_the_rules_of_the_gateway_example_are_evaluated(tmp_path):
             evaluated[key] += count
     kinds = {key.rsplit("_", 1)[1] for key, count in evaluated.items() if count}
     assert {"ScaledObject", "GatewayExtension", "TrafficPolicy", "BackendConfigPolicy", "GatewayParameters",
-            "HTTPRoute", "Gateway", "InferencePool"} <= kinds, evaluated
+            "HTTPRoute", "Gateway", "InferencePool", "Backend"} <= kinds, evaluated
 
 
 def _one(tmp_path, key):
@@ -80,6 +80,9 @@ def test_negative_controls(tmp_path):
     policy = _one(tmp_path, "gateway.kgateway.dev_v1alpha1_TrafficPolicy")
     policy["spec"]["extProc"]["disable"] = {}  # extensionRef or disable, not both
     cases.append(("gateway.kgateway.dev_v1alpha1_TrafficPolicy", policy))
+    loop = _one(tmp_path, "gateway.kgateway.dev_v1alpha1_Backend")
+    loop["spec"]["type"] = "AWS"  # type AWS needs aws, and exactly one kind of backend
+    cases.append(("gateway.kgateway.dev_v1alpha1_Backend", loop))
     params = _one(tmp_path, "gateway.kgateway.dev_v1alpha1_GatewayParameters")
     params["spec"]["selfManaged"] = {}  # kube or selfManaged
     cases.append(("gateway.kgateway.dev_v1alpha1_GatewayParameters", params))

@@ -41,7 +41,7 @@ REPLACED = {  # extracted by tests/crd/from_crd.py from these commits (tests/crd
     "monitoring.coreos.com_v1_ServiceMonitor": "ea930baeebeba39f56d6b44e351f23b2a072a600",
     **{f"gateway.kgateway.dev_v1alpha1_{kind}": "919cae66255332a968f06f810bd2844bb817bbe0"
        for kind in ("GatewayExtension", "TrafficPolicy", "BackendConfigPolicy", "GatewayParameters",
-                    "DirectResponse")},
+                    "DirectResponse", "Backend")},
 }
 
 

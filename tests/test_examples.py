@@ -22,9 +22,7 @@ MEANT = {
     # llama-8b's wake from zero behind kgateway is unproven (kgateway-dev/kgateway#12219); the gateway's CRDs and
     # kgateway are installed by the Pulumi program (tests/test_gateway_install.py)
     "inference-gateway.yaml": [("warning", "gateway-wake")],
-    # under kgateway v2.1 the semantic router's route-level ext-proc runs only for requests arriving with the header
-    # of its model name, and the large model's endpoint picker schedules what it re-routes (semantic-router-reach)
-    "inference-router.yaml": [("warning", "semantic-router-reach")],
+    "inference-router.yaml": [],
     # the stock vLLM image has no aws-ofi-nccl, so the group's NCCL uses sockets (lws-efa-image names AWS's vLLM
     # image); the 405B model from the Hub without a pinned commit: fleetform found no source for one
     "inference-multinode.yaml": [("warning", "lws-efa-image"), ("warning", "hf-revision-unpinned")],

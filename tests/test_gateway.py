@@ -40,8 +40,9 @@ def test_every_route_reaches_a_pool_its_picker_and_the_models_replicas():
     (gateway,) = objs["Gateway"].values()
     assert gateway["spec"]["gatewayClassName"] == "kgateway"
     servers = {n: d for n, d in objs["Deployment"].items() if not n.endswith(("-epp", "-bbr"))}
-    # a route per model, and the catch-all a request without the model header matches (tests/test_router.py)
-    routes = {n: r for n, r in objs["HTTPRoute"].items() if n != "chat-gateway-models"}
+    # a route per model, the way in and the unknown-model answer (tests/test_router.py)
+    routes = {n: r for n, r in objs["HTTPRoute"].items()
+              if n not in ("chat-gateway-models", "chat-gateway-unknown-model")}
     assert set(routes) == set(objs["InferencePool"]) == set(servers) == {"qwen-7b", "llama-8b"}
     for name, route in routes.items():
         (parent,) = route["spec"]["parentRefs"]

@@ -32,9 +32,12 @@ def test_the_router_is_wired_in_front_of_every_route():
     _, files, objs = _objects()
     gateway = objs["Gateway"]["chat-gateway"]
     policy = objs["TrafficPolicy"][ROUTER]["spec"]
-    # attached to the Gateway itself, so every route (every model) passes the router first
+    # attached to the Gateway's way in (the listener clients reach), so every request passes the router there, and
+    # not again on the second pass
+    way_in, pools = gateway["spec"]["listeners"]
     assert policy["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
-                                     "name": gateway["metadata"]["name"]}]
+                                     "name": gateway["metadata"]["name"], "sectionName": way_in["name"]}]
+    assert pools["name"] != way_in["name"]
     extension = objs["GatewayExtension"][policy["extProc"]["extensionRef"]["name"]]
     assert extension["metadata"]["namespace"] == gateway["metadata"]["namespace"]
     ext = extension["spec"]
@@ -103,8 +106,8 @@ def test_the_header_the_router_sets_is_the_one_the_routes_match():
     served = set()
     for route in objs["HTTPRoute"].values():
         (rule,) = route["spec"]["rules"]
-        if "backendRefs" not in rule:
-            continue  # the catch-all (test_a_request_without_the_header_meets_the_catch_all)
+        if "headers" not in rule["matches"][0]:
+            continue  # the way in and the unknown-model answer (test_every_request_enters_by_the_catch_all_...)
         for match in rule["matches"]:  # the model's name, then its LoRA adapters' (fleetform/lora.py)
             (header,) = match["headers"]
             assert header["name"] in upstream_headers and header["type"] == "Exact"
@@ -217,17 +220,38 @@ def test_a_node_drain_leaves_a_router_running():
     assert f"{ROUTER}-pdb.yaml" in yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
 
 
-def test_a_request_without_the_header_meets_the_catch_all():
-    """The catch-all (fleetform/gateway.py ModelFallback): a rule on the models' path prefix with no header match, so
-    a request that arrives with only a body matches a route and the router (enabled per route by kgateway) runs; its
-    action is a kgateway DirectResponse (an HTTPRoute ExtensionRef filter, no backend: kgateway v2.1
-    plugins/directresponse), which answers a `model` no model route matches. tests/test_bbr_envoy.py runs it."""
+def test_every_request_enters_by_the_catch_all_and_comes_back_for_a_second_pass():
+    """The way in (fleetform/gateway.py ModelFallback): the Gateway's first listener has one route, the models' path
+    prefix with no header match, so every request matches it and the router (enabled per route by kgateway) runs; its
+    backend is a Static Backend on 127.0.0.1 and the Gateway's second listener, so the request re-enters the same
+    proxy with the header set. There the models' routes, and a rule with no header whose action is a kgateway
+    DirectResponse (an HTTPRoute ExtensionRef filter: kgateway v2.1 plugins/directresponse) for a `model` no route
+    matches. tests/test_bbr_envoy.py runs it."""
     _, files, objs = _objects()
+    gateway = objs["Gateway"]["chat-gateway"]
+    way_in, pools = gateway["spec"]["listeners"]
+    parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "chat-gateway"}
     route = objs["HTTPRoute"]["chat-gateway-models"]
-    assert route["spec"]["parentRefs"] == objs["HTTPRoute"]["qwen-7b"]["spec"]["parentRefs"]
+    assert route["spec"]["parentRefs"] == [{**parent, "sectionName": way_in["name"]}]
+    on_way_in = [r for r in objs["HTTPRoute"].values()
+                 if any(p.get("sectionName") != pools["name"] for p in r["spec"]["parentRefs"])]
+    assert on_way_in == [route]  # nothing else is reachable without the second pass
     (rule,) = route["spec"]["rules"]
     assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/v1"}}]  # the models' prefix, no header
-    model_prefixes = {m["path"]["value"] for r in objs["HTTPRoute"].values() if r is not route
+    ((ref),) = rule["backendRefs"]
+    assert (ref["group"], ref["kind"]) == ("gateway.kgateway.dev", "Backend")
+    assert rule["timeouts"] == objs["HTTPRoute"]["qwen-7b"]["spec"]["rules"][0]["timeouts"]
+    backend = objs["Backend"][ref["name"]]
+    assert backend["metadata"]["namespace"] == route["metadata"]["namespace"]
+    assert backend["spec"] == {"type": "Static", "static": {"hosts": [{"host": "127.0.0.1", "port": pools["port"]}]}}
+    assert pools["port"] not in (9091, 8082, 19000)  # kgateway v2.1 validate/gateway.go reservedPorts
+
+    unknown = objs["HTTPRoute"]["chat-gateway-unknown-model"]
+    assert unknown["spec"]["parentRefs"] == [{**parent, "sectionName": pools["name"]}]
+    assert objs["HTTPRoute"]["qwen-7b"]["spec"]["parentRefs"] == unknown["spec"]["parentRefs"]
+    (rule,) = unknown["spec"]["rules"]
+    assert rule["matches"] == [{"path": {"type": "PathPrefix", "value": "/v1"}}]
+    model_prefixes = {m["path"]["value"] for r in objs["HTTPRoute"].values() if r not in (route, unknown)
                       for m in r["spec"]["rules"][0]["matches"]}
     assert model_prefixes == {"/v1"}  # so Gateway API precedence (more header matches) picks a model's route first
     assert "backendRefs" not in rule
@@ -241,7 +265,8 @@ def test_a_request_without_the_header_meets_the_catch_all():
     assert body["error"]["code"] == 404 and body["error"]["message"].endswith(
         "it serves: llama-8b, llama-8b-sql, llama-8b-support, qwen-7b")
     listed = yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
-    assert {"chat-gateway-models-httproute.yaml", "chat-gateway-unknown-model-directresponse.yaml"} <= set(listed)
+    assert {"chat-gateway-models-httproute.yaml", "chat-gateway-pools-backend.yaml",
+            "chat-gateway-unknown-model-httproute.yaml", "chat-gateway-unknown-model-directresponse.yaml"} <= set(listed)
 
 
 def test_the_catch_all_answer_drops_the_model_list_past_the_crds_limit():

@@ -128,12 +128,16 @@ def test_the_config_sends_easy_requests_to_the_small_model_and_sets_the_routes_h
 
 def test_the_router_runs_on_its_own_route_and_names_its_objects():
     _, files, objs = _objects(EXAMPLE)
+    # the router's listener has one route, every request there, the second pass its backend
     route = objs["HTTPRoute"][ROUTER]
     (match,) = route["spec"]["rules"][0]["matches"]
+    assert match == {"path": {"type": "PathPrefix", "value": "/v1"}}
+    (backend,) = route["spec"]["rules"][0]["backendRefs"]
+    assert backend["kind"] == "Backend" and backend["name"] in objs["Backend"]
+    # requests reach that listener by the way-in route of the routed name's header
+    (match,) = objs["HTTPRoute"][f"{ROUTER}-way-in"]["spec"]["rules"][0]["matches"]
     assert match["headers"] == [{"type": "Exact", "name": "X-Gateway-Model-Name", "value": "auto"}]
     assert match["path"] == {"type": "PathPrefix", "value": "/v1"}
-    (backend,) = route["spec"]["rules"][0]["backendRefs"]
-    assert backend["kind"] == "InferencePool" and backend["name"] in objs["InferencePool"]
     policy = objs["TrafficPolicy"][ROUTER]["spec"]
     assert policy["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": ROUTER}]
     ext = objs["GatewayExtension"][policy["extProc"]["extensionRef"]["name"]]["spec"]
@@ -245,10 +249,9 @@ def _bp(**routing) -> str:
     return text
 
 
-def test_the_example_checks_with_only_the_reach_warning(tmp_path):
+def test_the_example_checks_clean(tmp_path):
     result = check_text(EXAMPLE.read_text(), tmp_path)
-    assert [(f.severity.value if hasattr(f.severity, "value") else f.severity, f.rule) for f in result.findings] == [
-        ("warning", "semantic-router-reach")]
+    assert [(f.severity.value if hasattr(f.severity, "value") else f.severity, f.rule) for f in result.findings] == []
 
 
 def test_routing_without_a_gateway_is_an_error(tmp_path):
@@ -300,19 +303,43 @@ def test_the_router_fits_a_system_node(tmp_path):
     assert w.cpu_m == 1000 and w.memory_mib == 3072 and w.ephemeral_gib == 11
 
 
-def test_the_reach_warning_says_where_the_router_runs(tmp_path):
-    (message,) = rule_findings(EXAMPLE.read_text(), tmp_path, "semantic-router-reach")
-    assert "only on the route of model 'auto'" in message and "X-Gateway-Model-Name: auto" in message
-    # what tests/test_bbr_envoy.py shows of a body-only `auto` request and of the picker
-    assert "only in its body reaches model 'qwen-32b' unrouted" in message
-    assert "scheduled by 'qwen-32b''s endpoint picker" in message
-    # no router, no warning
+def test_the_router_has_its_own_pass_through_the_gateway(tmp_path):
+    """fleetform/semrouter.py LISTENER: a third listener on the Gateway, a way-in route for the routed name's header
+    to a Static Backend on that listener, and the router's route there, whose backend is the models' second pass.
+    tests/test_bbr_envoy.py runs the three passes in a real Envoy."""
+    model = checked_model(EXAMPLE.read_text(), tmp_path)
+    files = render(model)
+    docs = {(d["kind"], d["metadata"]["name"]): d for n, data in files.items() if "/k8s/" in n
+            and not n.endswith("kustomization.yaml") for d in [yaml.safe_load(data)]}
+    listeners = {x["name"]: x["port"] for x in docs[("Gateway", "chat-gateway")]["spec"]["listeners"]}
+    assert listeners == {"http": 80, "pools": 8081, "semantic": 8083}
+    way_in = docs[("HTTPRoute", f"{ROUTER}-way-in")]["spec"]
+    assert way_in["parentRefs"][0]["sectionName"] == "http"
+    assert way_in["rules"][0]["matches"][0]["headers"] == [
+        {"type": "Exact", "name": "X-Gateway-Model-Name", "value": "auto"}]
+    assert way_in["rules"][0]["backendRefs"] == [{"group": "gateway.kgateway.dev", "kind": "Backend", "name": ROUTER}]
+    assert docs[("Backend", ROUTER)]["spec"]["static"]["hosts"] == [{"host": "127.0.0.1", "port": 8083}]
+    route = docs[("HTTPRoute", ROUTER)]["spec"]
+    assert route["parentRefs"][0]["sectionName"] == "semantic" and "headers" not in route["rules"][0]["matches"][0]
+    assert route["rules"][0]["backendRefs"] == [
+        {"group": "gateway.kgateway.dev", "kind": "Backend", "name": "chat-gateway-pools"}]
+    assert docs[("TrafficPolicy", ROUTER)]["spec"]["targetRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": ROUTER}]
+    # the unknown-model answer lists the routed name with the models
+    answer = json.loads(docs[("DirectResponse", "chat-gateway-unknown-model")]["spec"]["body"])
+    assert answer["error"]["message"].endswith("it serves: auto, qwen-32b, qwen-7b")
+    # a model named like the way-in route would replace it
+    (named,) = rule_findings(EXAMPLE.read_text().replace("- name: qwen-7b", f"- name: {ROUTER}-way-in"), tmp_path,
+                             "semantic-router-name")
+    assert "the semantic router's objects" in named
+    # no router: no third listener, no router objects
     text = re.sub(r"    semantic_routing:\n(      [^\n]*\n|        [^\n]*\n)+", "", EXAMPLE.read_text())
     assert "semantic_routing" not in text
-    assert rule_findings(text, tmp_path, "semantic-router-reach") == []
     model = checked_model(text, tmp_path)
     assert model.fleets[0].inference_gateway.semantic_router is None
     assert not [n for n in render(model) if "semrouter" in n]
+    gateway = next(yaml.safe_load(d) for n, d in render(model).items() if n.endswith("/k8s/gateway.yaml"))
+    assert [x["name"] for x in gateway["spec"]["listeners"]] == ["http", "pools"]
 
 
 @pytest.mark.parametrize("bad, where", [

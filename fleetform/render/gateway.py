@@ -1,6 +1,6 @@
 """<fleet>/k8s/ objects of an inference fleet's gateway (fleetform/gateway.py): the Gateway, per model
-an HTTPRoute, an InferencePool and its endpoint picker, the catch-all HTTPRoute with its DirectResponse for a
-request that names no model, and the body-based router with the kgateway objects that put it in front of the
+an HTTPRoute, an InferencePool and its endpoint picker, the way-in HTTPRoute and the Backend of the second pass,
+the HTTPRoute with its DirectResponse for a request that names no model, and the body-based router with the kgateway objects that put it in front of the
 routes, one file each, listed by the fleet's kustomization."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", 
 BBR_OBJECTS = ("serviceaccount", "deployment", "pdb", "service", "networkpolicy", "gatewayextension", "trafficpolicy",
                "backendconfigpolicy")
 SEMROUTER_OBJECTS = ("configmap", "serviceaccount", "deployment", "pdb", "service", "networkpolicy", "httproute",
-                     "gatewayextension", "trafficpolicy")
+                     "backend", "gatewayextension", "trafficpolicy")
 
 
 def objects(fleet: Fleet) -> dict[str, bytes]:
@@ -30,6 +30,8 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
         for kind in EPP_OBJECTS:
             out[f"{p.name}-{kind}.yaml"] = render(f"gateway/epp-{kind}.yaml.j2", **one)
     out[f"{g.fallback.route}-httproute.yaml"] = render("gateway/models-httproute.yaml.j2", g=g)
+    out[f"{g.fallback.backend}-backend.yaml"] = render("gateway/pools-backend.yaml.j2", g=g)
+    out[f"{g.fallback.unknown_route}-httproute.yaml"] = render("gateway/unknown-model-httproute.yaml.j2", g=g)
     out[f"{g.fallback.response}-directresponse.yaml"] = render("gateway/unknown-model-directresponse.yaml.j2", g=g)
     one = {"g": g, "r": g.router}
     for kind in BBR_OBJECTS:
@@ -38,4 +40,5 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
         one = {"g": g, "r": g.semantic_router}
         for kind in SEMROUTER_OBJECTS:
             out[f"{g.semantic_router.name}-{kind}.yaml"] = render(f"gateway/semrouter-{kind}.yaml.j2", **one)
+        out[f"{g.semantic_router.way_in}-httproute.yaml"] = render("gateway/semrouter-way-in-httproute.yaml.j2", **one)
     return out

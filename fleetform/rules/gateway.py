@@ -4,7 +4,7 @@ how long a replica takes to start from nothing (the cold-start budget of a model
 from __future__ import annotations
 
 from ..cluster import addons_data
-from ..gateway import KGATEWAY_VERSION, cold_start, fallback_route_name, router_name
+from ..gateway import KGATEWAY_VERSION, cold_start, fallback_route_name, router_name, unknown_route_name
 from ..k8s import LOAD_GB_PER_S
 from ..model import Blueprint
 from . import Reporter, rule
@@ -107,23 +107,29 @@ def gateway_auth(bp: Blueprint, report: Reporter) -> None:
 
 @rule("gateway-names", "error",
       "no model behind a gateway is named like another model's endpoint picker, the gateway's body-based router or "
-      "its catch-all route")
+      "one of its own routes")
 def gateway_names(bp: Blueprint, report: Reporter) -> None:
     """A model's endpoint picker is named <model>-epp (its Deployment, Service, ServiceMonitor and
     NetworkPolicy, fleetform/gateway.py), and the body-based router <fleet>-gateway-bbr: a model of that name in
     the same fleet would have its own objects of those kinds and names, and one would replace the other when applied.
-    A model's HTTPRoute has the model's name, and the catch-all route a request without the model header matches is
-    <fleet>-gateway-models (fleetform/gateway.py ModelFallback): a model of that name would replace it."""
+    A model's HTTPRoute has the model's name, and the gateway has two HTTPRoutes of its own (fleetform/gateway.py
+    ModelFallback): the way in, <fleet>-gateway-models, and the unknown-model answer of the second pass,
+    <fleet>-gateway-unknown-model; a model of either name would replace it."""
     for fleet in bp.fleets:
         if fleet.gateway is None:
             continue
         names = {model.name for model in fleet.models}
-        router, fallback = router_name(fleet), fallback_route_name(fleet)
+        router, fallback, unknown = router_name(fleet), fallback_route_name(fleet), unknown_route_name(fleet)
         for model in fleet.models:
             if model.name == fallback:
                 report(model.path + ("name",),
                        f"model '{model.name}' has the name of the gateway's catch-all HTTPRoute: its own route would "
-                       "replace the one a request naming its model only in the body matches first",
+                       "replace the one every request enters by",
+                       f"rename model '{model.name}'")
+            if model.name == unknown:
+                report(model.path + ("name",),
+                       f"model '{model.name}' has the name of the HTTPRoute that answers a request for a model the "
+                       "gateway does not serve: its own route would replace that answer",
                        f"rename model '{model.name}'")
             if model.name == router:
                 report(model.path + ("name",),

@@ -85,10 +85,11 @@ def semantic_router_models(bp: Blueprint, report: Reporter) -> None:
       "the model name clients send to be routed by difficulty is no model's or adapter's, and no model takes the "
       "router's object names")
 def semantic_router_name(bp: Blueprint, report: Reporter) -> None:
-    """The router runs on its own HTTPRoute, matched by the header the body-based router copies from the body's
-    `model` (gateway.MODEL_HEADER = model_name). A model or LoRA adapter of the same name has a route with the same
-    match, and the Gateway API gives such a tie to one route only (the oldest, then by name): either the router
-    never runs or the model is never reached. A model named like the router's objects would be one object with them."""
+    """A request reaches the router by its way-in HTTPRoute, matched by the header the body-based router copies from
+    the body's `model` (gateway.MODEL_HEADER = model_name; fleetform/semrouter.py LISTENER). A model or LoRA adapter
+    of the same name has a route with the same match on the models' listener, where the way in never sends it, so it is
+    never reached (or, sent with the header to the models' listener directly, never routed). A model named like the
+    router's objects (its Deployment, ConfigMap, way-in HTTPRoute) would be one object with them."""
     for fleet, spec in _routed(bp):
         if fleet.gateway is None:
             continue
@@ -100,7 +101,7 @@ def semantic_router_name(bp: Blueprint, report: Reporter) -> None:
                        f"'{spec.model_name}' is {what} too: two routes would match {MODEL_HEADER}: "
                        f"{spec.model_name}, and the Gateway API sends such requests to one of them only",
                        "set semantic_routing.model_name to a name no model or adapter of the fleet has")
-            if model.name == router_name(fleet) or model.name == f"{router_name(fleet)}-config":
+            if model.name in (router_name(fleet), f"{router_name(fleet)}-config", f"{router_name(fleet)}-way-in"):
                 report(model.path + ("name",),
                        f"model '{model.name}' has the name of the semantic router's objects",
                        f"rename model '{model.name}'")
@@ -133,30 +134,3 @@ def semantic_router_fit(bp: Blueprint, report: Reporter) -> None:
                        f"the semantic router's {what} ({value:.0f}{unit}) is more than a system node has for it "
                        f"({system.instance_type}: {allocatable}{unit} allocatable after node agents)",
                        "give provider.eks.system_nodes a larger instance_type (m7i.xlarge or larger)")
-
-
-@rule("semantic-router-reach", "warning",
-      "under kgateway the semantic router runs only on its own route, for requests that arrive naming it")
-def semantic_router_reach(bp: Blueprint, report: Reporter) -> None:
-    """kgateway v2.1 adds a TrafficPolicy's ext-proc filter to the listener disabled and enables it per route, and
-    Envoy builds a request's filters from the route the request matches when it arrives (docs/gateway.md, 'Routing
-    by the body's model'). The router's policy targets its own HTTPRoute (header MODEL_HEADER = model_name), so it
-    runs only for requests that arrive with that header. A request naming model_name only in its body arrives on the
-    gateway's catch-all route, where the router's filter is off: the body-based router sets the header and Envoy
-    re-picks the router's route, whose pool (the large model's) answers without the router. The router would process
-    every body-only request if it were enabled on the catch-all, and answers a `model` its config does not list
-    with an error (pkg/extproc/processor_req_body.go handleSpecifiedModelRouting, resolveBackendForModel), so it is
-    not. With the header, the large model's endpoint picker schedules the request (kgateway runs the picker filter
-    first, for the route at arrival) before the router re-routes it, and the chosen model gets a replica Envoy
-    picks. tests/test_bbr_envoy.py shows all of it in a real Envoy."""
-    for fleet, spec in _routed(bp):
-        if fleet.gateway is None or fleet.inference_gateway is None or fleet.inference_gateway.semantic_router is None:
-            continue
-        report(spec.path,
-               f"the semantic router of fleet '{fleet.name}' runs only on the route of model '{spec.model_name}', and "
-               f"kgateway v2.1 enables its filter only for requests that arrive with {MODEL_HEADER}: "
-               f"{spec.model_name}; a request naming '{spec.model_name}' only in its body reaches model "
-               f"'{spec.large}' unrouted, and a routed one is scheduled by '{spec.large}''s endpoint picker, not "
-               "the chosen model's",
-               f"clients that want the router send the header {MODEL_HEADER}: {spec.model_name}; run the check in "
-               "docs/gateway.md ('Routing by difficulty') on the cluster and waive this with its result")
