@@ -265,8 +265,34 @@ class Picker:
     adapters: tuple[str, ...] = ()  # the model's LoRA adapters: a request naming one goes to this pool too
     precise: kvevents.Precise | None = None  # gateway.prefix_routing precise: vLLM's KV events, llm-d's picker
     image: str = EPP_IMAGE  # the picker's image: the extension's, or llm-d-inference-scheduler's where precise
-    config_lines: tuple[str, ...] = ()  # the plugins file where precise (kvevents.picker_config); else the chart's default
+    config_lines: tuple[str, ...] = ()  # the plugins file: kvevents.picker_config where precise, else default_plugins
     extra_args: tuple[str, ...] = EPP_METRIC_ARGS  # after the chart's flags: the picker reads vLLM 0.11's KV-cache metric
+    config_digest: str = ""  # plugins_digest of the ConfigMap's data: on the pod template, so a new file restarts it
+
+
+def default_plugins(scorers: tuple[str, ...]) -> tuple[str, ...]:
+    """The lines of the chart's default plugins file (templates/epp-config.yaml at v1.1.0), each scorer quoted."""
+    return (("apiVersion: inference.networking.x-k8s.io/v1alpha1", "kind: EndpointPickerConfig", "plugins:")
+            + tuple(f"- type: {json.dumps(s)}" for s in scorers)
+            + ("schedulingProfiles:", "- name: default", "  plugins:")
+            + tuple(f"  - pluginRef: {json.dumps(s)}" for s in scorers))
+
+
+def plugins_digest(lines: tuple[str, ...], file: str = EPP_CONFIG_FILE) -> str:
+    """sha256 of the picker ConfigMap's `data` as the API server holds it ({file: the lines, each ending in a newline,
+    as the template's `|` block gives them}), in JSON with sorted keys and no spaces (`jq -cSj .data` of the object).
+
+    Every picker reads its plugins file once, when it starts (the extension v1.1.0 cmd/epp/runner/runner.go Run ->
+    parsePluginsConfiguration -> os.ReadFile(*configFile); v1.3.0, which llm-d-inference-scheduler v0.5.0 runs,
+    parseConfigurationPhaseOne; neither watches it: fsnotify serves only the TLS certificates, pkg/common/certs.go), so
+    a ConfigMap changed alone would reach a running picker never; the digest on the pod template makes the change a
+    new pod. The gateway's other pods need none: the body-based router reads no ConfigMap (BodyRouter: flags only), and
+    the semantic router watches its config directory and reloads it, its digest only a backstop (semrouter.py)."""
+    import hashlib  # here: validate's import floor has no hashlib (tests/test_cli.py) unless a gateway is asked for
+
+    data = {file: "".join(f"{line}\n" for line in lines)}
+    said = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(said.encode()).hexdigest()
 
 
 @frozen
@@ -368,11 +394,11 @@ def build(fleet, kube) -> InferenceGateway | None:
         # matches each adapter's name as well and sends it to the base model's pool
         adapters = tuple(a.name for a in model.lora.adapters) if model.lora is not None else ()
         events = kvevents.build(fleet, model, kube.namespace)
-        extra = {} if events is None else dict(precise=events, image=kvevents.LLMD_IMAGE,
-                                                config_lines=tuple(kvevents.picker_config(events).splitlines()))
+        extra = {} if events is None else dict(precise=events, image=kvevents.LLMD_IMAGE)
+        lines = default_plugins(EPP_SCORERS) if events is None else tuple(kvevents.picker_config(events).splitlines())
         pickers.append(Picker(name, server.name, server.name, server.serving_selector, server.port,
                               selector + (("app.kubernetes.io/component", "endpoint-picker"),) + common, selector,
-                              adapters, **extra))
+                              adapters, config_lines=lines, config_digest=plugins_digest(lines), **extra))
     name, router = gateway_name(fleet), router_name(fleet)
     selector = (("app.kubernetes.io/name", router), ("app.kubernetes.io/instance", router))
     service_type, annotations = PROXY_SERVICE[spec.expose]
