@@ -122,9 +122,10 @@ MODEL_HEADER = "X-Gateway-Model-Name"
 v1.1.0); the extension's body-based router (BodyRouter) copies the body's `model` into it."""
 LISTENER_PORT = 80
 LISTENER_NAME = "http"
-"""The Gateway's way in: the listener clients reach on the proxy Service. Its only route is the catch-all
+"""The Gateway's way in: the listener clients reach on the proxy Service. Its route is the catch-all
 (ModelFallback.route): every request under ROUTE_PATH_PREFIX passes the body-based router there and is then sent to
-POOLS_LISTENER through the proxy itself."""
+POOLS_LISTENER through the proxy itself (a request for the semantic router's name to its own listener instead:
+fleetform/semrouter.py LISTENER)."""
 POOLS_LISTENER = "pools"
 POOLS_PORT = 8081
 """The listener of the second pass: the models' routes (a header match per model -> its InferencePool), the semantic
@@ -323,7 +324,7 @@ class InferenceGateway:
     parameters_group: str = PARAMETERS_GROUP
     parameters_kind: str = PARAMETERS_KIND
     semantic_router: SemanticRouter | None = None  # fleetform/semrouter.py: routing simple requests to a smaller model
-    fallback: ModelFallback | None = None  # the catch-all route a request without MODEL_HEADER matches first
+    fallback: ModelFallback | None = None  # the way in, the second pass and the unknown-model answer
     prefix_routing: str = "approximate"  # gateway.prefix_routing
     listener: str = LISTENER_NAME  # the way in: the catch-all only
     pools_listener: str = POOLS_LISTENER  # the second pass: the models' routes
