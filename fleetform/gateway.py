@@ -366,9 +366,10 @@ def pools_backend_name(fleet) -> str:
 
 
 def unknown_model_body(gateway: str, served: list[str]) -> str:
-    """The catch-all's JSON answer, naming the models a request may ask for while that fits the CRD's limit."""
+    """The catch-all's JSON answer, naming the models a request may ask for (in the blueprint's order, the semantic
+    router's name last) while that fits the CRD's limit."""
     message = f"gateway {gateway} serves no model named by the request body's \"model\""
-    listed = f"{message}; it serves: {', '.join(sorted(served))}"
+    listed = f"{message}; it serves: {', '.join(served)}"
     for text in (listed, message):
         body = json.dumps({"error": {"message": text, "type": "NotFoundError", "code": UNKNOWN_MODEL_STATUS}},
                           separators=(", ", ": ")).replace("}}", "} }")

@@ -263,7 +263,7 @@ def test_every_request_enters_by_the_catch_all_and_comes_back_for_a_second_pass(
     assert answer["spec"]["status"] == 404
     body = json.loads(answer["spec"]["body"])
     assert body["error"]["code"] == 404 and body["error"]["message"].endswith(
-        "it serves: llama-8b, llama-8b-sql, llama-8b-support, qwen-7b")
+        "it serves: qwen-7b, llama-8b, llama-8b-sql, llama-8b-support")
     listed = yaml.safe_load(files["chat/k8s/kustomization.yaml"])["resources"]
     assert {"chat-gateway-models-httproute.yaml", "chat-gateway-pools-backend.yaml",
             "chat-gateway-unknown-model-httproute.yaml", "chat-gateway-unknown-model-directresponse.yaml"} <= set(listed)

@@ -327,7 +327,7 @@ def test_the_router_has_its_own_pass_through_the_gateway(tmp_path):
         {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": ROUTER}]
     # the unknown-model answer lists the routed name with the models
     answer = json.loads(docs[("DirectResponse", "chat-gateway-unknown-model")]["spec"]["body"])
-    assert answer["error"]["message"].endswith("it serves: auto, qwen-32b, qwen-7b")
+    assert answer["error"]["message"].endswith("it serves: qwen-7b, qwen-32b, auto")
     # a model named like the way-in route would replace it
     (named,) = rule_findings(EXAMPLE.read_text().replace("- name: qwen-7b", f"- name: {ROUTER}-way-in"), tmp_path,
                              "semantic-router-name")
