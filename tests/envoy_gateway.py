@@ -148,12 +148,14 @@ class BodyBasedRouter:
     def __init__(self, name="bbr"):
         self.name = name
         self.models: list[str] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers as the router got them
 
     def process(self, requests, context):
         body = b""
         for req in requests:
             kind = _which(req)
             if kind == "request_headers":
+                self.headers.append(_header_map(req.request_headers))
                 if req.request_headers.end_of_stream:
                     yield _headers_response()
             elif kind == "request_body":
@@ -189,12 +191,14 @@ class EndpointPicker:
         self.pool = pool
         self.endpoint = endpoint
         self.models: list[str] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers as the picker got them
 
     def process(self, requests, context):
         body = b""
         for req in requests:
             kind = _which(req)
             if kind == "request_headers":
+                self.headers.append(_header_map(req.request_headers))
                 if req.request_headers.end_of_stream:
                     self.models.append("")
                     yield _headers_response({DEST_HEADER: self.endpoint})
@@ -218,6 +222,11 @@ class EndpointPicker:
                 r = ProcessingResponse()
                 getattr(r, kind).SetInParent()
                 yield r
+
+
+def _header_map(http_headers) -> dict[str, str]:
+    """An ext_proc HttpHeaders as a dict (Envoy sends raw_value; value on older versions)."""
+    return {h.key: (h.raw_value.decode() if h.raw_value else h.value) for h in http_headers.headers.headers}
 
 
 def _which(req):
@@ -258,6 +267,7 @@ class _Upstream(http.server.BaseHTTPRequestHandler):
         else:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
         out = json.dumps({"served_by": self.server.name, "model_header": self.headers.get(MODEL_HEADER),
+                          "headers": {k.lower(): v for k, v in self.headers.items()},
                           "body": body.decode(errors="replace")}).encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -515,6 +525,9 @@ def envoy_config(objects, *, listener_ports, admin_port, ext_proc_ports, upstrea
         has_pool = any(EPP_FILTER in r["typed_per_filter_config"] for _, r in routes[name])
         key = f"listener~{port}"
         hcm = {
+            # kgateway's HCM for every listener (translator/irtranslator/fc.go initializeHCM): the downstream
+            # connection's address is the client's, so the second pass's client is the proxy itself on 127.0.0.1
+            "use_remote_address": True,
             "stat_prefix": "http",
             "normalize_path": True,
             "merge_slashes": True,

@@ -133,6 +133,30 @@ def test_a_body_only_request_reaches_its_model_scheduled_by_its_picker(tmp_path,
         assert status == 200 and json.loads(body["body"])["prompt"] == "x" * 200_000
 
 
+def test_the_second_pass_keeps_the_clients_headers_but_not_its_request_id(tmp_path):
+    """What the picker and the model server get on the second pass. kgateway's HCM has use_remote_address
+    (translator/irtranslator/fc.go initializeHCM), so on `pools` the client is the proxy itself (127.0.0.1), and
+    Envoy treats it as external (no internal_address_config: no address is internal): the headers a client sends for
+    the picker (the extension's objective and fairness ids) pass both passes, a client's x-envoy-* headers are dropped,
+    and the second pass makes its own x-request-id, so the router (and the way in's access log) see one id and the
+    picker and vLLM (its request id, X-Request-Id) another (docs/gateway.md, "What the second pass costs")."""
+    objs = _objects(GATEWAY)
+    sent = {"x-gateway-inference-objective": "batch", "x-gateway-inference-fairness-id": "team-a",
+            "x-request-id": "client-1", "x-envoy-retry-on": "5xx"}
+    with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True) as gw:
+        status, body = gw.post({"model": "qwen-7b", "prompt": "hi"}, sent)
+        assert status == 200 and body["served_by"] == "qwen-7b", (status, body)
+        (router,) = gw.handlers["chat-gateway-bbr"].headers
+        (picker,) = gw.pickers["qwen-7b"].headers
+        upstream = body["headers"]
+        for name in ("x-gateway-inference-objective", "x-gateway-inference-fairness-id"):
+            assert router[name] == picker[name] == upstream[name] == sent[name]
+        assert picker["x-gateway-model-name"] == "qwen-7b"  # set by the router on the way in
+        assert "x-envoy-retry-on" not in router and "x-envoy-retry-on" not in picker
+        assert router["x-request-id"] != "client-1"
+        assert picker["x-request-id"] == upstream["x-request-id"] != router["x-request-id"]
+
+
 def test_in_one_pass_the_picker_never_sees_a_body_only_request(tmp_path):
     """Negative control: the objects as rendered before the second pass. The router re-routes the request after the
     picker filter ran for the catch-all (no pool): it reaches its model, but no picker scheduled it."""
@@ -329,6 +353,10 @@ def test_the_envoy_configuration_is_the_one_kgateway_builds():
     assert theirs_backend["name"] == "backend_default_example-backend_0" and mine_backend["name"] == \
         "backend_chat_chat-gateway-pools_0"
     assert mine_backend["type"] == "STATIC" and mine_backend["connectTimeout"] == theirs_backend["connectTimeout"]
+    # every listener's HCM takes the client's address from the connection, as kgateway's (theirs_hcm): on the second
+    # pass that client is the proxy itself
+    for mine_hcm in (front, hcm):
+        assert mine_hcm["useRemoteAddress"] is theirs_hcm["useRemoteAddress"] is True
     (their_ep,) = theirs_backend["loadAssignment"]["endpoints"][0]["lbEndpoints"]
     (my_ep,) = mine_backend["loadAssignment"]["endpoints"][0]["lbEndpoints"]
     assert set(my_ep["endpoint"]) == set(their_ep["endpoint"])
