@@ -115,6 +115,7 @@ ProcessingRequest = _MSG["ProcessingRequest"]
 ProcessingResponse = _MSG["ProcessingResponse"]
 MODEL_HEADER = "X-Gateway-Model-Name"
 DEST_HEADER = "x-gateway-destination-endpoint"
+POOL_MAX_REQUESTS = 40000
 
 
 def _headers_response(set_headers=None, clear_route_cache=False):
@@ -316,6 +317,11 @@ def _pool_cluster(name, port):
         "connect_timeout": "5s",
         "lb_subset_config": {"fallback_policy": "ANY_ENDPOINT",
                              "subset_selectors": [{"keys": [DEST_HEADER]}]},
+        # kgateway raises a pool's circuit breakers from Envoy's 1,024 (endpointpicker/backends.go,
+        # plugin.go defaultExtProcMaxRequests = 40000); a Backend's cluster gets none (_static_cluster)
+        "circuit_breakers": {"thresholds": [{"max_connections": POOL_MAX_REQUESTS,
+                                             "max_pending_requests": POOL_MAX_REQUESTS,
+                                             "max_requests": POOL_MAX_REQUESTS}]},
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
             "endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}},
             "metadata": {"filter_metadata": {"envoy.lb": {DEST_HEADER: endpoint}}},
@@ -600,6 +606,17 @@ class Envoy:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+    def circuit_breakers(self, cluster) -> dict[str, int]:
+        """The default-priority thresholds Envoy applies to `cluster` (its admin /clusters listing)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin}/clusters", timeout=5) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            parts = line.split("::")
+            if len(parts) == 4 and parts[0] == cluster and parts[1] == "default_priority":
+                out[parts[2]] = int(parts[3])
+        return out
 
     def post(self, path, body, headers=None):
         """POST; returns (status, parsed JSON or text)."""

@@ -157,6 +157,22 @@ def test_the_second_pass_keeps_the_clients_headers_but_not_its_request_id(tmp_pa
         assert picker["x-request-id"] == upstream["x-request-id"] != router["x-request-id"]
 
 
+def test_every_request_crosses_a_loopback_cluster_with_envoys_default_ceiling(tmp_path):
+    """kgateway gives a Backend's cluster no circuit breakers (plugins/backend/static.go; none in its translation,
+    tests/data/kgateway/backend-default-out.yaml) and an InferencePool's 40,000 (inferencepool-basic-out.yaml). Every
+    request crosses the loopback Backend's cluster, so one proxy holds at most 1,024 requests in flight over all the
+    models, where before the second pass each model's pool allowed 40,000 (docs/gateway.md, "A ceiling on requests in
+    flight"). kgateway v2.1 has no knob for it (BackendConfigPolicy circuitBreakers came in v2.2.0)."""
+    objs = _objects(GATEWAY)
+    with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True) as gw:
+        envoy = gw.envoy
+        loopback = envoy.circuit_breakers("backend_chat_chat-gateway-pools_0")
+        pool = envoy.circuit_breakers("endpoint-picker_chat_qwen-7b_8000")
+    for key in ("max_connections", "max_pending_requests", "max_requests"):
+        assert loopback[key] == 1024, loopback
+        assert pool[key] == 40000, pool
+
+
 def test_in_one_pass_the_picker_never_sees_a_body_only_request(tmp_path):
     """Negative control: the objects as rendered before the second pass. The router re-routes the request after the
     picker filter ran for the catch-all (no pool): it reaches its model, but no picker scheduled it."""
@@ -311,6 +327,7 @@ def test_the_envoy_configuration_is_the_one_kgateway_builds():
     (pool_cluster,) = [c for c in pool_out["clusters"] if c["name"].startswith("endpoint-picker_")]
     (my_pool,) = [c for c in config["staticResources"]["clusters"] if c["name"] == "endpoint-picker_chat_qwen-7b_8000"]
     assert my_pool["lbSubsetConfig"] == pool_cluster["lbSubsetConfig"]
+    assert my_pool["circuitBreakers"] == pool_cluster["circuitBreakers"]
     assert my_pool["loadAssignment"]["endpoints"][0]["lbEndpoints"][0]["metadata"]["filterMetadata"]["envoy.lb"] == {
         "x-gateway-destination-endpoint": "127.0.0.1:6"}
     (their_route,) = pool_out["routes"][0]["virtualHosts"][0]["routes"]
@@ -353,6 +370,7 @@ def test_the_envoy_configuration_is_the_one_kgateway_builds():
     assert theirs_backend["name"] == "backend_default_example-backend_0" and mine_backend["name"] == \
         "backend_chat_chat-gateway-pools_0"
     assert mine_backend["type"] == "STATIC" and mine_backend["connectTimeout"] == theirs_backend["connectTimeout"]
+    assert "circuitBreakers" not in theirs_backend and "circuitBreakers" not in mine_backend  # Envoy's defaults
     # every listener's HCM takes the client's address from the connection, as kgateway's (theirs_hcm): on the second
     # pass that client is the proxy itself
     for mine_hcm in (front, hcm):
