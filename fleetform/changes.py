@@ -457,6 +457,24 @@ def claim_resize(old, new) -> str:
             "then filled again)")
 
 
+PROXY_ROLL = ("its listeners' ports changed: kgateway rolls the gateway's proxy pods (each listener port is a port "
+              "of the proxy's Envoy container and Service); each old pod leaves its Service, serves 10 s more "
+              "(kgateway's gracefulShutdown) and stops, ending the requests still streaming through it")
+
+
+def _listener_ports(listeners) -> frozenset | None:
+    """The ports of a Gateway's `spec.listeners` as a recorded input holds them (a list, or its JSON); None if it
+    holds something else, so an unreadable side counts as changed."""
+    if isinstance(listeners, str):
+        try:
+            listeners = json.loads(listeners)
+        except ValueError:
+            return None
+    if not isinstance(listeners, list):
+        return None
+    return frozenset(item.get("port") for item in listeners if isinstance(item, dict))
+
+
 def classify(change: Change, component: tuple[str, str]) -> Disruption:
     """The disruption of one resource change, from its type, action, inputs and component."""
     data = replacement_data().get(change.type, {})
@@ -556,6 +574,14 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
         and change.action == UPDATE else None
     if resized is not None:
         return Disruption("in place", what, claim_resize(resized.old, resized.new))
+    if kind == "Gateway" and change.action == UPDATE and any(
+            i.path.startswith("spec.listeners") and _listener_ports(i.old) != _listener_ports(i.new)
+            for i in change.inputs):
+        # kgateway v2.1's deployer makes every listener port a port of the proxy's Service and a containerPort of its
+        # Envoy (pkg/deployer/values_helpers.go GetPortsValues -> helm proxy-deployment.yaml), so a port added or
+        # removed is a new pod template; its default GatewayParameters give the pod a preStop that fails Envoy's
+        # health check and sleeps 10 s (gracefulShutdown), then Envoy stops
+        return Disruption("rolling", what, PROXY_ROLL)
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")

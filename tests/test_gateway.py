@@ -280,3 +280,35 @@ def test_every_picker_reads_the_metrics_vllm_0_11_shows():
             for flag in metric_flags:
                 metric = given.get(flag, flags[flag])
                 assert metric in vllm["registered"] and metric not in vllm["hidden"], (source.name, flag, metric)
+
+
+def test_diff_says_a_new_listener_port_rolls_the_gateways_proxy(tmp_path):
+    """kgateway's deployer makes each listener port a containerPort of the proxy's Envoy (pkg/deployer/values_helpers.go
+    GetPortsValues), so turning semantic_routing on (a third listener, 8083) replaces the proxy's pods and ends the
+    streams on the old ones after kgateway's 10 s preStop: the diff says so instead of "nothing running notices"."""
+    from conftest import run_cli
+
+    router = ROOT / "blueprints/inference-router.yaml"
+    text = router.read_text()
+    start = text.index("    semantic_routing:\n")
+    end = text.index("    models:\n", start)
+    old = tmp_path / "no-router.yaml"
+    old.write_text(text[:start] + text[end:])
+    out = run_cli("diff", str(old), str(router)).stdout
+    assert "[rolling] Gateway chat-gateway-chat-chat-gateway: its listeners' ports changed: kgateway rolls the " \
+           "gateway's proxy pods" in out, out
+
+
+def test_a_gateway_listener_change_that_keeps_the_ports_rolls_nothing():
+    from fleetform.changes import UPDATE, Change, InputChange, classify
+
+    def gateway(old, new):
+        return Change(UPDATE, "kubernetes:gateway.networking.k8s.io/v1:Gateway", "chat-gateway",
+                      inputs=[InputChange("spec.listeners", old, new, False)])
+
+    http = {"name": "http", "port": 80, "protocol": "HTTP"}
+    pools = {"name": "pools", "port": 8081, "protocol": "HTTP"}
+    renamed = classify(gateway([http, pools], [http, {**pools, "name": "second"}]), ("", ""))
+    assert renamed.cls == "in place", renamed
+    added = classify(gateway(json.dumps([http]), json.dumps([http, pools])), ("", ""))
+    assert added.cls == "rolling" and "proxy pods" in added.how, added
