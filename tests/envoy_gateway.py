@@ -100,8 +100,13 @@ def _messages():
     msg("HeadersResponse", ("response", 1, M, {"type_name": "CommonResponse"}))
     msg("BodyResponse", ("response", 1, M, {"type_name": "CommonResponse"}))
     msg("TrailersResponse", ("header_mutation", 1, M, {"type_name": "HeaderMutation"}))
+    # ImmediateResponse (field 7 of ProcessingResponse): an answer to the client instead of the upstream's; its status
+    # is envoy.type.v3.HttpStatus (code 1), its body bytes 3
+    msg("HttpStatus", ("code", 1, I, {}))
+    msg("ImmediateResponse", ("status", 1, M, {"type_name": "HttpStatus"}), ("body", 3, BY, {}))
     msg("ProcessingResponse", *((phase, 1 + i, M, {"type_name": f"{kind}Response"}) for i, (phase, kind) in enumerate(
-        zip(_PHASES, ("Headers", "Headers", "Body", "Body", "Trailers", "Trailers")))))
+        zip(_PHASES, ("Headers", "Headers", "Body", "Body", "Trailers", "Trailers")))),
+        ("immediate_response", 7, M, {"type_name": "ImmediateResponse"}))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fd)
     return {
@@ -638,16 +643,30 @@ class SemanticRouter:
     """The part of vLLM's Semantic Router v0.3.0 that routing needs, with its Envoy filter's modes (request headers,
     buffered body; response headers): a body whose `model` is the auto name gets `model` and MODEL_HEADER rewritten
     to the chosen model with clear_route_cache (pkg/extproc/processor_req_body.go handleAutoModelRouting). Here it
-    always chooses `choice`; a test needs only to see whether it ran."""
+    always chooses `choice`; a test needs only to see whether it ran. Like v0.3.0 it answers 404 itself to a POST
+    under /v1 other than chat completions, responses or messages (pkg/extproc/processor_req_header.go
+    handleRequestHeaders -> processor_req_header_validation.go validateRequestHeaders: "endpoint not found"), so
+    `auto` on /v1/completions never reaches a model."""
+
+    CHAT_PATHS = ("/v1/chat/completions", "/v1/messages", "/v1/responses")
 
     def __init__(self, auto, choice):
         self.auto, self.choice = auto, choice
         self.models: list[str] = []
+        self.refused: list[str] = []  # the paths it answered 404
 
     def process(self, requests, context):
         for req in requests:
             kind = _which(req)
             if kind == "request_headers":  # buffered body mode: the headers get their answer first
+                path = _header_map(req.request_headers).get(":path", "").split("?")[0]
+                if path.startswith("/v1/") and path not in self.CHAT_PATHS:
+                    self.refused.append(path)
+                    r = ProcessingResponse()
+                    r.immediate_response.status.code = 404
+                    r.immediate_response.body = b'{"error": {"message": "endpoint not found"}}'
+                    yield r
+                    return
                 yield _headers_response()
             elif kind == "request_body":
                 body = json.loads(req.request_body.body or b"{}")

@@ -240,8 +240,13 @@ def test_the_semantic_router_routes_body_only_auto_requests_to_the_chosen_models
         assert semrouter.models == [auto, auto] and gw.pickers[large].models == [large]
     chooses_large = SemanticRouter(auto, large)
     with Gateway(objs, tmp_path, _envoy(), epp_fail_open=True, ext_procs={name: chooses_large}) as gw:
-        assert _served(gw.post({"model": auto, "prompt": "prove it"})) == large
+        assert _served(gw.post({"model": auto, "messages": [{"role": "user", "content": "prove it"}]},
+                               path="/v1/chat/completions")) == large
         assert gw.pickers[large].models == [large] and gw.pickers[small].models == []
+        # v0.3.0 routes chat only: `auto` on /v1/completions is the router's own 404, and no model sees it
+        status, body = gw.post({"model": auto, "prompt": "prove it"})
+        assert status == 404 and body["error"]["message"] == "endpoint not found", (status, body)
+        assert chooses_large.refused == ["/v1/completions"] and gw.pickers[large].models == [large]
 
 
 def test_in_one_pass_the_semantic_router_leaves_the_chosen_model_unscheduled(tmp_path):
