@@ -457,9 +457,18 @@ def claim_resize(old, new) -> str:
             "then filled again)")
 
 
+PROXY_STOP = ("each old pod leaves its Service, serves 10 s more (kgateway's gracefulShutdown) and stops, ending the "
+              "requests still streaming through it")
 PROXY_ROLL = ("its listeners' ports changed: kgateway rolls the gateway's proxy pods (each listener port is a port "
-              "of the proxy's Envoy container and Service); each old pod leaves its Service, serves 10 s more "
-              "(kgateway's gracefulShutdown) and stops, ending the requests still streaming through it")
+              "of the proxy's Envoy container and Service); " + PROXY_STOP)
+PROXY_TEMPLATE = ("the proxy's pod template changed: kgateway renders the proxy's Deployment from these parameters "
+                  "and Kubernetes rolls its pods one by one; " + PROXY_STOP)
+PROXY_FEWER = ("fewer proxy replicas: kgateway scales the proxy's Deployment down; " + PROXY_STOP.replace("each old",
+                                                                                                        "each removed"))
+PROXY_MORE = "more proxy replicas: kgateway scales the proxy's Deployment up; each new pod joins its Service once ready"
+PROXY_POD_PATHS = ("spec.kube.podTemplate", "spec.kube.envoyContainer", "spec.kube.sdsContainer")
+"""GatewayParameters fields kgateway v2.1's deployer writes into the proxy's pod template (pkg/deployer/values_helpers.go,
+helm proxy-deployment.yaml); the Service's fields (spec.kube.service) change no pod."""
 
 
 def _listener_ports(listeners) -> frozenset | None:
@@ -582,6 +591,13 @@ def classify(change: Change, component: tuple[str, str]) -> Disruption:
         # removed is a new pod template; its default GatewayParameters give the pod a preStop that fails Envoy's
         # health check and sleeps 10 s (gracefulShutdown), then Envoy stops
         return Disruption("rolling", what, PROXY_ROLL)
+    if kind == "GatewayParameters" and change.action == UPDATE:
+        if any(i.path.startswith(PROXY_POD_PATHS) for i in change.inputs):
+            return Disruption("rolling", what, PROXY_TEMPLATE)
+        scaled = next((i for i in change.inputs if i.path == "spec.kube.deployment.replicas"), None)
+        if scaled is not None and isinstance(scaled.old, int) and isinstance(scaled.new, int):
+            return Disruption("rolling", what, PROXY_FEWER) if scaled.new < scaled.old else Disruption(
+                "in place", what, PROXY_MORE)
     if kind == "Deployment":
         if gone:
             return Disruption("drain", what, "its pods are terminated after their grace period")

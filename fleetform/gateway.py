@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 
-from . import kvevents, semrouter
+from . import kvevents, proxy, semrouter
 from .k8s import COMPILE_SAVED_S, KV_CACHE_METRIC, LOAD_GB_PER_S, READY_OVERHEAD_S
 from .records import frozen
 from .semrouter import SemanticRouter  # noqa: F401  (the type of InferenceGateway.semantic_router)
@@ -329,11 +329,21 @@ class InferenceGateway:
     listener: str = LISTENER_NAME  # the way in: the catch-all only
     pools_listener: str = POOLS_LISTENER  # the second pass: the models' routes
     pools_port: int = POOLS_PORT
+    proxy_replicas: int = proxy.MIN_REPLICAS  # GatewayParameters kube.deployment.replicas (fleetform/proxy.py)
+    proxy_ceiling: int = proxy.LOOPBACK_MAX_REQUESTS  # requests in flight one proxy carries
+    proxy_spread: tuple[str, ...] = proxy.SPREAD  # the topology keys its replicas spread over (ScheduleAnyway)
 
     @property
     def parameters_name(self) -> str:
         """The GatewayParameters the Gateway references: the proxy's Service and its pod's security context."""
         return self.name
+
+    @property
+    def proxy_selector(self) -> tuple[tuple[str, str], ...]:
+        """What selects the proxy's pods: kgateway v2.1's deployer labels them with the Gateway's name
+        (test/deployer/testdata/*-out.yaml, the Deployment's selector), which the proxy's PodDisruptionBudget and
+        topology spread select by."""
+        return (("gateway.networking.k8s.io/gateway-name", self.name),)
 
     @property
     def request_timeout(self) -> str:
@@ -417,4 +427,5 @@ def build(fleet, kube) -> InferenceGateway | None:
                             fallback=ModelFallback(
                                 fallback_route_name(fleet), pools_backend_name(fleet), unknown_route_name(fleet),
                                 unknown_route_name(fleet), UNKNOWN_MODEL_STATUS,
-                                unknown_model_body(name, served)))
+                                unknown_model_body(name, served)),
+                            proxy_replicas=proxy.size(fleet).replicas)

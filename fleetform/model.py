@@ -309,6 +309,7 @@ class GatewaySpec:
     path: Path
     expose: str = "cluster"  # cluster: a ClusterIP Service | internal: an internal AWS load balancer in the VPC
     prefix_routing: str = "approximate"  # approximate | precise: vLLM KV events to llm-d's scorer (fleetform/kvevents.py)
+    proxy_replicas: int | None = None  # the proxy's replicas; None: sized from the models (fleetform/proxy.py)
 
 
 @frozen

@@ -53,7 +53,7 @@ UNSCALED_ROPE_TYPES = ("su", "longrope", "llama3")
 max_model_len alone for them (vllm/config _get_and_verify_max_len)."""
 
 
-def _flag_value(args: tuple[str, ...], flag: str) -> str | None:
+def flag_value(args: tuple[str, ...], flag: str) -> str | None:
     """The value of `flag` in a vLLM argv, as `--flag VALUE` or `--flag=VALUE` (the last one wins)."""
     value = None
     for i, arg in enumerate(args):
@@ -80,11 +80,11 @@ def derived_max_len(spec: ModelSpec, extra_args: tuple[str, ...] = ()) -> tuple[
     max_position_embeddings, times a rope_scaling factor unless the type is su/longrope/llama3, and for
     yarn original_max_position_embeddings x factor (vllm/config _get_and_verify_max_len). That is how a
     model card's longer context is switched on (Qwen2.5's YaRN: factor 4 on 32,768 tokens)."""
-    overrides = _json_object(_flag_value(extra_args, "--hf-overrides"))
+    overrides = _json_object(flag_value(extra_args, "--hf-overrides"))
     rope = overrides.get("rope_scaling")
     flag = "--hf-overrides"
     if not isinstance(rope, dict):
-        rope, flag = _json_object(_flag_value(extra_args, "--rope-scaling")), "--rope-scaling"
+        rope, flag = _json_object(flag_value(extra_args, "--rope-scaling")), "--rope-scaling"
     base = overrides.get("max_position_embeddings", spec.max_context)
     if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 0:
         base = spec.max_context

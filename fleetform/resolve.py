@@ -237,7 +237,8 @@ def _fleet(item: dict, path: tuple, catalog: Catalog, cloud: str) -> Fleet:
         renamed_from=tuple(item.get("renamed_from", ())),
         gateway=None if "gateway" not in item else GatewaySpec(
             item["gateway"].get("request_timeout_s", 300), path + ("gateway",),
-            item["gateway"].get("expose", "cluster"), item["gateway"].get("prefix_routing", "approximate")),
+            item["gateway"].get("expose", "cluster"), item["gateway"].get("prefix_routing", "approximate"),
+            item["gateway"].get("proxy_replicas")),
         semantic_routing=semrouter.spec(item["semantic_routing"], path + ("semantic_routing",))
         if "semantic_routing" in item else None,
         cache=None if "cache" not in item else CacheSpec(

@@ -21,7 +21,8 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
     if g is None:
         return {}
     out = {"gateway.yaml": render("gateway/gateway.yaml.j2", fleet=fleet.name, g=g),
-           "gatewayparameters.yaml": render("gateway/gatewayparameters.yaml.j2", g=g)}
+           "gatewayparameters.yaml": render("gateway/gatewayparameters.yaml.j2", g=g),
+           f"{g.name}-pdb.yaml": render("gateway/proxy-pdb.yaml.j2", g=g)}
     for p in g.pickers:
         one = {"g": g, "p": p, "prometheus_namespace": fleet.kube.network_policy.prometheus_namespace,
                "monitor_labels": fleet.kube.monitor_labels}

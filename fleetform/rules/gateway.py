@@ -4,7 +4,8 @@ how long a replica takes to start from nothing (the cold-start budget of a model
 from __future__ import annotations
 
 from ..cluster import addons_data
-from ..gateway import KGATEWAY_VERSION, cold_start, fallback_route_name, router_name, unknown_route_name
+from .. import proxy
+from ..gateway import KGATEWAY_VERSION, cold_start, fallback_route_name, gateway_name, router_name, unknown_route_name
 from ..k8s import LOAD_GB_PER_S
 from ..model import Blueprint
 from . import Reporter, rule
@@ -106,21 +107,30 @@ def gateway_auth(bp: Blueprint, report: Reporter) -> None:
 
 
 @rule("gateway-names", "error",
-      "no model behind a gateway is named like another model's endpoint picker, the gateway's body-based router or "
-      "one of its own routes")
+      "no model behind a gateway is named like another model's endpoint picker, the gateway's proxy, its body-based "
+      "router or one of its own routes")
 def gateway_names(bp: Blueprint, report: Reporter) -> None:
     """A model's endpoint picker is named <model>-epp (its Deployment, Service, ServiceMonitor and
     NetworkPolicy, fleetform/gateway.py), and the body-based router <fleet>-gateway-bbr: a model of that name in
     the same fleet would have its own objects of those kinds and names, and one would replace the other when applied.
     A model's HTTPRoute has the model's name, and the gateway has two HTTPRoutes of its own (fleetform/gateway.py
     ModelFallback): the way in, <fleet>-gateway-models, and the unknown-model answer of the second pass,
-    <fleet>-gateway-unknown-model; a model of either name would replace it."""
+    <fleet>-gateway-unknown-model; a model of either name would replace it. kgateway names the proxy's Deployment,
+    Service, ServiceAccount and ConfigMap after the Gateway, <fleet>-gateway (pkg/deployer, test/deployer/testdata), and
+    fleetform its PodDisruptionBudget: a model of that name would have its own Deployment, Service and
+    PodDisruptionBudget of those names in the same namespace."""
     for fleet in bp.fleets:
         if fleet.gateway is None:
             continue
         names = {model.name for model in fleet.models}
         router, fallback, unknown = router_name(fleet), fallback_route_name(fleet), unknown_route_name(fleet)
         for model in fleet.models:
+            if model.name == gateway_name(fleet):
+                report(model.path + ("name",),
+                       f"model '{model.name}' has the name of the gateway's proxy: kgateway names the proxy's "
+                       "Deployment and Service after the Gateway, so the model's and the proxy's would be one object "
+                       "each, and so would their PodDisruptionBudgets",
+                       f"rename model '{model.name}'")
             if model.name == fallback:
                 report(model.path + ("name",),
                        f"model '{model.name}' has the name of the gateway's catch-all HTTPRoute: its own route would "
@@ -190,3 +200,26 @@ def gateway_wake(bp: Blueprint, report: Reporter) -> None:
                        "the request that should wake the model is then not counted, and the model stays at 0",
                        "run the scale-from-zero check of docs/gateway.md on the cluster and waive this with its "
                        "result, or keep replicas.min at 1")
+
+
+@rule("gateway-capacity", "warning",
+      "gateway.proxy_replicas carries every sequence the fleet's models run at once")
+def gateway_capacity(bp: Blueprint, report: Reporter) -> None:
+    """Every request crosses the gateway's loopback Backend, whose cluster keeps Envoy's default circuit breakers:
+    one proxy replica carries at most proxy.LOOPBACK_MAX_REQUESTS requests in flight and answers 503 to those past as
+    many more waiting (fleetform/proxy.py). fleetform sizes the replicas from the models' maximum replicas and the
+    sequences each runs at once; fewer asked with proxy_replicas cap the fleet below what its GPUs take."""
+    for fleet in bp.fleets:
+        if fleet.gateway is None or fleet.gateway.proxy_replicas is None:
+            continue
+        sizing = proxy.size(fleet)
+        if sizing.asked < sizing.needed:
+            ceiling = sizing.asked * proxy.LOOPBACK_MAX_REQUESTS
+            report(fleet.gateway.path + ("proxy_replicas",),
+                   f"{sizing.asked} proxy replica{'s carry' if sizing.asked != 1 else ' carries'} at most {ceiling:,} "
+                   f"requests in flight, and the models' replicas run {sizing.slots:,} sequences at once at their "
+                   f"maximum counts (`fleetform plan` shows the sum): past {ceiling:,} in flight and as many waiting the gateway "
+                   "answers 503 while GPUs have room"
+                   + (", and one replica is an outage on every node drain" if sizing.asked == 1 else ""),
+                   f"set proxy_replicas to {sizing.needed} or more, or remove it and let fleetform size it; a model "
+                   "whose replicas run fewer sequences can say so with --max-num-seqs in extra_args")
