@@ -252,3 +252,34 @@ elif "get" in args and "pod" in args and any("exitCode" in a for a in args):''',
         assert not any("Authorization" in a for a in keyless["spec"]["containers"][0]["args"])
         assert "fleetform-http-status=%{http_code}\n" in keyless["spec"]["containers"][0]["args"]
         assert "env" not in keyless["spec"]["containers"][0]
+
+
+def test_the_program_applies_the_routes_in_the_order_that_keeps_requests_answered():
+    """A running gateway that moves to the passes (or a fresh one) gets its routes in order: the Gateway (its
+    listeners) and the Backends, DirectResponse and policies first, then the second pass's unknown-model answer, then
+    the way in (which sends requests to the second pass), then the model routes and the semantic router's own route,
+    which leave the way in. Pulumi updates a resource after what it depends on (providers/aws/inference.py apply)."""
+    result = check(ROOT / "blueprints/inference-router.yaml")
+    assert result.model is not None
+    resources = _record(result.model)
+    by = {(r["type"].split(":")[-1], r["inputs"]["metadata"]["name"]): r for r in resources
+          if not r["type"].startswith("fleetform:") and isinstance(r.get("inputs"), dict)
+          and isinstance(r["inputs"].get("metadata"), dict) and "name" in r["inputs"]["metadata"]}
+    name = {key: r["name"] for key, r in by.items()}
+    routes = {key[1]: set(r["depends_on"]) for key, r in by.items() if key[0] == "HTTPRoute"}
+    assert set(routes) == {"chat-gateway-unknown-model", "chat-gateway-models", "chat-gateway-semrouter-way-in",
+                           "chat-gateway-semrouter", "qwen-7b", "qwen-32b"}
+    first = {name[("Gateway", "chat-gateway")], name[("Backend", "chat-gateway-pools")],
+             name[("Backend", "chat-gateway-semrouter")], name[("DirectResponse", "chat-gateway-unknown-model")],
+             name[("TrafficPolicy", "chat-gateway-bbr")], name[("InferencePool", "qwen-7b")]}
+    for route, after in routes.items():
+        assert first <= after, route
+        # a model's rollout holds no route back
+        assert name[("Deployment", "qwen-7b")] not in after, route
+    unknown = name[("HTTPRoute", "chat-gateway-unknown-model")]
+    way_in = {name[("HTTPRoute", "chat-gateway-models")], name[("HTTPRoute", "chat-gateway-semrouter-way-in")]}
+    for route in ("chat-gateway-models", "chat-gateway-semrouter-way-in"):
+        assert unknown in routes[route] and not way_in & routes[route], route
+    for route in ("qwen-7b", "qwen-32b", "chat-gateway-semrouter"):
+        assert way_in | {unknown} <= routes[route], route
+    assert not way_in & routes["chat-gateway-unknown-model"]

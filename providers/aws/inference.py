@@ -82,6 +82,7 @@ class InferenceFleet(pulumi.ComponentResource):
         self.schedules = schedules(name, fleet, self.node_group, self)  # a pool's windows (providers/aws/pool.py)
         objects = [o for o in objects_of(files, fleet.name) if eks.claim(o)] if f"{fleet.name}/k8s/kustomization.yaml" in files else []
         self._late = [o for o in objects if o["kind"] not in EARLY_KINDS]
+        self._gateway = fleet.inference_gateway
         namespaces = [self._object(o, [eks.system]) for o in objects if o["kind"] == "Namespace"]
         self.early = namespaces + [self._object(o, namespaces + list(eks.namespaces.values()))
                                    for o in objects if o["kind"] in EARLY_KINDS - {"Namespace"}]
@@ -121,6 +122,40 @@ class InferenceFleet(pulumi.ComponentResource):
         # a Gateway after the GatewayParameters it names: kgateway provisions the proxy as soon as it sees the
         # Gateway, and its default proxy Service is an internet-facing LoadBalancer (fleetform/gateway.py PROXY_SERVICE)
         params = [self._object(o, after) for o in self._late if o["kind"] == "GatewayParameters"]
+        routing = []
         for obj in self._late:
-            if obj["kind"] != "GatewayParameters":
-                self._object(obj, after + params if obj["kind"] == "Gateway" else after)
+            if obj["kind"] not in ("GatewayParameters", "HTTPRoute"):
+                made = self._object(obj, after + params if obj["kind"] == "Gateway" else after)
+                if obj["kind"] in ROUTING_KINDS:
+                    routing.append(made)
+        # the routes last, in the order that keeps every request answered while a running gateway moves to the
+        # passes (fleetform/gateway.py ModelFallback): the second pass's own routes once the Gateway has its listeners
+        # and the Backends exist, then the way in, which sends requests to them, then the model routes, which leave
+        # the way in for the second pass's listener (until then they match on every listener, so a request re-routed
+        # on the way in still finds its model). Pulumi updates a resource after those it depends on; kgateway
+        # translates what it has seen, so each step it may see is one of these states.
+        stages = _route_stages(self._gateway)
+        done = []
+        for stage in range(len(stages) + 1):
+            made = [self._object(o, after + routing + done) for o in self._late
+                    if o["kind"] == "HTTPRoute" and _stage(stages, o["metadata"]["name"]) == stage]
+            done = done + made
+
+
+ROUTING_KINDS = frozenset({"Gateway", "Backend", "DirectResponse", "GatewayExtension", "TrafficPolicy",
+                           "BackendConfigPolicy", "InferencePool"})
+"""What a gateway's routes name or need translated with them; a Deployment's rollout does not hold a route back."""
+
+
+def _route_stages(gateway) -> tuple[frozenset[str], ...]:
+    """The HTTPRoutes applied before the rest, in order: the second pass's unknown-model answer, then the way in
+    (the catch-all and the semantic router's way in); every other route (the models', the semantic router's own
+    listener's) after them."""
+    if gateway is None or gateway.fallback is None:
+        return ()
+    way_in = {gateway.fallback.route} | ({gateway.semantic_router.way_in} if gateway.semantic_router else set())
+    return frozenset({gateway.fallback.unknown_route}), frozenset(way_in)
+
+
+def _stage(stages: tuple[frozenset[str], ...], name: str) -> int:
+    return next((i for i, names in enumerate(stages) if name in names), len(stages))
