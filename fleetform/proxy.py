@@ -33,8 +33,12 @@ VLLM_MAX_NUM_SEQS = 256
 VLLM_LARGE_DEVICE_BYTES = 70 * 2**30
 """vLLM 0.11's default --max-num-seqs for `vllm serve` (UsageContext.OPENAI_API_SERVER): 1,024 on a device of at least
 70 GiB whose name is not an A100's, else 256, and never more than --max-num-batched-tokens
-(vllm/engine/arg_utils.py EngineArgs._set_default_args, v0.11.0 wheel). The device is what CUDA reports: a MIG
-slice's memory, a time-sliced or MPS GPU's whole memory."""
+(vllm/engine/arg_utils.py EngineArgs._set_default_args, v0.11.0 wheel). vLLM reads the device's memory and name
+through NVML from the physical GPU's handle (vllm/platforms/cuda.py NvmlCudaPlatform.get_device_total_memory:
+nvmlDeviceGetHandleByIndex, nvmlDeviceGetMemoryInfo), never a MIG device handle: on a MIG slice it gets the whole GPU's
+memory where NVML grants the aggregate (NVML: "In MIG mode, if device handle is provided, the API returns aggregate
+information, only if the caller has appropriate privileges"), else an error that leaves it 256. The bound is the
+whole GPU's, under MIG, time-slicing and MPS alike."""
 
 
 @frozen
@@ -90,11 +94,9 @@ def max_num_seqs(fleet, model) -> tuple[int, str]:
     if shape is None:
         return VLLM_MAX_NUM_SEQS_LARGE, "vLLM 0.11's largest default --max-num-seqs: the GPU is unknown"
     gpu = shape.gpu
-    if sharing.strategy == "mig":
-        profile = gpu.mig.get(sharing.profile or "")
-        device_bytes, device = (profile.memory_mib * 2**20, f"one {profile.name} slice") if profile else (0, "one slice")
-    else:
-        device_bytes, device = gpu.memory_mib * 2**20, f"one {gpu.name}"
+    device_bytes, device = gpu.memory_mib * 2**20, f"one {gpu.name}"
+    if sharing.strategy == "mig":  # vLLM sees the whole GPU's memory through NVML, not the slice's (above)
+        device = f"one {sharing.profile} slice, which reads the whole {gpu.name}'s memory"
     large = device_bytes >= VLLM_LARGE_DEVICE_BYTES and "a100" not in gpu.name.lower()
     seqs = VLLM_MAX_NUM_SEQS_LARGE if large else VLLM_MAX_NUM_SEQS
     why = f"vLLM 0.11's default --max-num-seqs on {device}"

@@ -41,7 +41,9 @@ def _kgateway_proxy():
 
 def test_vllm_0_11_default_batch_follows_the_device_it_sees(tmp_path):
     """vLLM 0.11 `vllm serve` without --max-num-seqs: 1,024 on a device of 70 GiB or more that is not an A100, else 256
-    (vllm/engine/arg_utils.py _set_default_args, the v0.11.0 wheel); a MIG slice is the device under MIG."""
+    (vllm/engine/arg_utils.py _set_default_args, the v0.11.0 wheel). vLLM reads the memory through NVML from the
+    physical GPU's handle (vllm/platforms/cuda.py NvmlCudaPlatform.get_device_total_memory), so a MIG slice's vLLM
+    sees the whole GPU's memory (or, where NVML refuses the aggregate, none: 256), never the slice's."""
     def on(instance, sharing=None, args=()):
         def edit(data):
             fleet = data["fleets"][0]
@@ -56,8 +58,9 @@ def test_vllm_0_11_default_batch_follows_the_device_it_sees(tmp_path):
     assert on("p5en.48xlarge")[0] == 1024  # H200
     assert on("p4de.24xlarge")[0] == 256  # A100 80 GB: vLLM excludes it by name
     assert on("g6e.12xlarge")[0] == 256  # L40S 48 GB
-    assert on("p4de.24xlarge", {"strategy": "mig", "profile": "3g.40gb"}) == (
-        256, "vLLM 0.11's default --max-num-seqs on one 3g.40gb slice")
+    assert on("p4de.24xlarge", {"strategy": "mig", "profile": "3g.40gb"})[0] == 256  # an A100 whatever its slice
+    assert on("p5.48xlarge", {"strategy": "mig", "profile": "3g.40gb"}) == (
+        1024, "vLLM 0.11's default --max-num-seqs on one 3g.40gb slice, which reads the whole H100-80GB's memory")
     assert on("p5.48xlarge", args=["--max-num-seqs", "64"]) == (64, "its --max-num-seqs")
     assert on("p5.48xlarge", args=["--max_num_seqs=48"])[0] == 48  # vLLM reads underscores as dashes
     assert on("p5.48xlarge", args=["--max-num-batched-tokens", "512"])[0] == 512
