@@ -80,7 +80,7 @@ class ProxySizing:
 
     @property
     def result(self) -> str:
-        return f"{self.replicas} proxy replicas"
+        return f"{self.replicas} proxy replica{'s' if self.replicas != 1 else ''}"
 
 
 def max_num_seqs(fleet, model) -> tuple[int, str]:

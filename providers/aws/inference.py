@@ -132,8 +132,10 @@ class InferenceFleet(pulumi.ComponentResource):
         # passes (fleetform/gateway.py ModelFallback): the second pass's own routes once the Gateway has its listeners
         # and the Backends exist, then the way in, which sends requests to them, then the model routes, which leave
         # the way in for the second pass's listener (until then they match on every listener, so a request re-routed
-        # on the way in still finds its model). Pulumi updates a resource after those it depends on; kgateway
-        # translates what it has seen, so each step it may see is one of these states.
+        # on the way in still finds its model). Pulumi writes a resource after those it depends on (create, update
+        # and delete alike), but waits for no route's Accepted status, and kgateway watches routes and Backends
+        # apart: the order narrows the windows between these states rather than proving kgateway never sees one
+        # object before another.
         stages = _route_stages(self._gateway)
         done = []
         for stage in range(len(stages) + 1):
