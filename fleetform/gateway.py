@@ -245,10 +245,14 @@ class ModelFallback:
     route: str  # the HTTPRoute on the way in
     backend: str  # the kgateway Backend of the second pass
     unknown_route: str  # the HTTPRoute on POOLS_LISTENER that answers an unknown model
-    response: str  # the DirectResponse
     status: int
     body: str  # a JSON error, in the shape of an OpenAI error (`error.message`, `error.type`, `error.code`)
     host: str = LOOPBACK
+
+    @property
+    def response(self) -> str:
+        """The DirectResponse the unknown-model route answers with: named as the route."""
+        return self.unknown_route
 
 
 @frozen
@@ -329,9 +333,9 @@ class InferenceGateway:
     listener: str = LISTENER_NAME  # the way in: the catch-all only
     pools_listener: str = POOLS_LISTENER  # the second pass: the models' routes
     pools_port: int = POOLS_PORT
-    proxy_replicas: int = proxy.MIN_REPLICAS  # GatewayParameters kube.deployment.replicas (fleetform/proxy.py)
     proxy_ceiling: int = proxy.LOOPBACK_MAX_REQUESTS  # requests in flight one proxy carries
     proxy_spread: tuple[str, ...] = proxy.SPREAD  # the topology keys its replicas spread over (ScheduleAnyway)
+    proxies: proxy.ProxySizing = proxy.ProxySizing((), proxy.MIN_REPLICAS, None)  # its replicas (fleetform/proxy.py)
 
     @property
     def parameters_name(self) -> str:
@@ -426,6 +430,5 @@ def build(fleet, kube) -> InferenceGateway | None:
                             semantic_router=routed,
                             fallback=ModelFallback(
                                 fallback_route_name(fleet), pools_backend_name(fleet), unknown_route_name(fleet),
-                                unknown_route_name(fleet), UNKNOWN_MODEL_STATUS,
-                                unknown_model_body(name, served)),
-                            proxy_replicas=proxy.size(fleet).replicas)
+                                UNKNOWN_MODEL_STATUS, unknown_model_body(name, served)),
+                            proxies=proxy.size(fleet))

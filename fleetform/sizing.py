@@ -302,9 +302,7 @@ def _inference(bp: Blueprint, fleet: Fleet, out: FleetSizing) -> None:
         out.add(f"requests for '{fleet.semantic_routing.model_name}': blended cost per 1,000 requests", blend.formula,
                 blend.result)
     if fleet.inference_gateway is not None:  # every request crosses the proxy's loopback Backend (fleetform/proxy.py)
-        from .proxy import size as proxy_size
-
-        proxies = proxy_size(fleet)
+        proxies = fleet.inference_gateway.proxies
         out.add("gateway: proxy replicas", proxies.formula, proxies.result)
     if fleet.kube is not None and fleet.kube.shared_cache is not None:  # `cache:`: which start applies (fleetform/gateway.py)
         from .gateway import cold_start

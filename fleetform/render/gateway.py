@@ -13,7 +13,7 @@ EPP_OBJECTS = ("configmap", "serviceaccount", "role", "rolebinding", "service", 
 BBR_OBJECTS = ("serviceaccount", "deployment", "pdb", "service", "networkpolicy", "gatewayextension", "trafficpolicy",
                "backendconfigpolicy")
 SEMROUTER_OBJECTS = ("configmap", "serviceaccount", "deployment", "pdb", "service", "networkpolicy", "httproute",
-                     "backend", "gatewayextension", "trafficpolicy")
+                     "gatewayextension", "trafficpolicy")
 
 
 def objects(fleet: Fleet) -> dict[str, bytes]:
@@ -31,7 +31,9 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
         for kind in EPP_OBJECTS:
             out[f"{p.name}-{kind}.yaml"] = render(f"gateway/epp-{kind}.yaml.j2", **one)
     out[f"{g.fallback.route}-httproute.yaml"] = render("gateway/models-httproute.yaml.j2", g=g)
-    out[f"{g.fallback.backend}-backend.yaml"] = render("gateway/pools-backend.yaml.j2", g=g)
+    out[f"{g.fallback.backend}-backend.yaml"] = render(
+        "gateway/loopback-backend.yaml.j2", g=g, purpose="The second pass", name=g.fallback.backend, labels=g.labels,
+        listener=g.pools_listener, port=g.pools_port)
     out[f"{g.fallback.unknown_route}-httproute.yaml"] = render("gateway/unknown-model-httproute.yaml.j2", g=g)
     out[f"{g.fallback.response}-directresponse.yaml"] = render("gateway/unknown-model-directresponse.yaml.j2", g=g)
     one = {"g": g, "r": g.router}
@@ -42,4 +44,7 @@ def objects(fleet: Fleet) -> dict[str, bytes]:
         for kind in SEMROUTER_OBJECTS:
             out[f"{g.semantic_router.name}-{kind}.yaml"] = render(f"gateway/semrouter-{kind}.yaml.j2", **one)
         out[f"{g.semantic_router.way_in}-httproute.yaml"] = render("gateway/semrouter-way-in-httproute.yaml.j2", **one)
+        out[f"{g.semantic_router.name}-backend.yaml"] = render(
+            "gateway/loopback-backend.yaml.j2", g=g, purpose="The semantic router's pass", name=g.semantic_router.name,
+            labels=g.semantic_router.labels, listener=g.semantic_router.listener, port=g.semantic_router.port)
     return out

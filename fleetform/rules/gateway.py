@@ -210,9 +210,9 @@ def gateway_capacity(bp: Blueprint, report: Reporter) -> None:
     many more waiting (fleetform/proxy.py). fleetform sizes the replicas from the models' maximum replicas and the
     sequences each runs at once; fewer asked with proxy_replicas cap the fleet below what its GPUs take."""
     for fleet in bp.fleets:
-        if fleet.gateway is None or fleet.gateway.proxy_replicas is None:
+        if fleet.inference_gateway is None or fleet.gateway.proxy_replicas is None:
             continue
-        sizing = proxy.size(fleet)
+        sizing = fleet.inference_gateway.proxies
         if sizing.asked < sizing.needed:
             ceiling = sizing.asked * proxy.LOOPBACK_MAX_REQUESTS
             report(fleet.gateway.path + ("proxy_replicas",),
